@@ -1,0 +1,3 @@
+module github.com/openatf/atf
+
+go 1.26.8

@@ -1,0 +1,116 @@
+package task
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Config. Each is chosen for production on AWS; `atf dev` shortens the poll interval.
+const (
+	// DefaultEnqueueTimeout is how long a task may sit in its queue unclaimed before the consumer
+	// enqueues it again. It covers a lost message; a backlog longer than this only costs a
+	// duplicate message, which the claim discards.
+	DefaultEnqueueTimeout = 10 * time.Minute
+	// DefaultClaimTimeout is how long a claimed task may wait for its first heartbeat.
+	DefaultClaimTimeout = 30 * time.Second
+	// DefaultHeartbeatInterval is how often an executor reports that a task is still running.
+	DefaultHeartbeatInterval = 5 * time.Second
+	// DefaultHeartbeatTimeout is how long after its last heartbeat a running task is considered
+	// lost. It must exceed MaxMissedHeartbeats × HeartbeatInterval, so an executor has stopped its
+	// handler before anyone else may claim the task.
+	DefaultHeartbeatTimeout = 30 * time.Second
+	// DefaultMaxAttempts is how many times a task runs before it is dead.
+	DefaultMaxAttempts = 5
+	// DefaultPollInterval is how often the consumer sweeps for due tasks.
+	DefaultPollInterval = time.Second
+	// DefaultPayloadLimit bounds a task's payload and its result, in bytes. DynamoDB items are
+	// at most 400 KB and SQS messages carry only the task id, so 256 KiB leaves room for the rest.
+	DefaultPayloadLimit = 256 << 10
+	// DefaultBackoffBase and DefaultBackoffMax shape retry delays: base × 2^(attempt-1), capped.
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = 10 * time.Minute
+	// DefaultEnqueueQuota is how many tasks of one lambda the consumer enqueues per sweep, so a
+	// flood on one lambda cannot delay another lambda's due tasks.
+	DefaultEnqueueQuota = 500
+)
+
+// MaxMissedHeartbeats is how many heartbeats in a row may fail before an executor stops its
+// handler: from then on it can no longer prove that it owns the task.
+const MaxMissedHeartbeats = 3
+
+// MaxAttemptsLimit caps max_attempts in a schedule request.
+const MaxAttemptsLimit = 100
+
+// Config holds the timing rules of the task lifecycle. The zero value of a field means its
+// default; call WithDefaults, then Validate.
+type Config struct {
+	EnqueueTimeout    time.Duration
+	ClaimTimeout      time.Duration
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	MaxAttempts       int
+	PollInterval      time.Duration
+	PayloadLimit      int
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+	EnqueueQuota      int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&c.EnqueueTimeout, DefaultEnqueueTimeout)
+	set(&c.ClaimTimeout, DefaultClaimTimeout)
+	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	set(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	set(&c.PollInterval, DefaultPollInterval)
+	set(&c.BackoffBase, DefaultBackoffBase)
+	set(&c.BackoffMax, DefaultBackoffMax)
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.PayloadLimit == 0 {
+		c.PayloadLimit = DefaultPayloadLimit
+	}
+	if c.EnqueueQuota == 0 {
+		c.EnqueueQuota = DefaultEnqueueQuota
+	}
+	return c
+}
+
+// Validate names the first field that is wrong.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"EnqueueTimeout", c.EnqueueTimeout}, {"ClaimTimeout", c.ClaimTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"HeartbeatTimeout", c.HeartbeatTimeout},
+		{"PollInterval", c.PollInterval}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("task config: %s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.HeartbeatTimeout <= MaxMissedHeartbeats*c.HeartbeatInterval {
+		return fmt.Errorf("task config: HeartbeatTimeout (%s) must exceed %d × HeartbeatInterval (%s)",
+			c.HeartbeatTimeout, MaxMissedHeartbeats, c.HeartbeatInterval)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
+		return fmt.Errorf("task config: MaxAttempts must be in 1..%d, got %d", MaxAttemptsLimit, c.MaxAttempts)
+	}
+	if c.PayloadLimit < 1 {
+		return fmt.Errorf("task config: PayloadLimit must be positive, got %d", c.PayloadLimit)
+	}
+	if c.BackoffMax < c.BackoffBase {
+		return fmt.Errorf("task config: BackoffMax (%s) is below BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
+	}
+	if c.EnqueueQuota < 1 {
+		return fmt.Errorf("task config: EnqueueQuota must be positive, got %d", c.EnqueueQuota)
+	}
+	return nil
+}

@@ -1,0 +1,33 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error sentinels. Backends and services wrap them with a message for people; the HTTP layer
+// maps each to one status code. Test with errors.Is.
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrExists     = errors.New("already exists")      // create of an id that is taken
+	ErrConflict   = errors.New("conflict")            // the task changed, or the transition is not allowed from its status
+	ErrStaleLease = errors.New("stale lease")         // a heartbeat or result carries a token that no longer owns the task
+	ErrInvalid    = errors.New("invalid")             // bad input
+	ErrTooLarge   = errors.New("too large")           // payload or result over the limit
+	ErrNotDue     = errors.New("not due")             // the consumer saw a stale due-index entry
+	ErrThrottled  = errors.New("throttled, retry later")
+)
+
+type codedError struct {
+	kind error
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.kind }
+
+// Errorf returns an error that reads as the formatted message and matches kind with errors.Is.
+// The message is meant for the caller, so it must not carry internals.
+func Errorf(kind error, format string, args ...any) error {
+	return &codedError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,77 @@
+package task
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DefaultPriorities are a lambda's priority levels unless it names its own, highest first.
+var DefaultPriorities = []string{"high", "normal", "low"}
+
+// DefaultPriority is the priority of a task that names none: the middle level.
+func (l Lambda) DefaultPriority() string { return l.Priorities[len(l.Priorities)/2] }
+
+// Defaults of Lambda.
+const (
+	DefaultConcurrency    = 4
+	DefaultHandlerTimeout = 5 * time.Minute
+)
+
+// Lambda is a named callback and the rules for running its tasks.
+type Lambda struct {
+	Name string
+	// Priorities are the levels, highest first.
+	Priorities []string
+	// Concurrency is how many of its tasks may run at once on one controller.
+	Concurrency int
+	// Timeout bounds one run of the handler.
+	Timeout time.Duration
+	// MaxAttempts is the default for tasks that don't set their own; zero means Config.MaxAttempts.
+	MaxAttempts int
+}
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Lambda) WithDefaults() Lambda {
+	if len(l.Priorities) == 0 {
+		l.Priorities = slices.Clone(DefaultPriorities)
+	}
+	if l.Concurrency == 0 {
+		l.Concurrency = DefaultConcurrency
+	}
+	if l.Timeout == 0 {
+		l.Timeout = DefaultHandlerTimeout
+	}
+	return l
+}
+
+// Validate names the first field that is wrong.
+func (l Lambda) Validate() error {
+	if err := ValidateName("lambda name", l.Name); err != nil {
+		return err
+	}
+	if len(l.Priorities) == 0 {
+		return Errorf(ErrInvalid, "lambda %s: needs at least one priority", l.Name)
+	}
+	for i, p := range l.Priorities {
+		if err := ValidateName("priority", p); err != nil {
+			return fmt.Errorf("lambda %s: %w", l.Name, err)
+		}
+		if slices.Contains(l.Priorities[:i], p) {
+			return Errorf(ErrInvalid, "lambda %s: priority %q is listed twice", l.Name, p)
+		}
+	}
+	if l.Concurrency < 1 {
+		return Errorf(ErrInvalid, "lambda %s: concurrency must be at least 1, got %d", l.Name, l.Concurrency)
+	}
+	if l.Timeout <= 0 {
+		return Errorf(ErrInvalid, "lambda %s: timeout must be positive, got %s", l.Name, l.Timeout)
+	}
+	if l.MaxAttempts < 0 || l.MaxAttempts > MaxAttemptsLimit {
+		return Errorf(ErrInvalid, "lambda %s: max attempts must be in 0..%d, got %d", l.Name, MaxAttemptsLimit, l.MaxAttempts)
+	}
+	return nil
+}
+
+// HasPriority reports whether p is one of the lambda's levels.
+func (l Lambda) HasPriority(p string) bool { return slices.Contains(l.Priorities, p) }

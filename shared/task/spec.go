@@ -1,0 +1,132 @@
+package task
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// Spec is a request to schedule one task, as a client sends it. Zero fields take defaults.
+type Spec struct {
+	ID          string
+	Payload     json.RawMessage
+	RunAt       *time.Time
+	Delay       *time.Duration
+	Priority    string
+	Collection  string
+	MaxAttempts int
+	Deadline    *time.Time
+	After       []string
+}
+
+// MaxDelay bounds how far ahead a task may be scheduled.
+const MaxDelay = 366 * 24 * time.Hour
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+// ValidateName checks a lambda or priority name: lowercase letters, digits, '-' and '_', at most
+// 64 characters. Names end up in URLs and queue names, so they stay plain.
+func ValidateName(what, s string) error {
+	if !namePattern.MatchString(s) {
+		return Errorf(ErrInvalid, "%s %q: use 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit", what, s)
+	}
+	return nil
+}
+
+// ValidateID checks a task id or collection: letters, digits, '.', '_', ':' and '-', at most
+// 128 characters.
+func ValidateID(what, s string) error {
+	if !idPattern.MatchString(s) {
+		return Errorf(ErrInvalid, "%s %q: use 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-', starting with a letter or digit", what, s)
+	}
+	return nil
+}
+
+// New validates s for lambda l and returns the task it describes, in status new.
+func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
+	t := Task{
+		ID: s.ID, Lambda: l.Name, Collection: s.Collection, Priority: s.Priority,
+		Status: StatusNew, MaxAttempts: s.MaxAttempts, RunAt: now,
+		CreatedAt: now, UpdatedAt: now, Version: 1,
+	}
+	if t.ID == "" {
+		t.ID = NewID(now)
+	} else if err := ValidateID("id", t.ID); err != nil {
+		return Task{}, err
+	}
+	if t.Collection != "" {
+		if err := ValidateID("collection", t.Collection); err != nil {
+			return Task{}, err
+		}
+	}
+	if t.Priority == "" {
+		t.Priority = l.DefaultPriority()
+	} else if !l.HasPriority(t.Priority) {
+		return Task{}, Errorf(ErrInvalid, "priority %q is not one of lambda %s's priorities %v", t.Priority, l.Name, l.Priorities)
+	}
+	switch {
+	case t.MaxAttempts == 0 && l.MaxAttempts > 0:
+		t.MaxAttempts = l.MaxAttempts
+	case t.MaxAttempts == 0:
+		t.MaxAttempts = c.MaxAttempts
+	case t.MaxAttempts < 0 || t.MaxAttempts > MaxAttemptsLimit:
+		return Task{}, Errorf(ErrInvalid, "max_attempts must be in 1..%d, got %d", MaxAttemptsLimit, t.MaxAttempts)
+	}
+	switch {
+	case s.RunAt != nil && s.Delay != nil:
+		return Task{}, Errorf(ErrInvalid, "give run_at or delay, not both")
+	case s.Delay != nil && *s.Delay < 0:
+		return Task{}, Errorf(ErrInvalid, "delay must not be negative, got %s", *s.Delay)
+	case s.Delay != nil && *s.Delay > MaxDelay:
+		return Task{}, Errorf(ErrInvalid, "delay must be at most %s, got %s", MaxDelay, *s.Delay)
+	case s.Delay != nil:
+		t.RunAt = now.Add(*s.Delay)
+	case s.RunAt != nil && s.RunAt.Sub(now) > MaxDelay:
+		return Task{}, Errorf(ErrInvalid, "run_at must be within %s from now", MaxDelay)
+	case s.RunAt != nil && s.RunAt.After(now):
+		t.RunAt = *s.RunAt
+	}
+	if s.Deadline != nil {
+		if !s.Deadline.After(t.RunAt) {
+			return Task{}, Errorf(ErrInvalid, "deadline %s is not after the run time %s", s.Deadline.Format(time.RFC3339), t.RunAt.Format(time.RFC3339))
+		}
+		d := *s.Deadline
+		t.Deadline = &d
+	}
+	if len(s.After) > 0 {
+		return Task{}, Errorf(ErrInvalid, "after: task dependencies are not supported yet")
+	}
+	if len(s.Payload) > c.PayloadLimit {
+		return Task{}, Errorf(ErrTooLarge, "payload is %d bytes; the limit is %d", len(s.Payload), c.PayloadLimit)
+	}
+	if len(s.Payload) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, s.Payload); err != nil {
+			return Task{}, Errorf(ErrInvalid, "payload is not valid JSON")
+		}
+		t.Payload = b.Bytes()
+	}
+	t.NextTriggerAt = at(t.RunAt)
+	t.Spec = s.fingerprint(t)
+	return t, nil
+}
+
+// fingerprint identifies the request as the client wrote it (a delay, not the run time it
+// resolved to), so replaying the same request later still matches.
+func (s Spec) fingerprint(t Task) string {
+	var when any = s.RunAt
+	if s.Delay != nil {
+		when = s.Delay.String()
+	}
+	b, _ := json.Marshal([]any{t.Lambda, t.ID, t.Payload, when, t.Priority, t.Collection, t.MaxAttempts, s.Deadline, s.After})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func at(t time.Time) *time.Time { return &t }

@@ -1,0 +1,95 @@
+package task
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps tasks and gates. Every backend passes the conformance suite in storetest.
+type Store interface {
+	// Create stores a new task. It returns ErrExists if the lambda already has a task with its id.
+	Create(ctx context.Context, t Task) error
+	// Get returns one task, or ErrNotFound.
+	Get(ctx context.Context, lambda, id string) (Task, error)
+	// Update writes t if the stored task's version is still prev (t is the result of a transition
+	// from it), and ErrConflict otherwise. It is atomic: of racing updates from one version,
+	// exactly one wins.
+	Update(ctx context.Context, t Task, prev int64) error
+	// List returns tasks of one lambda in creation order, a page at a time.
+	List(ctx context.Context, p ListParams) (tasks []Task, next string, err error)
+	// Due returns tasks of one lambda whose next trigger is at or before p.Before, earliest first.
+	Due(ctx context.Context, p DueParams) ([]Task, error)
+	// Counts returns how many tasks of the lambda are in each status; statuses with none are absent.
+	Counts(ctx context.Context, lambda string) (map[Status]int, error)
+	// SetGate sets a gate; mode open removes it.
+	SetGate(ctx context.Context, g Gate) error
+	// Gates returns every gate that is not open.
+	Gates(ctx context.Context) ([]Gate, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// ListParams selects a page of tasks. Empty filters match everything.
+type ListParams struct {
+	Lambda     string
+	Status     Status
+	Collection string
+	Limit      int    // at most MaxListLimit; zero means DefaultListLimit
+	Cursor     string // the next value of the previous page
+}
+
+// List page sizes.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// DueParams selects due tasks of one lambda.
+type DueParams struct {
+	Lambda   string
+	Priority string   // empty means any
+	Statuses []Status // which statuses to look at
+	Before   time.Time
+	Limit    int
+	// SkipCollections are collections to leave out (their gate holds them).
+	SkipCollections []string
+}
+
+// Queue carries task ids from the consumer to the workers: one queue per (lambda, priority).
+// Like SQS it delivers at least once: a received message comes back after its visibility timeout
+// unless it is deleted. Every backend passes the conformance suite in queuetest.
+type Queue interface {
+	// Send puts messages on their queues; a message with a Delay becomes visible after it.
+	Send(ctx context.Context, msgs ...Message) error
+	// Receive takes up to p.Max visible messages from one queue, waiting up to p.Wait for the
+	// first, and hides them for p.Visibility.
+	Receive(ctx context.Context, p ReceiveParams) ([]Delivery, error)
+	// Delete removes a received message for good.
+	Delete(ctx context.Context, d Delivery) error
+	// Extend hides a received message for another d from now.
+	Extend(ctx context.Context, d Delivery, visibility time.Duration) error
+}
+
+// Message names a task to run. It carries the id, never the payload.
+type Message struct {
+	Lambda   string        `json:"lambda"`
+	Priority string        `json:"priority"`
+	TaskID   string        `json:"task_id"`
+	Attempt  int           `json:"attempt"`
+	Delay    time.Duration `json:"-"`
+}
+
+// Delivery is a received message.
+type Delivery struct {
+	Message
+	Receipt      string // identifies this receipt for Delete and Extend
+	ReceiveCount int    // 1 on first delivery
+}
+
+// ReceiveParams selects what to receive.
+type ReceiveParams struct {
+	Lambda, Priority string
+	Max              int
+	Wait             time.Duration
+	Visibility       time.Duration
+}

@@ -1,0 +1,98 @@
+package task
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a task is in its life.
+type Status string
+
+// The statuses. See the package documentation for the table of next triggers.
+const (
+	StatusPending          Status = "pending"
+	StatusNew              Status = "new"
+	StatusEnqueued         Status = "enqueued"
+	StatusClaimed          Status = "claimed"
+	StatusProcessing       Status = "processing"
+	StatusRetriableFailure Status = "retriable_failure"
+	StatusSuccess          Status = "success"
+	StatusFatalFailure     Status = "fatal_failure"
+	StatusDead             Status = "dead"
+	StatusCancelled        Status = "cancelled"
+	StatusDropped          Status = "dropped"
+)
+
+// Statuses lists every status in lifecycle order.
+var Statuses = []Status{
+	StatusPending, StatusNew, StatusEnqueued, StatusClaimed, StatusProcessing,
+	StatusRetriableFailure, StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped,
+}
+
+// Waiting are the statuses of tasks that have not started: gates hold or drop them.
+var Waiting = []Status{StatusPending, StatusNew, StatusEnqueued, StatusRetriableFailure}
+
+// Running are the statuses of tasks owned by a worker: they time out if the worker goes silent.
+var Running = []Status{StatusClaimed, StatusProcessing}
+
+// Terminal reports whether s is final: the task will never run again.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Task is one execution of a lambda, with everything the store keeps about it.
+type Task struct {
+	ID          string          `json:"id"`
+	Lambda      string          `json:"lambda"`
+	Collection  string          `json:"collection"`
+	Priority    string          `json:"priority"`
+	Status      Status          `json:"status"`
+	Payload     json.RawMessage `json:"payload"`
+	Result      json.RawMessage `json:"result"`
+	Error       string          `json:"error"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+
+	RunAt         time.Time  `json:"run_at"`
+	Deadline      *time.Time `json:"deadline,omitempty"`
+	NextTriggerAt *time.Time `json:"next_trigger_at"` // nil once terminal
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+
+	// Version increases by one with every transition; writes are conditional on it.
+	Version int64 `json:"version"`
+	// Lease is the fencing token of the worker that owns the task (claimed or processing).
+	Lease string `json:"-"`
+	// Spec fingerprints the schedule request, so a replay with the same id can be told apart
+	// from a different request that reuses the id.
+	Spec string `json:"-"`
+}
+
+// Gate modes.
+const (
+	GateOpen  = "open"  // tasks flow
+	GatePause = "pause" // tasks wait until the gate opens again
+	GateDrop  = "drop"  // waiting tasks end as dropped
+)
+
+// Gate is a switch on a lambda, or on one collection of a lambda when Collection is set.
+type Gate struct {
+	Lambda     string    `json:"lambda"`
+	Collection string    `json:"collection,omitempty"`
+	Mode       string    `json:"mode"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}

@@ -1,0 +1,183 @@
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The transitions. Each is a pure function: it takes the task as read, checks that the move is
+// allowed from its status, and returns the task as it must be written, with Version bumped and
+// the next trigger set. A store writes the result only if the stored Version is still t.Version.
+
+func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
+	t.Status, t.UpdatedAt, t.NextTriggerAt = s, now, trigger
+	t.Version++
+	if s != StatusClaimed && s != StatusProcessing {
+		t.Lease = ""
+	}
+	return t
+}
+
+func notFrom(t Task, verb string, allowed ...Status) error {
+	if slices.Contains(allowed, t.Status) {
+		return nil
+	}
+	return Errorf(ErrConflict, "task %s is %s; cannot %s it", t.ID, t.Status, verb)
+}
+
+func (t Task) due(now time.Time) bool { return t.NextTriggerAt != nil && !t.NextTriggerAt.After(now) }
+
+func (t Task) pastDeadline(now time.Time) bool { return t.Deadline != nil && now.After(*t.Deadline) }
+
+// Unblock moves a pending task to new once its upstream tasks are done.
+func Unblock(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "unblock", StatusPending); err != nil {
+		return t, err
+	}
+	return t.next(StatusNew, now, at(maxTime(t.RunAt, now))), nil
+}
+
+// Enqueue moves a due task into its queue: from new or retriable_failure once due, or again from
+// enqueued when its message was never claimed. A task past its deadline goes to dead instead;
+// the caller sends a queue message only if the result is enqueued.
+func Enqueue(t Task, now time.Time, c Config) (Task, error) {
+	if err := notFrom(t, "enqueue", StatusNew, StatusRetriableFailure, StatusEnqueued); err != nil {
+		return t, err
+	}
+	if !t.due(now) {
+		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NextTriggerAt)
+	}
+	if t.pastDeadline(now) {
+		t.Error = "deadline passed before the task could run"
+		return t.next(StatusDead, now, nil), nil
+	}
+	return t.next(StatusEnqueued, now, at(now.Add(c.EnqueueTimeout))), nil
+}
+
+// Claim gives an enqueued task to one worker, with a fresh lease. It counts an attempt.
+func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
+	if err := notFrom(t, "claim", StatusEnqueued); err != nil {
+		return t, err
+	}
+	t = t.next(StatusClaimed, now, at(now.Add(c.ClaimTimeout)))
+	t.Lease = lease
+	t.Attempts++
+	return t, nil
+}
+
+func checkLease(t Task, lease, verb string) error {
+	if (t.Status != StatusClaimed && t.Status != StatusProcessing) || t.Lease != lease {
+		return Errorf(ErrStaleLease, "cannot %s task %s: the lease is no longer held (task is %s)", verb, t.ID, t.Status)
+	}
+	return nil
+}
+
+// Heartbeat records that the lease holder is running the task. The first one starts it
+// (claimed to processing).
+func Heartbeat(t Task, lease string, now time.Time, c Config) (Task, error) {
+	if err := checkLease(t, lease, "heartbeat"); err != nil {
+		return t, err
+	}
+	return t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout))), nil
+}
+
+// Succeed ends the task with its handler's result.
+func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Config) (Task, error) {
+	if err := checkLease(t, lease, "complete"); err != nil {
+		return t, err
+	}
+	if len(result) > c.PayloadLimit {
+		return fail(t, fmt.Sprintf("result is %d bytes; the limit is %d", len(result), c.PayloadLimit), false, now, c, 0), nil
+	}
+	t = t.next(StatusSuccess, now, nil)
+	t.Result, t.Error = result, ""
+	return t, nil
+}
+
+// Fail records a failed run. A fatal failure ends the task. A retriable one schedules another
+// attempt after a backoff, unless attempts or the deadline are used up: then the task is dead.
+// jitter is a random number in [0,1).
+func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, jitter float64) (Task, error) {
+	if err := checkLease(t, lease, "fail"); err != nil {
+		return t, err
+	}
+	return fail(t, msg, retriable, now, c, jitter), nil
+}
+
+func fail(t Task, msg string, retriable bool, now time.Time, c Config, jitter float64) Task {
+	t.Error = msg
+	if !retriable {
+		return t.next(StatusFatalFailure, now, nil)
+	}
+	retryAt := now.Add(Backoff(t.Attempts, c.BackoffBase, c.BackoffMax, jitter))
+	if t.Attempts >= t.MaxAttempts || t.pastDeadline(retryAt) {
+		return t.next(StatusDead, now, nil)
+	}
+	return t.next(StatusRetriableFailure, now, at(retryAt))
+}
+
+// Timeout handles a claimed or processing task whose worker went silent past its trigger. It
+// counts as a retriable failure of the attempt; the lease dies with it.
+func Timeout(t Task, now time.Time, c Config, jitter float64) (Task, error) {
+	if err := notFrom(t, "time out", StatusClaimed, StatusProcessing); err != nil {
+		return t, err
+	}
+	if !t.due(now) {
+		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NextTriggerAt)
+	}
+	msg := "no heartbeat within the heartbeat timeout; the worker was lost"
+	if t.Status == StatusClaimed {
+		msg = "claimed but never started within the claim timeout; the worker was lost"
+	}
+	return fail(t, msg, true, now, c, jitter), nil
+}
+
+// Release hands a running task back untried, as when its executor shuts down: the attempt does
+// not count, and the task is due again at once.
+func Release(t Task, lease string, now time.Time) (Task, error) {
+	if err := checkLease(t, lease, "release"); err != nil {
+		return t, err
+	}
+	t = t.next(StatusNew, now, at(now))
+	t.Attempts--
+	return t, nil
+}
+
+// Expire makes an in-flight task due now, as when the queue and executors that held it are
+// known to be gone (a local restart). The consumer then handles it as timed out.
+func Expire(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "expire", StatusEnqueued, StatusClaimed, StatusProcessing); err != nil {
+		return t, err
+	}
+	return t.next(t.Status, now, at(now)), nil
+}
+
+// Cancel ends a task that has not started.
+func Cancel(t Task, now time.Time) (Task, error) {
+	if slices.Contains(Running, t.Status) {
+		return t, Errorf(ErrConflict, "task %s is running; only waiting tasks can be cancelled", t.ID)
+	}
+	if err := notFrom(t, "cancel", Waiting...); err != nil {
+		return t, err
+	}
+	return t.next(StatusCancelled, now, nil), nil
+}
+
+// Drop ends a waiting task because its gate is set to drop.
+func Drop(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "drop", Waiting...); err != nil {
+		return t, err
+	}
+	t = t.next(StatusDropped, now, nil)
+	t.Error = "dropped by gate"
+	return t, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,123 @@
+// Package worker is the SDK for lambda owners: a handler is a Go function registered by lambda
+// name, or any executable program. The same handler runs under `atf dev`, in a worker function
+// and in an ECS executor.
+//
+// A handler's error decides the task's fate: wrap ErrFatal (or call Fatal) to end the task as
+// fatal_failure; any other error is retriable, and the task runs again after a backoff until its
+// attempts are used up. A panic is a retriable failure too.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Task is what a handler is given to run.
+type Task struct {
+	ID         string
+	Lambda     string
+	Collection string
+	Priority   string
+	Attempt    int // 1 on the first run
+	Payload    json.RawMessage
+}
+
+// Handler runs tasks of one lambda. It returns the task's result as JSON (nil for none). It must
+// return when ctx is done: the executor cancels ctx when the handler times out or the executor
+// can no longer prove it owns the task.
+type Handler interface {
+	Handle(ctx context.Context, t Task) (json.RawMessage, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, t Task) (json.RawMessage, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, t Task) (json.RawMessage, error) { return f(ctx, t) }
+
+// ErrFatal marks an error that retrying cannot fix. Wrap it: fmt.Errorf("bad address: %w", ErrFatal).
+var ErrFatal = errors.New("fatal")
+
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string        { return e.err.Error() }
+func (e fatalError) Unwrap() []error      { return []error{e.err, ErrFatal} }
+func (e fatalError) Is(target error) bool { return target == ErrFatal }
+
+// Fatal marks err as not worth retrying.
+func Fatal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fatalError{err}
+}
+
+// Retriable reports whether a handler error leaves the task worth another attempt.
+func Retriable(err error) bool { return !errors.Is(err, ErrFatal) }
+
+// Run calls h, turning a panic into a retriable error that carries the stack.
+func Run(ctx context.Context, h Handler, t Task) (result json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h.Handle(ctx, t)
+}
+
+// Mux maps lambda names to handlers. Registration mistakes panic, so they show at start-up.
+type Mux struct {
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+
+// Handle registers h for lambda. It panics if the name is invalid or already taken.
+func (m *Mux) Handle(lambda string, h Handler) {
+	if err := task.ValidateName("lambda name", lambda); err != nil {
+		panic("worker: " + err.Error())
+	}
+	if h == nil {
+		panic("worker: nil handler for lambda " + lambda)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.handlers[lambda]; dup {
+		panic("worker: lambda " + lambda + " is registered twice")
+	}
+	m.handlers[lambda] = h
+}
+
+// HandleFunc registers f for lambda.
+func (m *Mux) HandleFunc(lambda string, f func(ctx context.Context, t Task) (json.RawMessage, error)) {
+	m.Handle(lambda, HandlerFunc(f))
+}
+
+// Handler returns the handler of lambda, if any.
+func (m *Mux) Handler(lambda string) (Handler, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	h, ok := m.handlers[lambda]
+	return h, ok
+}
+
+// Lambdas returns the registered lambda names, sorted.
+func (m *Mux) Lambdas() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	names := make([]string, 0, len(m.handlers))
+	for n := range m.handlers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
