@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -92,4 +93,27 @@ type ReceiveParams struct {
 	Max              int
 	Wait             time.Duration
 	Visibility       time.Duration
+}
+
+// Apply reads a task, computes a transition with fn and writes it conditionally. If another
+// writer got there first it reads again and retries, a few times, so fn always sees the latest
+// state; an error from fn itself (such as a transition not allowed from the new status) ends it.
+func Apply(ctx context.Context, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
+	for range 5 {
+		t, err := s.Get(ctx, lambda, id)
+		if err != nil {
+			return Task{}, err
+		}
+		next, err := fn(t)
+		if err != nil {
+			return t, err
+		}
+		switch err := s.Update(ctx, next, t.Version); {
+		case err == nil:
+			return next, nil
+		case !errors.Is(err, ErrConflict):
+			return t, err
+		}
+	}
+	return Task{}, Errorf(ErrConflict, "task %s/%s keeps changing; try again", lambda, id)
 }

@@ -1,0 +1,400 @@
+package main
+
+// End-to-end tests: the real atf binary, run as `atf dev` with shell-script lambdas, driven over
+// HTTP. They are the acceptance scenarios of the core engine.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/task"
+)
+
+var atfBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "atf-e2e")
+	if err != nil {
+		panic(err)
+	}
+	atfBin = filepath.Join(dir, "atf")
+	if out, err := exec.Command("go", "build", "-o", atfBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build atf: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// scripts are the lambdas of the end-to-end runs.
+var scripts = map[string]string{
+	"echo.sh":  `cat`,
+	"flaky.sh": `[ "$ATF_ATTEMPT" -lt 3 ] && { echo "attempt $ATF_ATTEMPT fails" >&2; exit 75; }; echo "{\"attempt\":$ATF_ATTEMPT}"`,
+	"fail.sh":  `echo "line one of a long story" >&2; echo "permission denied: the real reason" >&2; exit 1`,
+	"retry.sh": `echo "try later" >&2; exit 75`,
+	// record appends its priority and id, one line per run, to the file named in its payload.
+	"record.sh": `read -r p; f=$(echo "$p" | sed 's/.*"file":"\([^"]*\)".*/\1/'); echo "$ATF_PRIORITY $ATF_TASK_ID" >> "$f"; sleep 0.05; echo '{}'`,
+	"slow.sh":   `sleep 1; echo '{"done":true}'`,
+	"gated.sh":  `echo '{}'`,
+}
+
+func handlersDir(t *testing.T) string {
+	dir := t.TempDir()
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type devProcess struct {
+	cmd    *exec.Cmd
+	client *client.Client
+	done   chan struct{}
+}
+
+var upLine = regexp.MustCompile(`api=(http://\S+)`)
+
+// startDev starts `atf dev` on a free port and waits until its API answers.
+func startDev(t *testing.T, handlers, db string, extra ...string) *devProcess {
+	t.Helper()
+	args := append([]string{"dev", "--addr", "127.0.0.1:0", "--db", db, "--handlers", handlers, "--heartbeat", "200ms"}, extra...)
+	cmd := exec.Command(atfBin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &devProcess{cmd: cmd, done: make(chan struct{})}
+	endpoint := make(chan string, 1)
+	var logMu sync.Mutex
+	var log strings.Builder
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if m := upLine.FindStringSubmatch(sc.Text()); m != nil {
+				endpoint <- m[1]
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGKILL)
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("atf dev log:\n%s", log.String())
+			logMu.Unlock()
+		}
+	})
+	select {
+	case ep := <-endpoint:
+		p.client = &client.Client{Endpoint: ep}
+	case <-p.done:
+		t.Fatalf("atf dev exited:\n%s", log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("atf dev did not come up")
+	}
+	return p
+}
+
+func (p *devProcess) stop(sig syscall.Signal) {
+	p.cmd.Process.Signal(sig)
+	<-p.done
+}
+
+// waitStatus polls a task until it is terminal and returns it.
+func waitTerminal(t *testing.T, c *client.Client, lambda, id string) task.Task {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tk, err := c.Get(context.Background(), lambda, id)
+		if err != nil {
+			t.Fatalf("get %s/%s: %v", lambda, id, err)
+		}
+		if tk.Status.Terminal() {
+			return tk
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s/%s still %s", lambda, id, tk.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func schedule(t *testing.T, c *client.Client, lambda string, req client.ScheduleRequest) task.Task {
+	t.Helper()
+	tk, created, err := c.Schedule(context.Background(), lambda, req)
+	if err != nil {
+		t.Fatalf("schedule %s: %v", lambda, err)
+	}
+	if !created {
+		t.Fatalf("schedule %s: not created", lambda)
+	}
+	return tk
+}
+
+func TestDev(t *testing.T) {
+	dev := startDev(t, handlersDir(t), filepath.Join(t.TempDir(), "atf.db"), "--concurrency", "1")
+	c := dev.client
+	ctx := context.Background()
+
+	t.Run("delay", func(t *testing.T) {
+		t.Parallel()
+		tk := schedule(t, c, "echo", client.ScheduleRequest{Payload: []byte(`{"n": 1}`), Delay: "2s"})
+		done := waitTerminal(t, c, "echo", tk.ID)
+		if done.Status != task.StatusSuccess || string(done.Result) != `{"n":1}` {
+			t.Fatalf("got %s with result %s", done.Status, done.Result)
+		}
+		if late := done.UpdatedAt.Sub(tk.RunAt); late < 0 || late > 3*time.Second {
+			t.Fatalf("finished %s after run_at, want within 3s", late)
+		}
+	})
+	t.Run("retriable then success", func(t *testing.T) {
+		t.Parallel()
+		tk := schedule(t, c, "flaky", client.ScheduleRequest{})
+		done := waitTerminal(t, c, "flaky", tk.ID)
+		if done.Status != task.StatusSuccess || done.Attempts != 3 || string(done.Result) != `{"attempt":3}` {
+			t.Fatalf("got %s after %d attempts, result %s", done.Status, done.Attempts, done.Result)
+		}
+	})
+	t.Run("fatal", func(t *testing.T) {
+		t.Parallel()
+		tk := schedule(t, c, "fail", client.ScheduleRequest{})
+		done := waitTerminal(t, c, "fail", tk.ID)
+		if done.Status != task.StatusFatalFailure || !strings.Contains(done.Error, "permission denied: the real reason") || done.Attempts != 1 {
+			t.Fatalf("got %s after %d attempts, error %q", done.Status, done.Attempts, done.Error)
+		}
+	})
+	t.Run("dead", func(t *testing.T) {
+		t.Parallel()
+		tk := schedule(t, c, "retry", client.ScheduleRequest{MaxAttempts: 2})
+		done := waitTerminal(t, c, "retry", tk.ID)
+		if done.Status != task.StatusDead || done.Attempts != 2 || !strings.Contains(done.Error, "try later") {
+			t.Fatalf("got %s after %d attempts, error %q", done.Status, done.Attempts, done.Error)
+		}
+	})
+	t.Run("priority", func(t *testing.T) {
+		t.Parallel()
+		record := filepath.Join(t.TempDir(), "order")
+		if _, err := c.SetGate(ctx, "record", "", task.GatePause); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for i := range 10 {
+			for _, p := range []string{"low", "normal", "high"} {
+				tk := schedule(t, c, "record", client.ScheduleRequest{
+					ID: fmt.Sprintf("%s-%d", p, i), Priority: p, Payload: []byte(fmt.Sprintf(`{"file":%q}`, record)),
+				})
+				ids = append(ids, tk.ID)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // a few sweeps: the paused tasks must stay new
+		if tasks, _, err := c.List(ctx, task.ListParams{Lambda: "record", Status: task.StatusNew}); err != nil || len(tasks) != 30 {
+			t.Fatalf("paused lambda: %d tasks new, want 30 (err %v)", len(tasks), err)
+		}
+		if _, err := c.SetGate(ctx, "record", "", task.GateOpen); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if done := waitTerminal(t, c, "record", id); done.Status != task.StatusSuccess {
+				t.Fatalf("%s: %s %s", id, done.Status, done.Error)
+			}
+		}
+		data, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			order = append(order, strings.Fields(line)[0])
+		}
+		want := slices.Concat(slices.Repeat([]string{"high"}, 10), slices.Repeat([]string{"normal"}, 10), slices.Repeat([]string{"low"}, 10))
+		if !slices.Equal(order, want) {
+			t.Fatalf("run order by priority:\n got %v\nwant %v", order, want)
+		}
+	})
+	t.Run("gates", func(t *testing.T) {
+		t.Parallel()
+		// drop a collection: its waiting tasks end dropped, even those not due yet; others are untouched
+		dropMe := schedule(t, c, "gated", client.ScheduleRequest{Collection: "marketing", Delay: "1h"})
+		keep := schedule(t, c, "gated", client.ScheduleRequest{Collection: "password-reset", Delay: "1h"})
+		if _, err := c.SetGate(ctx, "gated", "marketing", task.GateDrop); err != nil {
+			t.Fatal(err)
+		}
+		if done := waitTerminal(t, c, "gated", dropMe.ID); done.Status != task.StatusDropped {
+			t.Fatalf("dropped collection: task is %s", done.Status)
+		}
+		if tk, _ := c.Get(ctx, "gated", keep.ID); tk.Status != task.StatusNew {
+			t.Fatalf("other collection: task is %s, want new", tk.Status)
+		}
+		// pause the lambda: tasks wait; open: they run
+		if _, err := c.SetGate(ctx, "gated", "", task.GatePause); err != nil {
+			t.Fatal(err)
+		}
+		held := schedule(t, c, "gated", client.ScheduleRequest{Collection: "password-reset"})
+		time.Sleep(300 * time.Millisecond)
+		if tk, _ := c.Get(ctx, "gated", held.ID); tk.Status != task.StatusNew {
+			t.Fatalf("paused: task is %s, want new", tk.Status)
+		}
+		if _, err := c.SetGate(ctx, "gated", "", task.GateOpen); err != nil {
+			t.Fatal(err)
+		}
+		if done := waitTerminal(t, c, "gated", held.ID); done.Status != task.StatusSuccess {
+			t.Fatalf("opened: task is %s", done.Status)
+		}
+		// drop the lambda: all its waiting tasks end dropped
+		if _, err := c.SetGate(ctx, "gated", "", task.GateDrop); err != nil {
+			t.Fatal(err)
+		}
+		if done := waitTerminal(t, c, "gated", keep.ID); done.Status != task.StatusDropped {
+			t.Fatalf("dropped lambda: task is %s", done.Status)
+		}
+		later := schedule(t, c, "gated", client.ScheduleRequest{})
+		if done := waitTerminal(t, c, "gated", later.ID); done.Status != task.StatusDropped {
+			t.Fatalf("scheduled while dropping: task is %s", done.Status)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		t.Parallel()
+		big := `{"payload":"` + strings.Repeat("x", task.DefaultPayloadLimit) + `"}`
+		for _, tc := range []struct {
+			name, path, body string
+			status           int
+		}{
+			{"unknown lambda", "/v1/lambdas/nope/tasks", `{}`, 404},
+			{"malformed json", "/v1/lambdas/echo/tasks", `{"payload":`, 400},
+			{"unknown field", "/v1/lambdas/echo/tasks", `{"dealy":"1s"}`, 400},
+			{"unknown priority", "/v1/lambdas/echo/tasks", `{"priority":"urgent"}`, 422},
+			{"run_at and delay", "/v1/lambdas/echo/tasks", `{"run_at":"2030-01-01T00:00:00Z","delay":"1s"}`, 422},
+			{"negative delay", "/v1/lambdas/echo/tasks", `{"delay":"-1s"}`, 422},
+			{"bad delay", "/v1/lambdas/echo/tasks", `{"delay":"soon"}`, 422},
+			{"bad run_at", "/v1/lambdas/echo/tasks", `{"run_at":"tomorrow"}`, 400},
+			{"payload over the limit", "/v1/lambdas/echo/tasks", big, 413},
+		} {
+			before, _ := c.Lambdas(ctx)
+			resp, err := http.Post(c.Endpoint+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !regexp.MustCompile(`"error":\s*\{\s*"code":\s*"\w+",\s*"message":\s*"[^"]+`).Match(body) {
+				t.Errorf("%s: got %d %s, want %d with an error body", tc.name, resp.StatusCode, body, tc.status)
+			}
+			after, _ := c.Lambdas(ctx)
+			if fmt.Sprint(before) != fmt.Sprint(after) {
+				t.Errorf("%s: the request changed the stored tasks", tc.name)
+			}
+		}
+	})
+	t.Run("idempotent schedule and cancel", func(t *testing.T) {
+		t.Parallel()
+		req := client.ScheduleRequest{ID: "once", Payload: []byte(`{"a":1}`), Delay: "1h"}
+		first := schedule(t, c, "echo", req)
+		again, created, err := c.Schedule(ctx, "echo", req)
+		if err != nil || created || again.ID != first.ID {
+			t.Fatalf("replay: created=%v err=%v", created, err)
+		}
+		req.Payload = []byte(`{"a":2}`)
+		var apiErr *client.Error
+		if _, _, err := c.Schedule(ctx, "echo", req); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+			t.Fatalf("same id, other request: %v, want 409", err)
+		}
+		if tk, err := c.Cancel(ctx, "echo", "once"); err != nil || tk.Status != task.StatusCancelled {
+			t.Fatalf("cancel: %v %v", tk.Status, err)
+		}
+		if _, err := c.Cancel(ctx, "echo", "once"); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+			t.Fatalf("cancel again: %v, want 409", err)
+		}
+	})
+}
+
+// TestCrash kills atf dev with SIGKILL while tasks run and starts it again on the same database:
+// every accepted task still ends, none is lost.
+func TestCrash(t *testing.T) {
+	handlers, db := handlersDir(t), filepath.Join(t.TempDir(), "atf.db")
+	dev := startDev(t, handlers, db, "--concurrency", "2")
+	var ids []string
+	for range 8 {
+		ids = append(ids, schedule(t, dev.client, "slow", client.ScheduleRequest{}).ID)
+	}
+	for i := 0; ; i++ { // wait until some run
+		tasks, _, err := dev.client.List(context.Background(), task.ListParams{Lambda: "slow", Status: task.StatusProcessing})
+		if err == nil && len(tasks) > 0 {
+			break
+		}
+		if i > 200 {
+			t.Fatal("no task started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dev.stop(syscall.SIGKILL)
+
+	dev = startDev(t, handlers, db, "--concurrency", "4")
+	for _, id := range ids {
+		if done := waitTerminal(t, dev.client, "slow", id); done.Status != task.StatusSuccess {
+			t.Fatalf("task %s ended %s: %s", id, done.Status, done.Error)
+		}
+	}
+	// a graceful stop leaves nothing running
+	dev.stop(syscall.SIGTERM)
+	if code := dev.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("atf dev exited %d after SIGTERM", code)
+	}
+}
+
+// TestCLI runs the client commands against a running atf dev.
+func TestCLI(t *testing.T) {
+	dev := startDev(t, handlersDir(t), filepath.Join(t.TempDir(), "atf.db"))
+	cli := func(args ...string) (string, error) {
+		out, err := exec.Command(atfBin, append(args, "--endpoint", dev.client.Endpoint)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := cli("schedule", "echo", "--id", "cli-1", "--payload", `{"x":1}`, "--json")
+	if err != nil || !strings.Contains(out, `"id": "cli-1"`) {
+		t.Fatalf("schedule: %v\n%s", err, out)
+	}
+	waitTerminal(t, dev.client, "echo", "cli-1")
+	if out, err := cli("get", "echo", "cli-1"); err != nil || !regexp.MustCompile(`status:\s+success`).MatchString(out) {
+		t.Fatalf("get: %v\n%s", err, out)
+	}
+	if out, err := cli("list", "echo", "--status", "success"); err != nil || !strings.Contains(out, "cli-1") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if out, err := cli("gate", "echo", "pause"); err != nil || !strings.Contains(out, "pause") {
+		t.Fatalf("gate: %v\n%s", err, out)
+	}
+	if out, err := cli("lambdas"); err != nil || !regexp.MustCompile(`echo\s+high,normal,low\s+lambda=pause\s+success=1`).MatchString(out) {
+		t.Fatalf("lambdas: %v\n%s", err, out)
+	}
+	if out, err := cli("schedule", "nope"); err == nil || !strings.Contains(out, `lambda "nope" is not registered`) {
+		t.Fatalf("unknown lambda: want a non-zero exit and the API's message, got %v\n%s", err, out)
+	}
+	if out, err := cli("get", "echo"); err == nil || !strings.Contains(out, "needs 2 argument") {
+		t.Fatalf("missing argument: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,69 @@
+// Command testsummary reads `go test -json` on stdin, prints failures as they happen, and ends
+// with how many tests ran, passed, failed and were skipped. It exits non-zero if any failed, or
+// if a package failed to build.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+func main() {
+	counts := map[string]int{}
+	output := map[string][]string{} // per test, kept to print failures
+	var failed, skipped []string
+	badPackages := 0
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			fmt.Println(sc.Text()) // build errors come as plain text
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			output[key] = append(output[key], e.Output)
+		case "pass", "fail", "skip":
+			if e.Test == "" {
+				if e.Action == "fail" {
+					badPackages++
+					fmt.Printf("FAIL package %s\n%s", e.Package, strings.Join(output[key], ""))
+				} else {
+					fmt.Printf("%-4s %s\n", strings.ToUpper(e.Action), e.Package)
+				}
+				continue
+			}
+			counts[e.Action]++
+			switch e.Action {
+			case "fail":
+				failed = append(failed, key)
+				fmt.Printf("--- FAIL %s\n%s", key, strings.Join(output[key], ""))
+			case "skip":
+				skipped = append(skipped, key)
+			}
+			delete(output, key)
+		}
+	}
+	sort.Strings(skipped)
+	for _, s := range skipped {
+		fmt.Println("skipped:", s)
+	}
+	ran := counts["pass"] + counts["fail"]
+	fmt.Printf("\ntests: %d ran, %d passed, %d failed, %d skipped\n", ran, counts["pass"], counts["fail"], counts["skip"])
+	if counts["fail"] > 0 || badPackages > 0 || ran == 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,144 @@
+// Package client is a Go client of the atf v1 HTTP API, used by the atf CLI.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/task"
+)
+
+// Client calls one atf endpoint.
+type Client struct {
+	Endpoint string // such as http://127.0.0.1:8080
+	HTTP     *http.Client
+}
+
+// Error is an error answer of the API.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
+
+// ScheduleRequest is the body of a schedule call; see the API documentation for each field.
+type ScheduleRequest struct {
+	ID          string          `json:"id,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	RunAt       string          `json:"run_at,omitempty"`
+	Delay       string          `json:"delay,omitempty"`
+	Priority    string          `json:"priority,omitempty"`
+	Collection  string          `json:"collection,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Deadline    string          `json:"deadline,omitempty"`
+}
+
+// Schedule schedules a task; created is false when the call replayed an earlier one.
+func (c *Client) Schedule(ctx context.Context, lambda string, req ScheduleRequest) (t task.Task, created bool, err error) {
+	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks", req, &t)
+	return t, code == http.StatusCreated, err
+}
+
+// Get returns a task.
+func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err error) {
+	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id), nil, &t)
+	return t, err
+}
+
+// List returns a page of tasks and the cursor of the next one ("" at the end).
+func (c *Client) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": string(p.Status), "collection": p.Collection, "cursor": p.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	var page struct {
+		Tasks      []task.Task `json:"tasks"`
+		NextCursor string      `json:"next_cursor"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks?"+q.Encode(), nil, &page)
+	return page.Tasks, page.NextCursor, err
+}
+
+// Cancel cancels a waiting task.
+func (c *Client) Cancel(ctx context.Context, lambda, id string) (t task.Task, err error) {
+	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/cancel", nil, &t)
+	return t, err
+}
+
+// SetGate sets a lambda's gate, or a collection's when collection is not empty.
+func (c *Client) SetGate(ctx context.Context, lambda, collection, mode string) (g task.Gate, err error) {
+	body := map[string]string{"mode": mode}
+	if collection != "" {
+		body["collection"] = collection
+	}
+	_, err = c.do(ctx, http.MethodPut, "/v1/lambdas/"+url.PathEscape(lambda)+"/gate", body, &g)
+	return g, err
+}
+
+// Lambdas lists the lambdas with their gates and task counts.
+func (c *Client) Lambdas(ctx context.Context) ([]frontend.LambdaInfo, error) {
+	var out struct {
+		Lambdas []frontend.LambdaInfo `json:"lambdas"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas", nil, &out)
+	return out.Lambdas, err
+}
+
+func taskPath(lambda, id string) string {
+	return "/v1/lambdas/" + url.PathEscape(lambda) + "/tasks/" + url.PathEscape(id)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Endpoint+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
+			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: resp.Status}
+		}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	return resp.StatusCode, json.Unmarshal(data, out)
+}

@@ -1,0 +1,180 @@
+// Package frontend is what clients call: schedule, get, list and cancel tasks, set gates, and see
+// the lambdas. It validates every request before it touches the store, so a rejected request
+// changes nothing. The HTTP API (package httpapi) is a thin layer over it.
+package frontend
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Config configures a Service. Zero fields take defaults.
+type Config struct {
+	Lambdas []task.Lambda // with defaults applied
+	Task    task.Config
+	Now     func() time.Time
+	// Notify is called after a task is scheduled or a gate is set, so a local consumer can sweep
+	// at once instead of at its next poll.
+	Notify func()
+}
+
+// Service implements the client-facing operations.
+type Service struct {
+	store   task.Store
+	lambdas map[string]task.Lambda
+	names   []string
+	cfg     task.Config
+	now     func() time.Time
+	notify  func()
+}
+
+// New returns a Service over store.
+func New(store task.Store, c Config) *Service {
+	s := &Service{store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.notify == nil {
+		s.notify = func() {}
+	}
+	for _, l := range c.Lambdas {
+		s.lambdas[l.Name] = l
+		s.names = append(s.names, l.Name)
+	}
+	slices.Sort(s.names)
+	return s
+}
+
+// PayloadLimit is the largest payload a task may carry, in bytes.
+func (s *Service) PayloadLimit() int { return s.cfg.PayloadLimit }
+
+func (s *Service) lambda(name string) (task.Lambda, error) {
+	l, ok := s.lambdas[name]
+	if !ok {
+		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", name)
+	}
+	return l, nil
+}
+
+// Schedule creates a task. Scheduling is idempotent on the task id: the same request again
+// returns the stored task with created false; a different request with a taken id fails with
+// task.ErrConflict.
+func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (t task.Task, created bool, err error) {
+	l, err := s.lambda(lambda)
+	if err != nil {
+		return task.Task{}, false, err
+	}
+	t, err = task.New(spec, l, s.now().UTC(), s.cfg)
+	if err != nil {
+		return task.Task{}, false, err
+	}
+	switch err := s.store.Create(ctx, t); {
+	case errors.Is(err, task.ErrExists):
+		old, err := s.store.Get(ctx, lambda, t.ID)
+		if err != nil {
+			return task.Task{}, false, err
+		}
+		if old.Spec != t.Spec {
+			return task.Task{}, false, task.Errorf(task.ErrConflict, "task %q already exists with a different request", t.ID)
+		}
+		return old, false, nil
+	case err != nil:
+		return task.Task{}, false, err
+	}
+	s.notify()
+	return t, true, nil
+}
+
+// Get returns one task.
+func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	if _, err := s.lambda(lambda); err != nil {
+		return task.Task{}, err
+	}
+	t, err := s.store.Get(ctx, lambda, id)
+	if errors.Is(err, task.ErrNotFound) {
+		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	}
+	return t, err
+}
+
+// List returns a page of a lambda's tasks.
+func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	if _, err := s.lambda(p.Lambda); err != nil {
+		return nil, "", err
+	}
+	if p.Status != "" && !p.Status.Valid() {
+		return nil, "", task.Errorf(task.ErrInvalid, "status %q is not one of %v", p.Status, task.Statuses)
+	}
+	if p.Limit < 0 || p.Limit > task.MaxListLimit {
+		return nil, "", task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, p.Limit)
+	}
+	return s.store.List(ctx, p)
+}
+
+// Cancel ends a task that has not started yet.
+func (s *Service) Cancel(ctx context.Context, lambda, id string) (task.Task, error) {
+	if _, err := s.Get(ctx, lambda, id); err != nil {
+		return task.Task{}, err
+	}
+	return task.Apply(ctx, s.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Cancel(t, s.now().UTC())
+	})
+}
+
+// SetGate opens, pauses or drops a lambda, or one collection of it.
+func (s *Service) SetGate(ctx context.Context, g task.Gate) (task.Gate, error) {
+	if _, err := s.lambda(g.Lambda); err != nil {
+		return task.Gate{}, err
+	}
+	if g.Mode != task.GateOpen && g.Mode != task.GatePause && g.Mode != task.GateDrop {
+		return task.Gate{}, task.Errorf(task.ErrInvalid, "gate mode %q is not one of open, pause, drop", g.Mode)
+	}
+	if g.Collection != "" {
+		if err := task.ValidateID("collection", g.Collection); err != nil {
+			return task.Gate{}, err
+		}
+	}
+	g.UpdatedAt = s.now().UTC()
+	if err := s.store.SetGate(ctx, g); err != nil {
+		return task.Gate{}, err
+	}
+	s.notify()
+	return g, nil
+}
+
+// LambdaInfo describes a lambda, its gates and its tasks.
+type LambdaInfo struct {
+	Name       string              `json:"name"`
+	Priorities []string            `json:"priorities"`
+	Gates      []task.Gate         `json:"gates"`
+	Counts     map[task.Status]int `json:"counts"`
+}
+
+// Lambdas lists the registered lambdas with their gates that are not open, and their task
+// counts by status.
+func (s *Service) Lambdas(ctx context.Context) ([]LambdaInfo, error) {
+	gates, err := s.store.Gates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]LambdaInfo, 0, len(s.names))
+	for _, name := range s.names {
+		l := s.lambdas[name]
+		counts, err := s.store.Counts(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		info := LambdaInfo{Name: name, Priorities: l.Priorities, Gates: []task.Gate{}, Counts: counts}
+		for _, g := range gates {
+			if g.Lambda == name {
+				info.Gates = append(info.Gates, g)
+			}
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}

@@ -1,0 +1,258 @@
+// Package httpapi serves the v1 HTTP API over a frontend.Service. Resource paths carry the lambda
+// name, so on AWS an IAM policy can scope a client to its own lambdas.
+//
+//	POST /v1/lambdas/{lambda}/tasks               schedule: 201 new, 200 replay, 409 id reused
+//	GET  /v1/lambdas/{lambda}/tasks/{id}          a task
+//	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
+//	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
+//	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
+//	GET  /v1/lambdas                              lambdas, gates and task counts
+//
+// Errors are {"error":{"code":"...","message":"..."}}; errors it does not know read "internal
+// error" and are logged, never sent.
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"time"
+
+	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/task"
+)
+
+// envelopeLimit is what a schedule body may carry on top of its payload.
+const envelopeLimit = 16 << 10
+
+type api struct {
+	svc *frontend.Service
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New returns the API handler.
+func New(svc *frontend.Service, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &api{svc: svc, log: log, mux: http.NewServeMux()}
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks", a.schedule)
+	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
+	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks", a.list)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/cancel", a.cancel)
+	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
+	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
+	return a
+}
+
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w}
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		// No route: keep the mux's verdict (404 or 405) but answer in the API's error format.
+		rec := httptest.NewRecorder()
+		a.mux.ServeHTTP(rec, r)
+		if allow := rec.Header().Get("Allow"); allow != "" {
+			rw.Header().Set("Allow", allow)
+		}
+		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	} else {
+		a.mux.ServeHTTP(rw, r)
+	}
+	a.log.Info("http", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// scheduleRequest is the body of a schedule call.
+type scheduleRequest struct {
+	ID          string          `json:"id"`
+	Payload     json.RawMessage `json:"payload"`
+	RunAt       *time.Time      `json:"run_at"`
+	Delay       *string         `json:"delay"`
+	Priority    string          `json:"priority"`
+	Collection  string          `json:"collection"`
+	MaxAttempts int             `json:"max_attempts"`
+	Deadline    *time.Time      `json:"deadline"`
+	After       []string        `json:"after"`
+}
+
+func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
+	var req scheduleRequest
+	if !a.decode(w, r, int64(a.svc.PayloadLimit())+envelopeLimit, &req) {
+		return
+	}
+	spec := task.Spec{
+		ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
+		Collection: req.Collection, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
+	}
+	if req.Delay != nil {
+		d, err := time.ParseDuration(*req.Delay)
+		if err != nil {
+			a.fail(w, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", *req.Delay))
+			return
+		}
+		spec.Delay = &d
+	}
+	if string(req.Payload) == "null" {
+		spec.Payload = nil
+	}
+	t, created, err := a.svc.Schedule(r.Context(), r.PathValue("lambda"), spec)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+		w.Header().Set("Location", "/v1/lambdas/"+t.Lambda+"/tasks/"+t.ID)
+	}
+	writeJSON(w, code, t)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	t, err := a.svc.Get(r.Context(), r.PathValue("lambda"), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := task.ListParams{
+		Lambda: r.PathValue("lambda"), Status: task.Status(q.Get("status")),
+		Collection: q.Get("collection"), Cursor: q.Get("cursor"),
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", s, task.MaxListLimit))
+			return
+		}
+		p.Limit = n
+	}
+	tasks, next, err := a.svc.List(r.Context(), p)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if tasks == nil {
+		tasks = []task.Task{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	t, err := a.svc.Cancel(r.Context(), r.PathValue("lambda"), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (a *api) gate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Mode       string `json:"mode"`
+		Collection string `json:"collection"`
+	}
+	if !a.decode(w, r, envelopeLimit, &req) {
+		return
+	}
+	g, err := a.svc.SetGate(r.Context(), task.Gate{Lambda: r.PathValue("lambda"), Collection: req.Collection, Mode: req.Mode})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+func (a *api) lambdas(w http.ResponseWriter, r *http.Request) {
+	ls, err := a.svc.Lambdas(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lambdas": ls})
+}
+
+// decode reads a JSON body of at most limit bytes into v, answering the error itself if it can't.
+func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var parseTime *time.ParseError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over the %d-byte limit", limit))
+	case errors.As(err, &syntax):
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid JSON (offset %d)", syntax.Offset))
+	case errors.As(err, &typ):
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("field %q must be a JSON %s", typ.Field, typ.Type))
+	case errors.As(err, &parseTime):
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("time %q is not RFC 3339, such as \"2026-01-02T15:04:05Z\"", parseTime.Value))
+	default:
+		// Unknown fields, an empty body, trailing data: all the client's to fix.
+		writeError(w, http.StatusBadRequest, "malformed", "request body: "+err.Error())
+	}
+	return false
+}
+
+// The one table that maps domain errors to HTTP.
+var errorCodes = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{task.ErrNotFound, http.StatusNotFound, "not_found"},
+	{task.ErrExists, http.StatusConflict, "conflict"},
+	{task.ErrConflict, http.StatusConflict, "conflict"},
+	{task.ErrStaleLease, http.StatusConflict, "stale_lease"},
+	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
+	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{task.ErrThrottled, http.StatusTooManyRequests, "throttled"},
+}
+
+func (a *api) fail(w http.ResponseWriter, err error) {
+	for _, e := range errorCodes {
+		if errors.Is(err, e.kind) {
+			writeError(w, e.status, e.code, err.Error())
+			return
+		}
+	}
+	a.log.Error("internal error", "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error")
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

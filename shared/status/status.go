@@ -1,0 +1,112 @@
+// Package status is the heartbeat and status controller: the only writer of a task while a
+// worker owns it. It hands out leases on claim and accepts heartbeats and results only with the
+// current lease, so a worker that lost its task can never overwrite the work of the next one.
+//
+// Locally it runs in-process; on AWS it is the status function that workers invoke.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Outcome of one run of a handler.
+type Outcome string
+
+// The outcomes a worker can report.
+const (
+	Success   Outcome = "success"
+	Retriable Outcome = "retriable"
+	Fatal     Outcome = "fatal"
+)
+
+// Result is what a worker reports when its handler returns.
+type Result struct {
+	Outcome Outcome         `json:"outcome"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// Controller claims tasks for workers and records their progress.
+type Controller struct {
+	store  task.Store
+	cfg    task.Config
+	now    func() time.Time
+	jitter func() float64
+	log    *slog.Logger
+}
+
+// Config configures a Controller. Zero fields take defaults: the task defaults, the wall clock,
+// math/rand jitter and slog.Default.
+type Config struct {
+	Task   task.Config
+	Now    func() time.Time
+	Jitter func() float64
+	Logger *slog.Logger
+}
+
+// New returns a Controller over store.
+func New(store task.Store, c Config) *Controller {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Jitter == nil {
+		c.Jitter = rand.Float64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Controller{store: store, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
+}
+
+// Claim gives an enqueued task to the caller with a fresh lease. It fails with task.ErrConflict
+// if the task is not enqueued (a duplicate message, or a task already claimed or finished), and
+// task.ErrNotFound if it does not exist: in both cases the caller drops its message.
+func (c *Controller) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
+	lease := task.NewLease()
+	return task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Claim(t, lease, c.now().UTC(), c.cfg)
+	})
+}
+
+// Heartbeat records that the lease holder is still running the task; the first one starts it.
+// It fails with task.ErrStaleLease once the lease is no longer the task's.
+func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	_, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Heartbeat(t, lease, c.now().UTC(), c.cfg)
+	})
+	return err
+}
+
+// SetResult records how a run ended and returns the task as stored.
+func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
+	var fn func(task.Task) (task.Task, error)
+	switch r.Outcome {
+	case Success:
+		fn = func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }
+	case Retriable, Fatal:
+		fn = func(t task.Task) (task.Task, error) {
+			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
+		}
+	default:
+		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
+	}
+	t, err := task.Apply(ctx, c.store, lambda, id, fn)
+	if err == nil {
+		c.log.Debug("task finished a run", "lambda", lambda, "task_id", id, "attempt", t.Attempts, "status", t.Status)
+	}
+	return t, err
+}
+
+// Release hands a task back untried, as when its executor shuts down.
+func (c *Controller) Release(ctx context.Context, lambda, id, lease string) error {
+	_, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Release(t, lease, c.now().UTC())
+	})
+	return err
+}
