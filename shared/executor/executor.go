@@ -56,7 +56,6 @@ var errLeaseLost = errors.New("lease lost: heartbeats failed, another worker may
 // shutting down: the handler is stopped and the task released, untried, for another worker.
 func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t task.Task) {
 	log := e.log.With("lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
-	report := context.WithoutCancel(ctx)
 	if err := e.status.Heartbeat(ctx, t.Lambda, t.ID, t.Lease); err != nil {
 		// Not started: the claim timeout hands the task to someone else.
 		log.Warn("could not start task", "err", err)
@@ -105,14 +104,16 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 				return
 			}
 		case o := <-done:
-			e.finish(report, log, ctx, t, o.result, o.err)
+			e.finish(ctx, log, t, o.result, o.err)
 			return
 		}
 	}
 }
 
-func (e *Executor) finish(report context.Context, log *slog.Logger, ctx context.Context, t task.Task, result []byte, err error) {
-	report, cancel := context.WithTimeout(report, reportTimeout)
+// finish reports how the handler ended. It runs even when ctx is done: a shutdown releases the
+// task rather than failing it.
+func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, result []byte, err error) {
+	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	if err != nil && ctx.Err() != nil {
 		if rerr := e.status.Release(report, t.Lambda, t.ID, t.Lease); rerr != nil {

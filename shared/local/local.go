@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -147,9 +148,11 @@ func (s *Stack) Stop(ctx context.Context) {
 	if s.consumer != nil {
 		s.consumer.Stop()
 	}
+	var wg sync.WaitGroup
 	for _, c := range s.controllers {
-		c.Stop(ctx)
+		wg.Go(func() { c.Stop(ctx) })
 	}
+	wg.Wait()
 	s.close()
 }
 

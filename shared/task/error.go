@@ -9,12 +9,12 @@ import (
 // maps each to one status code. Test with errors.Is.
 var (
 	ErrNotFound   = errors.New("not found")
-	ErrExists     = errors.New("already exists")      // create of an id that is taken
-	ErrConflict   = errors.New("conflict")            // the task changed, or the transition is not allowed from its status
-	ErrStaleLease = errors.New("stale lease")         // a heartbeat or result carries a token that no longer owns the task
-	ErrInvalid    = errors.New("invalid")             // bad input
-	ErrTooLarge   = errors.New("too large")           // payload or result over the limit
-	ErrNotDue     = errors.New("not due")             // the consumer saw a stale due-index entry
+	ErrExists     = errors.New("already exists") // create of an id that is taken
+	ErrConflict   = errors.New("conflict")       // the task changed, or the transition is not allowed from its status
+	ErrStaleLease = errors.New("stale lease")    // a heartbeat or result carries a token that no longer owns the task
+	ErrInvalid    = errors.New("invalid")        // bad input
+	ErrTooLarge   = errors.New("too large")      // payload or result over the limit
+	ErrNotDue     = errors.New("not due")        // the consumer saw a stale due-index entry
 	ErrThrottled  = errors.New("throttled, retry later")
 )
 

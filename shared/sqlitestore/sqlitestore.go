@@ -1,0 +1,385 @@
+// Package sqlitestore is the embedded task.Store: one SQLite file, so `atf dev` and tests run the
+// whole framework with no service to start. It uses the pure-Go driver modernc.org/sqlite, so atf
+// builds without cgo, and it syncs every commit (WAL with synchronous=FULL), so a task that was
+// accepted survives a crash or a restart of the process.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Times are INTEGER unix nanoseconds, NULL for a nil pointer (or a zero time). Payload and
+// result are BLOBs, NULL when absent.
+const schema = `
+CREATE TABLE IF NOT EXISTS tasks (
+	lambda          TEXT    NOT NULL,
+	id              TEXT    NOT NULL,
+	collection      TEXT    NOT NULL,
+	priority        TEXT    NOT NULL,
+	status          TEXT    NOT NULL,
+	payload         BLOB,
+	result          BLOB,
+	error           TEXT    NOT NULL,
+	attempts        INTEGER NOT NULL,
+	max_attempts    INTEGER NOT NULL,
+	run_at          INTEGER,
+	deadline        INTEGER,
+	next_trigger_at INTEGER,
+	created_at      INTEGER,
+	updated_at      INTEGER,
+	version         INTEGER NOT NULL,
+	lease           TEXT    NOT NULL,
+	spec            TEXT    NOT NULL,
+	PRIMARY KEY (lambda, id)
+);
+CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
+CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (lambda, status, created_at, id);
+-- Terminal tasks have no trigger; leaving them out keeps the sweep's index small.
+CREATE INDEX IF NOT EXISTS tasks_due ON tasks (lambda, next_trigger_at) WHERE next_trigger_at IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS gates (
+	lambda     TEXT NOT NULL,
+	collection TEXT NOT NULL,
+	mode       TEXT NOT NULL,
+	updated_at INTEGER,
+	PRIMARY KEY (lambda, collection)
+);`
+
+const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
+	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec`
+
+// Store is a task.Store in one SQLite file.
+type Store struct {
+	// SQLite allows one writer at a time. Funnelling every write through one connection queues
+	// writers in Go instead of letting them fail with SQLITE_BUSY; in WAL mode readers never wait
+	// for the writer, so they get a pool of their own.
+	w, r *sql.DB
+}
+
+var _ task.Store = (*Store)(nil)
+
+// Open opens the database file at path, creating it and its schema if missing.
+func Open(path string) (*Store, error) {
+	if strings.ContainsRune(path, '?') {
+		// The driver reads everything after '?' as connection parameters.
+		return nil, fmt.Errorf("sqlitestore: open %s: the path must not contain '?'", path)
+	}
+	// busy_timeout still matters: another process may hold the file, and readers can meet a
+	// checkpoint.
+	const common = "?_pragma=busy_timeout(10000)"
+	w, err := sql.Open("sqlite", path+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	if _, err := w.Exec(schema); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
+	return &Store{w: w, r: r}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Create stores a new task, or returns task.ErrExists.
+func (s *Store) Create(ctx context.Context, t task.Task) error {
+	res, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+columns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (lambda, id) DO NOTHING`,
+		t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
+		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
+		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+	} else if n == 0 {
+		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
+	}
+	return nil
+}
+
+// Get returns one task, or task.ErrNotFound.
+func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`, lambda, id)
+	t, err := scanTask(row)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	case err != nil:
+		return task.Task{}, fmt.Errorf("sqlitestore: get %s/%s: %w", lambda, id, err)
+	}
+	return t, nil
+}
+
+// Update writes t if the stored version is still prev. The check and the write are one
+// statement, so of racing updates exactly one matches the row.
+func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET
+		collection = ?, priority = ?, status = ?, payload = ?, result = ?, error = ?, attempts = ?,
+		max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
+		updated_at = ?, version = ?, lease = ?, spec = ?
+		WHERE lambda = ? AND id = ? AND version = ?`,
+		t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
+		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
+		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
+		t.Lambda, t.ID, prev)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+	} else if n == 0 {
+		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+	}
+	return nil
+}
+
+// List returns a page of one lambda's tasks in creation order. The cursor is the position of
+// the last task returned, so tasks created meanwhile neither shift nor repeat a page.
+func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = task.DefaultListLimit
+	}
+	limit = min(limit, task.MaxListLimit)
+	q := `SELECT ` + columns + ` FROM tasks WHERE lambda = ?`
+	args := []any{p.Lambda}
+	if p.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(p.Status))
+	}
+	if p.Collection != "" {
+		q += ` AND collection = ?`
+		args = append(args, p.Collection)
+	}
+	if p.Cursor != "" {
+		created, id, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		q += ` AND (created_at, id) > (?, ?)`
+		args = append(args, created, id)
+	}
+	// One row more than the page tells whether another page follows.
+	q += ` ORDER BY created_at, id LIMIT ?`
+	args = append(args, limit+1)
+	tasks, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlitestore: list %s: %w", p.Lambda, err)
+	}
+	if len(tasks) <= limit {
+		return tasks, "", nil
+	}
+	tasks = tasks[:limit]
+	last := tasks[limit-1]
+	return tasks, encodeCursor(last.CreatedAt.UnixNano(), last.ID), nil
+}
+
+// Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses
+// means any status; a limit of zero means no limit.
+func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	q := `SELECT ` + columns + ` FROM tasks
+		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
+	args := []any{p.Lambda, p.Before.UnixNano()}
+	if len(p.Statuses) > 0 {
+		q += ` AND status IN (` + placeholders(len(p.Statuses)) + `)`
+		for _, st := range p.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if p.Priority != "" {
+		q += ` AND priority = ?`
+		args = append(args, p.Priority)
+	}
+	if len(p.SkipCollections) > 0 {
+		q += ` AND collection NOT IN (` + placeholders(len(p.SkipCollections)) + `)`
+		for _, c := range p.SkipCollections {
+			args = append(args, c)
+		}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite reads a negative limit as none
+	}
+	q += ` ORDER BY next_trigger_at, id LIMIT ?`
+	args = append(args, limit)
+	tasks, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: due %s: %w", p.Lambda, err)
+	}
+	return tasks, nil
+}
+
+// Counts returns how many tasks of the lambda are in each status.
+func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks WHERE lambda = ? GROUP BY status`, lambda)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
+	}
+	defer rows.Close()
+	counts := map[task.Status]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
+		}
+		counts[task.Status(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
+	}
+	return counts, nil
+}
+
+// SetGate sets a gate, replacing the one on the same (lambda, collection); open removes it.
+func (s *Store) SetGate(ctx context.Context, g task.Gate) error {
+	var err error
+	if g.Mode == task.GateOpen {
+		_, err = s.w.ExecContext(ctx, `DELETE FROM gates WHERE lambda = ? AND collection = ?`, g.Lambda, g.Collection)
+	} else {
+		_, err = s.w.ExecContext(ctx, `INSERT INTO gates (lambda, collection, mode, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (lambda, collection) DO UPDATE SET mode = excluded.mode, updated_at = excluded.updated_at`,
+			g.Lambda, g.Collection, g.Mode, nanos(g.UpdatedAt))
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: set gate %s/%s: %w", g.Lambda, g.Collection, err)
+	}
+	return nil
+}
+
+// Gates returns every gate that is not open, by lambda and collection.
+func (s *Store) Gates(ctx context.Context) ([]task.Gate, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT lambda, collection, mode, updated_at FROM gates ORDER BY lambda, collection`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: gates: %w", err)
+	}
+	defer rows.Close()
+	var gates []task.Gate
+	for rows.Next() {
+		var g task.Gate
+		var updated sql.NullInt64
+		if err := rows.Scan(&g.Lambda, &g.Collection, &g.Mode, &updated); err != nil {
+			return nil, fmt.Errorf("sqlitestore: gates: %w", err)
+		}
+		g.UpdatedAt = fromNanos(updated)
+		gates = append(gates, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: gates: %w", err)
+	}
+	return gates, nil
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tasks []task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, rows.Err()
+}
+
+func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
+	var t task.Task
+	var status string
+	var payload, result []byte
+	var runAt, deadline, trigger, created, updated sql.NullInt64
+	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
+		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
+		&t.Version, &t.Lease, &t.Spec)
+	if err != nil {
+		return task.Task{}, err
+	}
+	t.Status, t.Payload, t.Result = task.Status(status), payload, result
+	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
+	t.Deadline, t.NextTriggerAt = ptrFromNanos(deadline), ptrFromNanos(trigger)
+	return t, nil
+}
+
+// blob keeps a nil payload NULL rather than an empty blob.
+func blob(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
+func nanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func ptrNanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return nanos(*t)
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func ptrFromNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n)
+	return &t
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// The cursor is "<created_at nanos>.<id>" in base64url: opaque to callers, cheap to check here.
+func encodeCursor(created int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created, 10) + "." + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		created, id, ok := strings.Cut(string(b), ".")
+		if n, perr := strconv.ParseInt(created, 10, 64); ok && perr == nil && id != "" {
+			return n, id, nil
+		}
+	}
+	return 0, "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+}

@@ -1,0 +1,594 @@
+// Package storetest is the conformance suite of task.Store: every backend's tests call Exercise,
+// so the embedded store and the cloud store behave alike.
+//
+// The suite may run against a shared database (such as one DynamoDB table): every subtest works
+// on a lambda name of its own and never assumes the store is empty.
+package storetest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Exercise runs the suite. newStore returns a store for one subtest; the caller closes it, for
+// example in t.Cleanup.
+func Exercise(t *testing.T, newStore func(t *testing.T) task.Store) {
+	cases := []struct {
+		name string
+		fn   func(*testing.T, task.Store)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"CreateExists", testCreateExists},
+		{"GetMissing", testGetMissing},
+		{"UpdateConditional", testUpdateConditional},
+		{"ClaimRace", testClaimRace},
+		{"List", testList},
+		{"ListDefaultLimit", testListDefaultLimit},
+		{"Due", testDue},
+		{"Counts", testCounts},
+		{"Gates", testGates},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newStore(t))
+		})
+	}
+}
+
+// lambdaName returns a lambda name no other subtest uses.
+func lambdaName() string { return "st-" + strings.ToLower(rand.Text()[:12]) }
+
+// base is a time for test tasks: microsecond precision is all a backend must keep.
+func base() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func ptr(t time.Time) *time.Time { return &t }
+
+// full returns a task with every field set.
+func full(lambda, id string, now time.Time) task.Task {
+	return task.Task{
+		ID: id, Lambda: lambda, Collection: "coll-1", Priority: "high", Status: task.StatusProcessing,
+		Payload: []byte(`{"n":1,"s":"x"}`), Result: []byte(`{"ok":true}`), Error: "previous attempt failed",
+		Attempts: 2, MaxAttempts: 7,
+		RunAt: now.Add(-time.Minute), Deadline: ptr(now.Add(time.Hour)), NextTriggerAt: ptr(now.Add(30 * time.Second)),
+		CreatedAt: now.Add(-2 * time.Minute), UpdatedAt: now, Version: 5,
+		Lease: "lease-abc", Spec: "spec-fingerprint",
+	}
+}
+
+// plain returns a task of status new with only the fields every task has.
+func plain(lambda, id string, created time.Time) task.Task {
+	return task.Task{
+		ID: id, Lambda: lambda, Priority: "normal", Status: task.StatusNew, MaxAttempts: 5,
+		RunAt: created, NextTriggerAt: ptr(created), CreatedAt: created, UpdatedAt: created, Version: 1,
+	}
+}
+
+// diff lists the fields in which got differs from want.
+func diff(want, got task.Task) []string {
+	var d []string
+	check := func(field string, ok bool, w, g any) {
+		if !ok {
+			d = append(d, fmt.Sprintf("%s: got %v, want %v", field, g, w))
+		}
+	}
+	timeEq := func(field string, w, g time.Time) {
+		check(field, w.Equal(g), w, g)
+		if !g.IsZero() && g.Location() != time.UTC {
+			d = append(d, fmt.Sprintf("%s: got location %s, want UTC", field, g.Location()))
+		}
+	}
+	ptrEq := func(field string, w, g *time.Time) {
+		switch {
+		case w == nil || g == nil:
+			check(field, w == nil && g == nil, w, g)
+		default:
+			timeEq(field, *w, *g)
+		}
+	}
+	check("ID", want.ID == got.ID, want.ID, got.ID)
+	check("Lambda", want.Lambda == got.Lambda, want.Lambda, got.Lambda)
+	check("Collection", want.Collection == got.Collection, want.Collection, got.Collection)
+	check("Priority", want.Priority == got.Priority, want.Priority, got.Priority)
+	check("Status", want.Status == got.Status, want.Status, got.Status)
+	check("Payload", bytes.Equal(want.Payload, got.Payload), string(want.Payload), string(got.Payload))
+	check("Result", bytes.Equal(want.Result, got.Result), string(want.Result), string(got.Result))
+	check("Error", want.Error == got.Error, want.Error, got.Error)
+	check("Attempts", want.Attempts == got.Attempts, want.Attempts, got.Attempts)
+	check("MaxAttempts", want.MaxAttempts == got.MaxAttempts, want.MaxAttempts, got.MaxAttempts)
+	timeEq("RunAt", want.RunAt, got.RunAt)
+	ptrEq("Deadline", want.Deadline, got.Deadline)
+	ptrEq("NextTriggerAt", want.NextTriggerAt, got.NextTriggerAt)
+	timeEq("CreatedAt", want.CreatedAt, got.CreatedAt)
+	timeEq("UpdatedAt", want.UpdatedAt, got.UpdatedAt)
+	check("Version", want.Version == got.Version, want.Version, got.Version)
+	check("Lease", want.Lease == got.Lease, want.Lease, got.Lease)
+	check("Spec", want.Spec == got.Spec, want.Spec, got.Spec)
+	return d
+}
+
+func create(t *testing.T, s task.Store, tasks ...task.Task) {
+	t.Helper()
+	for _, tk := range tasks {
+		if err := s.Create(t.Context(), tk); err != nil {
+			t.Fatalf("Create %s/%s: %v", tk.Lambda, tk.ID, err)
+		}
+	}
+}
+
+// mustEqual fails unless the stored task equals want in every field.
+func mustEqual(t *testing.T, s task.Store, want task.Task) {
+	t.Helper()
+	got, err := s.Get(t.Context(), want.Lambda, want.ID)
+	if err != nil {
+		t.Fatalf("Get %s/%s: %v", want.Lambda, want.ID, err)
+	}
+	if d := diff(want, got); len(d) > 0 {
+		t.Errorf("Get %s/%s differs from what was written:\n  %s", want.Lambda, want.ID, strings.Join(d, "\n  "))
+	}
+}
+
+func ids(tasks []task.Task) []string {
+	out := make([]string, len(tasks))
+	for i, tk := range tasks {
+		out[i] = tk.ID
+	}
+	return out
+}
+
+func testRoundTrip(t *testing.T, s task.Store) {
+	l, now := lambdaName(), base()
+	// Set in another zone: the store must keep the instant and hand it back in UTC.
+	zoned := full(l, "full", now.In(time.FixedZone("UTC+5", 5*3600)))
+	bare := plain(l, "bare", now) // nil Deadline, Payload, Result
+	terminal := plain(l, "terminal", now)
+	terminal.Status, terminal.NextTriggerAt, terminal.Payload = task.StatusSuccess, nil, []byte(`[1,2,3]`)
+	create(t, s, zoned, bare, terminal)
+	mustEqual(t, s, zoned)
+	mustEqual(t, s, bare)
+	mustEqual(t, s, terminal)
+
+	// Update writes every field too: clear the pointers of the full task, set those of the bare one.
+	cleared := zoned
+	cleared.Deadline, cleared.NextTriggerAt, cleared.Result, cleared.Lease = nil, nil, nil, ""
+	cleared.Status, cleared.Error, cleared.Version = task.StatusDead, "gave up", zoned.Version+1
+	if err := s.Update(t.Context(), cleared, zoned.Version); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	mustEqual(t, s, cleared)
+
+	filled := full(l, "bare", now.Add(time.Second))
+	filled.Version = bare.Version + 1
+	if err := s.Update(t.Context(), filled, bare.Version); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	mustEqual(t, s, filled)
+}
+
+func testCreateExists(t *testing.T, s task.Store) {
+	l, other, now := lambdaName(), lambdaName(), base()
+	orig := full(l, "dup", now)
+	create(t, s, orig)
+
+	again := plain(l, "dup", now.Add(time.Second))
+	again.Payload = []byte(`{"different":true}`)
+	if err := s.Create(t.Context(), again); !errors.Is(err, task.ErrExists) {
+		t.Fatalf("Create of an existing id: got %v, want ErrExists", err)
+	}
+	mustEqual(t, s, orig)
+
+	// The same id under another lambda is another task.
+	elsewhere := plain(other, "dup", now)
+	create(t, s, elsewhere)
+	mustEqual(t, s, elsewhere)
+	mustEqual(t, s, orig)
+}
+
+func testGetMissing(t *testing.T, s task.Store) {
+	l, other := lambdaName(), lambdaName()
+	create(t, s, plain(l, "here", base()))
+	for _, c := range []struct{ lambda, id string }{{l, "absent"}, {other, "here"}, {lambdaName(), "x"}} {
+		if _, err := s.Get(t.Context(), c.lambda, c.id); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Get %s/%s: got %v, want ErrNotFound", c.lambda, c.id, err)
+		}
+	}
+}
+
+func testUpdateConditional(t *testing.T, s task.Store) {
+	l, now := lambdaName(), base()
+	v1 := plain(l, "cond", now)
+	create(t, s, v1)
+
+	v2 := v1
+	v2.Status, v2.Version, v2.UpdatedAt = task.StatusEnqueued, 2, now.Add(time.Second)
+	if err := s.Update(t.Context(), v2, 1); err != nil {
+		t.Fatalf("Update from the stored version: %v", err)
+	}
+	mustEqual(t, s, v2)
+
+	// A writer that read version 1 is too late.
+	stale := v1
+	stale.Status, stale.Version, stale.Error = task.StatusCancelled, 2, "stale writer"
+	if err := s.Update(t.Context(), stale, 1); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("Update from a stale version: got %v, want ErrConflict", err)
+	}
+	// So is one that claims a version the task never had.
+	ahead := v2
+	ahead.Version = 10
+	if err := s.Update(t.Context(), ahead, 9); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("Update from a future version: got %v, want ErrConflict", err)
+	}
+	mustEqual(t, s, v2)
+
+	// Update never creates.
+	ghost := plain(l, "ghost", now)
+	ghost.Version = 2
+	if err := s.Update(t.Context(), ghost, 1); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("Update of a missing task: got %v, want ErrConflict", err)
+	}
+	if _, err := s.Get(t.Context(), l, "ghost"); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("Get after Update of a missing task: got %v, want ErrNotFound", err)
+	}
+}
+
+// testClaimRace is where duplicates die: many workers claim one task from the same version, and
+// exactly one may own it.
+func testClaimRace(t *testing.T, s task.Store) {
+	const workers = 50
+	ctx := t.Context()
+	l := task.Lambda{Name: lambdaName()}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := base()
+	tk, err := task.New(task.Spec{Payload: []byte(`{"race":true}`)}, l, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, tk)
+	enq, err := task.Enqueue(tk, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enq, tk.Version); err != nil {
+		t.Fatalf("Update to enqueued: %v", err)
+	}
+
+	var (
+		read, done sync.WaitGroup
+		start      = make(chan struct{})
+		leases     = make([]string, workers)
+		errs       = make([]error, workers)
+	)
+	read.Add(workers)
+	done.Add(workers)
+	for i := range workers {
+		go func() {
+			defer done.Done()
+			got, err := s.Get(ctx, l.Name, tk.ID)
+			var claimed task.Task
+			if err == nil {
+				leases[i] = task.NewLease()
+				claimed, err = task.Claim(got, leases[i], now.Add(time.Second), cfg)
+			}
+			read.Done()
+			<-start // every worker has read the same version before anyone writes
+			if err == nil {
+				err = s.Update(ctx, claimed, got.Version)
+			}
+			errs[i] = err
+		}()
+	}
+	read.Wait()
+	close(start)
+	done.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("workers %d and %d both claimed the task", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, task.ErrConflict):
+			t.Errorf("worker %d: got %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no worker claimed the task")
+	}
+	got, err := s.Get(ctx, l.Name, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != task.StatusClaimed || got.Lease != leases[winner] || got.Attempts != 1 || got.Version != enq.Version+1 {
+		t.Errorf("stored task: status %s, lease %q, attempts %d, version %d; want claimed, %q, 1, %d",
+			got.Status, got.Lease, got.Attempts, got.Version, leases[winner], enq.Version+1)
+	}
+}
+
+func testList(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, other, now := lambdaName(), lambdaName(), base()
+	// Creation order is CreatedAt, then ID; ties on CreatedAt are deliberate. They are written
+	// out of order, so a store that returns insertion order fails.
+	specs := []struct {
+		id     string
+		offset time.Duration
+		status task.Status
+		coll   string
+	}{
+		{"a", 0, task.StatusNew, "red"},
+		{"b", time.Second, task.StatusEnqueued, "red"},
+		{"c", time.Second, task.StatusNew, ""},
+		{"d", time.Second, task.StatusNew, "blue"},
+		{"e", 2 * time.Second, task.StatusSuccess, "red"},
+		{"f", 3 * time.Second, task.StatusNew, "red"},
+		{"g", 3 * time.Second, task.StatusNew, "blue"},
+		{"h", 4 * time.Microsecond, task.StatusEnqueued, ""},
+		{"i", 5 * time.Second, task.StatusNew, "red"},
+	}
+	byID := map[string]task.Task{}
+	for _, i := range []int{5, 2, 8, 0, 7, 3, 1, 6, 4} {
+		sp := specs[i]
+		tk := plain(l, sp.id, now.Add(sp.offset))
+		tk.Status, tk.Collection = sp.status, sp.coll
+		create(t, s, tk)
+		byID[sp.id] = tk
+	}
+	// Another lambda with the same statuses and collections must not show up.
+	create(t, s, plain(other, "a", now), plain(other, "z", now))
+
+	for _, c := range []struct {
+		name string
+		p    task.ListParams
+		want []string
+	}{
+		{"all", task.ListParams{}, []string{"a", "h", "b", "c", "d", "e", "f", "g", "i"}},
+		{"status", task.ListParams{Status: task.StatusNew}, []string{"a", "c", "d", "f", "g", "i"}},
+		{"collection", task.ListParams{Collection: "red"}, []string{"a", "b", "e", "f", "i"}},
+		{"both", task.ListParams{Status: task.StatusNew, Collection: "red"}, []string{"a", "f", "i"}},
+		{"none", task.ListParams{Status: task.StatusDead}, nil},
+	} {
+		for _, limit := range []int{task.MaxListLimit, 1, 2, 4} {
+			p := c.p
+			p.Lambda, p.Limit = l, limit
+			var got []string
+			for page := 0; ; page++ {
+				if page > len(specs)+1 {
+					t.Fatalf("%s, limit %d: the cursor never ends", c.name, limit)
+				}
+				tasks, next, err := s.List(ctx, p)
+				if err != nil {
+					t.Fatalf("%s, limit %d: List: %v", c.name, limit, err)
+				}
+				if len(tasks) > limit {
+					t.Errorf("%s, limit %d: page of %d tasks", c.name, limit, len(tasks))
+				}
+				for _, tk := range tasks {
+					if d := diff(byID[tk.ID], tk); tk.Lambda != l || len(d) > 0 {
+						t.Errorf("%s: List returned %s/%s differing from what was written: %v", c.name, tk.Lambda, tk.ID, d)
+					}
+				}
+				got = append(got, ids(tasks)...)
+				if next == "" {
+					break
+				}
+				if len(tasks) == 0 {
+					t.Errorf("%s, limit %d: empty page with a next cursor", c.name, limit)
+				}
+				p.Cursor = next
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s, limit %d: got %v, want %v", c.name, limit, got, c.want)
+			}
+		}
+	}
+
+	for _, cursor := range []string{"not a cursor!", "%%%", "\x00"} {
+		if _, _, err := s.List(ctx, task.ListParams{Lambda: l, Cursor: cursor}); !errors.Is(err, task.ErrInvalid) {
+			t.Errorf("List with cursor %q: got %v, want ErrInvalid", cursor, err)
+		}
+	}
+}
+
+func testListDefaultLimit(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, now := lambdaName(), base()
+	n := task.DefaultListLimit + 3
+	var want []string
+	for i := range n {
+		tk := plain(l, fmt.Sprintf("t%04d", i), now.Add(time.Duration(i)*time.Millisecond))
+		create(t, s, tk)
+		want = append(want, tk.ID)
+	}
+	first, next, err := s.List(ctx, task.ListParams{Lambda: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != task.DefaultListLimit || next == "" {
+		t.Fatalf("List with limit 0: got %d tasks and next %q, want %d and a cursor", len(first), next, task.DefaultListLimit)
+	}
+	rest, next, err := s.List(ctx, task.ListParams{Lambda: l, Cursor: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != "" {
+		t.Errorf("last page: got next %q, want none", next)
+	}
+	if got := append(ids(first), ids(rest)...); !slices.Equal(got, want) {
+		t.Errorf("pages: got %v, want %v", got, want)
+	}
+}
+
+func testDue(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, other, now := lambdaName(), lambdaName(), base()
+	mk := func(lambda, id string, st task.Status, trigger time.Duration, prio, coll string) task.Task {
+		tk := plain(lambda, id, now.Add(-time.Hour))
+		tk.Status, tk.Priority, tk.Collection, tk.NextTriggerAt = st, prio, coll, ptr(now.Add(trigger))
+		return tk
+	}
+	done := mk(l, "done", task.StatusSuccess, 0, "high", "")
+	done.NextTriggerAt = nil
+	dead := mk(l, "dead", task.StatusDead, 0, "normal", "")
+	dead.NextTriggerAt = nil
+	create(t, s,
+		mk(l, "held", task.StatusNew, -4*time.Minute, "normal", "held"),
+		mk(l, "a", task.StatusNew, -3*time.Minute, "high", ""),
+		mk(l, "retry", task.StatusRetriableFailure, -2*time.Minute, "normal", "other"),
+		mk(l, "b", task.StatusNew, -time.Minute, "normal", ""),
+		mk(l, "now", task.StatusEnqueued, 0, "low", ""),
+		mk(l, "future", task.StatusNew, time.Microsecond, "high", ""),
+		mk(l, "running", task.StatusProcessing, -5*time.Minute, "high", ""),
+		mk(other, "elsewhere", task.StatusNew, -10*time.Minute, "high", ""),
+		done, dead,
+	)
+	ready := []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}
+	for _, c := range []struct {
+		name string
+		p    task.DueParams
+		want []string
+	}{
+		{"ready", task.DueParams{Statuses: ready}, []string{"held", "a", "retry", "b", "now"}},
+		{"skip", task.DueParams{Statuses: ready, SkipCollections: []string{"held", "nope"}}, []string{"a", "retry", "b", "now"}},
+		{"priority", task.DueParams{Statuses: ready, Priority: "high"}, []string{"a"}},
+		{"priority skip", task.DueParams{Statuses: ready, Priority: "normal", SkipCollections: []string{"held"}}, []string{"retry", "b"}},
+		{"limit", task.DueParams{Statuses: ready, Limit: 2}, []string{"held", "a"}},
+		{"one status", task.DueParams{Statuses: []task.Status{task.StatusRetriableFailure}}, []string{"retry"}},
+		{"running", task.DueParams{Statuses: task.Running}, []string{"running"}},
+		{"every status", task.DueParams{Statuses: task.Statuses}, []string{"running", "held", "a", "retry", "b", "now"}},
+		{"earlier", task.DueParams{Statuses: task.Statuses, Before: now.Add(-3 * time.Minute)}, []string{"running", "held", "a"}},
+		{"later", task.DueParams{Statuses: ready, Before: now.Add(time.Minute)}, []string{"held", "a", "retry", "b", "now", "future"}},
+	} {
+		p := c.p
+		p.Lambda = l
+		if p.Before.IsZero() {
+			p.Before = now
+		}
+		if p.Limit == 0 {
+			p.Limit = 100
+		}
+		tasks, err := s.Due(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: Due: %v", c.name, err)
+		}
+		if got := ids(tasks); !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+		for _, tk := range tasks {
+			if tk.Lambda != l || tk.NextTriggerAt == nil || tk.NextTriggerAt.After(p.Before) {
+				t.Errorf("%s: returned %s/%s with trigger %v, not due before %v", c.name, tk.Lambda, tk.ID, tk.NextTriggerAt, p.Before)
+			}
+		}
+	}
+}
+
+func testCounts(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, other, now := lambdaName(), lambdaName(), base()
+	var tasks []task.Task
+	for i, st := range []task.Status{task.StatusNew, task.StatusNew, task.StatusNew, task.StatusEnqueued, task.StatusEnqueued, task.StatusSuccess} {
+		tk := plain(l, fmt.Sprintf("c%d", i), now)
+		tk.Status = st
+		tasks = append(tasks, tk)
+	}
+	create(t, s, tasks...)
+	for i := range 4 {
+		create(t, s, plain(other, fmt.Sprintf("o%d", i), now))
+	}
+	want := map[task.Status]int{task.StatusNew: 3, task.StatusEnqueued: 2, task.StatusSuccess: 1}
+	check := func() {
+		t.Helper()
+		got, err := s.Counts(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("Counts: got %v, want %v", got, want)
+		}
+	}
+	check()
+
+	// Counts follow updates, and a status with none left is absent.
+	moved := tasks[5]
+	moved.Status, moved.Version = task.StatusDropped, moved.Version+1
+	if err := s.Update(ctx, moved, tasks[5].Version); err != nil {
+		t.Fatal(err)
+	}
+	want = map[task.Status]int{task.StatusNew: 3, task.StatusEnqueued: 2, task.StatusDropped: 1}
+	check()
+
+	if got, err := s.Counts(ctx, lambdaName()); err != nil || len(got) != 0 {
+		t.Errorf("Counts of a lambda without tasks: got %v, %v; want an empty map", got, err)
+	}
+}
+
+func testGates(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, other, now := lambdaName(), lambdaName(), base()
+	set := func(lambda, coll, mode string, at time.Time) {
+		t.Helper()
+		if err := s.SetGate(ctx, task.Gate{Lambda: lambda, Collection: coll, Mode: mode, UpdatedAt: at}); err != nil {
+			t.Fatalf("SetGate %s/%s %s: %v", lambda, coll, mode, err)
+		}
+	}
+	// check compares the gates of l and other with want, in any order.
+	check := func(step string, want ...task.Gate) {
+		t.Helper()
+		gates, err := s.Gates(ctx)
+		if err != nil {
+			t.Fatalf("%s: Gates: %v", step, err)
+		}
+		var got []task.Gate
+		for _, g := range gates {
+			if g.Lambda == l || g.Lambda == other {
+				got = append(got, g)
+			}
+		}
+		key := func(g task.Gate) string { return g.Lambda + "/" + g.Collection }
+		byKey := func(a, b task.Gate) int { return strings.Compare(key(a), key(b)) }
+		slices.SortFunc(got, byKey)
+		slices.SortFunc(want, byKey)
+		if len(got) != len(want) {
+			t.Fatalf("%s: got gates %v, want %v", step, got, want)
+		}
+		for i := range want {
+			if key(got[i]) != key(want[i]) || got[i].Mode != want[i].Mode || !got[i].UpdatedAt.Equal(want[i].UpdatedAt) {
+				t.Errorf("%s: got gate %+v, want %+v", step, got[i], want[i])
+			}
+		}
+	}
+	gate := func(lambda, coll, mode string, at time.Time) task.Gate {
+		return task.Gate{Lambda: lambda, Collection: coll, Mode: mode, UpdatedAt: at}
+	}
+
+	check("before any gate")
+	set(other, "", task.GateOpen, now) // opening a gate that is not there is fine
+	check("open only")
+
+	set(l, "", task.GatePause, now)
+	set(l, "c1", task.GateDrop, now)
+	set(other, "c1", task.GatePause, now)
+	check("set", gate(l, "", task.GatePause, now), gate(l, "c1", task.GateDrop, now), gate(other, "c1", task.GatePause, now))
+
+	later := now.Add(time.Second)
+	set(l, "", task.GateDrop, later)
+	set(l, "c1", task.GatePause, later)
+	check("replaced", gate(l, "", task.GateDrop, later), gate(l, "c1", task.GatePause, later), gate(other, "c1", task.GatePause, now))
+
+	set(l, "c1", task.GateOpen, later)
+	check("collection opened", gate(l, "", task.GateDrop, later), gate(other, "c1", task.GatePause, now))
+
+	set(l, "", task.GateOpen, later)
+	set(other, "c1", task.GateOpen, later)
+	check("all opened")
+}
