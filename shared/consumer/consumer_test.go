@@ -1,0 +1,194 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/consumer"
+	"github.com/openatf/atf/shared/memqueue"
+	"github.com/openatf/atf/shared/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+type env struct {
+	store *sqlitestore.Store
+	queue *memqueue.Queue
+	cons  *consumer.Consumer
+	cfg   task.Config
+	now   time.Time
+	ls    map[string]task.Lambda
+}
+
+func newEnv(t *testing.T, quota int, names ...string) *env {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e := &env{store: store, queue: memqueue.New(), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ls: map[string]task.Lambda{}}
+	e.cfg = task.Config{EnqueueQuota: quota}.WithDefaults()
+	var lambdas []task.Lambda
+	for _, n := range names {
+		l := task.Lambda{Name: n}.WithDefaults()
+		e.ls[n] = l
+		lambdas = append(lambdas, l)
+	}
+	e.cons = consumer.New(store, e.queue, consumer.Config{
+		Lambdas: lambdas, Task: e.cfg, Now: func() time.Time { return e.now }, Jitter: func() float64 { return 0 },
+	})
+	return e
+}
+
+func (e *env) schedule(t *testing.T, lambda string, s task.Spec) task.Task {
+	t.Helper()
+	tk, err := task.New(s, e.ls[lambda], e.now, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Create(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func (e *env) sweep(t *testing.T) consumer.Stats {
+	t.Helper()
+	st, err := e.cons.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (e *env) received(t *testing.T, lambda, priority string) []string {
+	t.Helper()
+	var ids []string
+	for {
+		ds, err := e.queue.Receive(context.Background(), task.ReceiveParams{Lambda: lambda, Priority: priority, Max: 10, Visibility: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return ids
+		}
+		for _, d := range ds {
+			ids = append(ids, d.TaskID)
+		}
+	}
+}
+
+func (e *env) status(t *testing.T, lambda, id string) task.Status {
+	tk, err := e.store.Get(context.Background(), lambda, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.Status
+}
+
+func TestEnqueuesDueTasksByPriorityUnderQuota(t *testing.T) {
+	e := newEnv(t, 5, "flood", "quiet")
+	for i := range 8 {
+		e.schedule(t, "flood", task.Spec{ID: fmt.Sprintf("low-%d", i), Priority: "low"})
+		e.schedule(t, "flood", task.Spec{ID: fmt.Sprintf("high-%d", i), Priority: "high"})
+	}
+	e.schedule(t, "quiet", task.Spec{ID: "q"})
+	later := e.schedule(t, "quiet", task.Spec{ID: "later", Delay: ptr(time.Minute)})
+
+	if st := e.sweep(t); st.Enqueued != 6 {
+		t.Fatalf("first sweep enqueued %d, want 5 of flood (its quota) and 1 of quiet", st.Enqueued)
+	}
+	if got := e.received(t, "flood", "high"); len(got) != 5 {
+		t.Fatalf("flood/high got %v, want the first 5 high tasks", got)
+	}
+	if got := e.received(t, "flood", "low"); len(got) != 0 {
+		t.Fatalf("flood/low got %v before all high tasks were enqueued", got)
+	}
+	if got := e.received(t, "quiet", "normal"); len(got) != 1 || got[0] != "q" {
+		t.Fatalf("quiet lambda got %v: the flood must not delay it", got)
+	}
+	e.sweep(t)
+	if got := e.received(t, "flood", "high"); len(got) != 3 {
+		t.Fatalf("second sweep: flood/high got %v, want the last 3", got)
+	}
+	if got := e.received(t, "flood", "low"); len(got) != 2 {
+		t.Fatalf("second sweep: flood/low got %v, want 2 (quota left)", got)
+	}
+	if s := e.status(t, "quiet", later.ID); s != task.StatusNew {
+		t.Fatalf("a task not yet due is %s", s)
+	}
+	e.now = e.now.Add(time.Minute)
+	e.sweep(t)
+	if s := e.status(t, "quiet", later.ID); s != task.StatusEnqueued {
+		t.Fatalf("once due the task is %s, want enqueued", s)
+	}
+}
+
+func TestTimeoutsReenqueueOrKill(t *testing.T) {
+	e := newEnv(t, 100, "l")
+	ctx := context.Background()
+	lost := e.schedule(t, "l", task.Spec{ID: "lost-message"})
+	e.schedule(t, "l", task.Spec{ID: "silent-worker", MaxAttempts: 1})
+	e.schedule(t, "l", task.Spec{ID: "retry-me", MaxAttempts: 2})
+	e.sweep(t)
+	e.received(t, "l", "normal") // the messages are lost: nobody claims from the queue
+	for _, id := range []string{"silent-worker", "retry-me"} {
+		if _, err := task.Apply(ctx, e.store, "l", id, func(tk task.Task) (task.Task, error) {
+			return task.Claim(tk, "lease", e.now, e.cfg)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.now = e.now.Add(e.cfg.EnqueueTimeout)
+	st := e.sweep(t)
+	if st.TimedOut != 2 || st.Dead != 1 {
+		t.Fatalf("stats %+v, want 2 timed out, 1 of them dead", st)
+	}
+	if s := e.status(t, "l", "silent-worker"); s != task.StatusDead {
+		t.Fatalf("silent worker, attempts used up: %s, want dead", s)
+	}
+	if s := e.status(t, "l", "retry-me"); s != task.StatusRetriableFailure {
+		t.Fatalf("silent worker, attempts left: %s, want retriable_failure", s)
+	}
+	if got := e.received(t, "l", "normal"); len(got) != 1 || got[0] != lost.ID {
+		t.Fatalf("lost message: re-enqueued %v, want [%s]", got, lost.ID)
+	}
+}
+
+func TestGates(t *testing.T) {
+	e := newEnv(t, 100, "l")
+	ctx := context.Background()
+	e.schedule(t, "l", task.Spec{ID: "a1", Collection: "a"})
+	e.schedule(t, "l", task.Spec{ID: "b1", Collection: "b", Delay: ptr(time.Hour)})
+	e.schedule(t, "l", task.Spec{ID: "c1", Collection: "c"})
+	set := func(coll, mode string) {
+		if err := e.store.SetGate(ctx, task.Gate{Lambda: "l", Collection: coll, Mode: mode}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("a", task.GatePause)
+	set("b", task.GateDrop)
+	st := e.sweep(t)
+	if st.Enqueued != 1 || st.Dropped != 1 {
+		t.Fatalf("stats %+v, want c1 enqueued and b1 dropped", st)
+	}
+	want := map[string]task.Status{"a1": task.StatusNew, "b1": task.StatusDropped, "c1": task.StatusEnqueued}
+	for id, s := range want {
+		if got := e.status(t, "l", id); got != s {
+			t.Errorf("%s is %s, want %s", id, got, s)
+		}
+	}
+	set("a", task.GateOpen)
+	set("", task.GatePause)
+	if st := e.sweep(t); st.Enqueued != 0 {
+		t.Fatalf("paused lambda enqueued %d", st.Enqueued)
+	}
+	set("", task.GateOpen)
+	if st := e.sweep(t); st.Enqueued != 1 {
+		t.Fatalf("reopened lambda enqueued %d, want a1", st.Enqueued)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

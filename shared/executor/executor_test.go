@@ -1,0 +1,196 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/consumer"
+	"github.com/openatf/atf/shared/executor"
+	"github.com/openatf/atf/shared/memqueue"
+	"github.com/openatf/atf/shared/sqlitestore"
+	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// failingHeartbeats injects the fault: its heartbeats fail after the first (the start).
+type failingHeartbeats struct {
+	executor.Status
+	calls atomic.Int32
+}
+
+func (f *failingHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	if f.calls.Add(1) == 1 {
+		return f.Status.Heartbeat(ctx, lambda, id, lease)
+	}
+	return errors.New("injected: status controller unreachable")
+}
+
+type setup struct {
+	store *sqlitestore.Store
+	hsc   *status.Controller
+	cons  *consumer.Consumer
+	queue *memqueue.Queue
+	cfg   task.Config
+	l     task.Lambda
+}
+
+func newSetup(t *testing.T) setup {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := task.Config{
+		HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond,
+		ClaimTimeout: 150 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+	}.WithDefaults()
+	l := task.Lambda{Name: "fenced", Timeout: time.Minute}.WithDefaults()
+	q := memqueue.New()
+	return setup{
+		store: store, hsc: status.New(store, status.Config{Task: cfg}), queue: q, cfg: cfg, l: l,
+		cons: consumer.New(store, q, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg}),
+	}
+}
+
+// claimNext sweeps until the task is enqueued again and claims it.
+func (s setup) claimNext(t *testing.T, id string) task.Task {
+	t.Helper()
+	for range 500 {
+		if _, err := s.cons.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if tk, err := s.hsc.Claim(context.Background(), s.l.Name, id); err == nil {
+			return tk
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("task never became claimable")
+	return task.Task{}
+}
+
+// TestFencing: an executor that cannot heartbeat stops its handler before the task can be
+// claimed again, and its late result is rejected; the task runs twice, never at the same time.
+func TestFencing(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	tk, err := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var running, maxRunning int
+	var firstStopped time.Time
+	var firstCause error
+	handler := worker.HandlerFunc(func(ctx context.Context, wt worker.Task) (json.RawMessage, error) {
+		mu.Lock()
+		running++
+		maxRunning = max(maxRunning, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		if wt.Attempt == 1 {
+			<-ctx.Done() // runs until the executor stops it
+			mu.Lock()
+			firstStopped, firstCause = time.Now(), context.Cause(ctx)
+			mu.Unlock()
+			return json.RawMessage(`"late"`), nil // a result it must not be able to record
+		}
+		return json.RawMessage(`"second"`), nil
+	})
+
+	faulty := executor.New(&failingHeartbeats{Status: s.hsc}, s.cfg.HeartbeatInterval, nil)
+	first := s.claimNext(t, "t1")
+	firstDone := make(chan struct{})
+	go func() { faulty.Run(ctx, s.l, handler, first); close(firstDone) }()
+
+	second := s.claimNext(t, "t1") // only possible once the heartbeat timeout has passed
+	claimedAgain := time.Now()
+	executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, handler, second)
+	<-firstDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	if maxRunning != 1 {
+		t.Fatalf("handler ran %d at once", maxRunning)
+	}
+	if firstStopped.IsZero() || firstStopped.After(claimedAgain) {
+		t.Fatalf("first run stopped at %v, after the task was claimed again at %v", firstStopped, claimedAgain)
+	}
+	if firstCause == nil || firstCause.Error() == context.Canceled.Error() {
+		t.Fatalf("first run's context cause = %v, want the lease-lost reason", firstCause)
+	}
+	got, err := s.store.Get(ctx, s.l.Name, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != task.StatusSuccess || string(got.Result) != `"second"` || got.Attempts != 2 {
+		t.Fatalf("task ended %s with %s after %d attempts", got.Status, got.Result, got.Attempts)
+	}
+	// The first lease is dead: its result is refused.
+	if _, err := s.hsc.SetResult(ctx, s.l.Name, "t1", first.Lease, status.Result{Outcome: status.Success}); !errors.Is(err, task.ErrStaleLease) {
+		t.Fatalf("stale lease result: %v, want ErrStaleLease", err)
+	}
+}
+
+// TestOutcomes: what a handler returns decides the task's next status.
+func TestOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want task.Status
+	}{
+		{"success", nil, task.StatusSuccess},
+		{"retriable", errors.New("try again"), task.StatusRetriableFailure},
+		{"fatal", worker.Fatal(errors.New("never")), task.StatusFatalFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			ctx := context.Background()
+			tk, _ := task.New(task.Spec{ID: "t"}, s.l, time.Now().UTC(), s.cfg)
+			if err := s.store.Create(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			claimed := s.claimNext(t, "t")
+			executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, worker.HandlerFunc(
+				func(context.Context, worker.Task) (json.RawMessage, error) { return json.RawMessage(`1`), tc.err }), claimed)
+			got, _ := s.store.Get(ctx, s.l.Name, "t")
+			if got.Status != tc.want {
+				t.Fatalf("status %s, want %s (error %q)", got.Status, tc.want, got.Error)
+			}
+		})
+	}
+}
+
+// TestShutdownReleases: cancelling the executor's context stops the handler and hands the task
+// back untried.
+func TestShutdownReleases(t *testing.T) {
+	s := newSetup(t)
+	tk, _ := task.New(task.Spec{ID: "t"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	claimed := s.claimNext(t, "t")
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() { <-started; cancel() }()
+	executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, worker.HandlerFunc(
+		func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}), claimed)
+	got, _ := s.store.Get(context.Background(), s.l.Name, "t")
+	if got.Status != task.StatusNew || got.Attempts != 0 {
+		t.Fatalf("after shutdown: %s with %d attempts, want new with 0", got.Status, got.Attempts)
+	}
+}
