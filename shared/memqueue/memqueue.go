@@ -1,0 +1,243 @@
+// Package memqueue is the in-process task.Queue of `atf dev`. It behaves like an SQS standard
+// queue: one queue per (lambda, priority), created on first use; a sent message may be delayed;
+// a received message is hidden for its visibility timeout and comes back, with a higher receive
+// count and a fresh receipt, unless it is deleted first; Receive can long-poll.
+//
+// Messages live in memory only and die with the process. That is on purpose: the store is the
+// source of truth and a message carries nothing but a task id. A task whose message is lost stays
+// enqueued (or claimed) in the store until its timeout, and then the consumer sends it again;
+// consumer.Recover makes that immediate after a restart.
+package memqueue
+
+import (
+	"context"
+	"crypto/rand"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Limits and defaults, the same as SQS.
+const (
+	// MaxReceive is the most messages one Receive returns.
+	MaxReceive = 10
+	// DefaultVisibility hides received messages when ReceiveParams.Visibility is zero.
+	DefaultVisibility = 30 * time.Second
+)
+
+var _ task.Queue = (*Queue)(nil)
+
+// Queue holds every (lambda, priority) queue of one process. It is safe for concurrent use.
+type Queue struct {
+	mu       sync.Mutex
+	queues   map[key]*queue
+	receipts map[string]*entry // the current receipt of every received, undeleted message
+}
+
+type key struct{ lambda, priority string }
+
+// queue is one (lambda, priority) queue.
+type queue struct {
+	entries []*entry // in send order, so older messages are received first
+	// wake is closed, and replaced, whenever a message may have become visible sooner than a
+	// waiting Receive planned for.
+	wake chan struct{}
+}
+
+type entry struct {
+	msg       task.Message // Delay is zero
+	visibleAt time.Time
+	receipt   string
+	count     int
+}
+
+// New returns an empty queue set.
+func New() *Queue {
+	return &Queue{queues: map[key]*queue{}, receipts: map[string]*entry{}}
+}
+
+// queue returns the queue of k, creating it. The caller holds mu.
+func (q *Queue) queue(k key) *queue {
+	qu := q.queues[k]
+	if qu == nil {
+		qu = &queue{wake: make(chan struct{})}
+		q.queues[k] = qu
+	}
+	return qu
+}
+
+// signal wakes the Receives waiting on qu. The caller holds mu.
+func (qu *queue) signal() {
+	close(qu.wake)
+	qu.wake = make(chan struct{})
+}
+
+// Send puts msgs on their queues. Either all are sent or, if one is invalid, none.
+func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Lambda == "" || m.Priority == "" || m.TaskID == "" {
+			return task.Errorf(task.ErrInvalid, "message needs a lambda, a priority and a task id")
+		}
+		if m.Delay < 0 {
+			return task.Errorf(task.ErrInvalid, "message delay must not be negative, got %s", m.Delay)
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	for _, m := range msgs {
+		e := &entry{msg: m, visibleAt: now.Add(m.Delay)}
+		e.msg.Delay = 0
+		qu := q.queue(key{m.Lambda, m.Priority})
+		qu.entries = append(qu.entries, e)
+		qu.signal()
+	}
+	return nil
+}
+
+// Receive takes up to p.Max (1 if zero, at most MaxReceive) visible messages, oldest first, and
+// hides them for p.Visibility (DefaultVisibility if zero). If none is visible it waits up to
+// p.Wait for one. A wait that ends empty returns no messages and no error; one that ctx ends
+// returns ctx's error.
+func (q *Queue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Delivery, error) {
+	if p.Lambda == "" || p.Priority == "" {
+		return nil, task.Errorf(task.ErrInvalid, "receive needs a lambda and a priority")
+	}
+	if p.Max < 0 || p.Max > MaxReceive {
+		return nil, task.Errorf(task.ErrInvalid, "receive max must be in 0..%d, got %d", MaxReceive, p.Max)
+	}
+	if p.Wait < 0 || p.Visibility < 0 {
+		return nil, task.Errorf(task.ErrInvalid, "receive wait and visibility must not be negative")
+	}
+	if p.Max == 0 {
+		p.Max = 1
+	}
+	if p.Visibility == 0 {
+		p.Visibility = DefaultVisibility
+	}
+	k := key{p.Lambda, p.Priority}
+	deadline := time.Now().Add(p.Wait)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		now := time.Now()
+		qu := q.queue(k)
+		ds, next := q.take(qu, now, p)
+		wake := qu.wake
+		q.mu.Unlock()
+		if len(ds) > 0 {
+			return ds, nil
+		}
+		if !now.Before(deadline) {
+			return nil, nil
+		}
+		// Sleep until a Send or an Extend, the first hidden message's return, the deadline, or
+		// the end of ctx, whichever comes first.
+		until := deadline
+		if !next.IsZero() && next.Before(until) {
+			until = next
+		}
+		if timer == nil {
+			timer = time.NewTimer(until.Sub(now))
+		} else {
+			timer.Reset(until.Sub(now))
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// take hides and returns up to p.Max messages of qu visible at now. If there are none it returns
+// the earliest time a hidden one becomes visible, or zero. The caller holds mu.
+func (q *Queue) take(qu *queue, now time.Time, p task.ReceiveParams) ([]task.Delivery, time.Time) {
+	var ds []task.Delivery
+	var next time.Time
+	for _, e := range qu.entries {
+		if e.visibleAt.After(now) {
+			if next.IsZero() || e.visibleAt.Before(next) {
+				next = e.visibleAt
+			}
+			continue
+		}
+		delete(q.receipts, e.receipt)
+		e.receipt = rand.Text()
+		e.count++
+		e.visibleAt = now.Add(p.Visibility)
+		q.receipts[e.receipt] = e
+		ds = append(ds, task.Delivery{Message: e.msg, Receipt: e.receipt, ReceiveCount: e.count})
+		if len(ds) == p.Max {
+			break
+		}
+	}
+	return ds, next
+}
+
+// find returns the message that d's receipt currently names, or nil. The caller holds mu.
+func (q *Queue) find(d task.Delivery) *entry {
+	e := q.receipts[d.Receipt]
+	if e == nil || e.msg.Lambda != d.Lambda || e.msg.Priority != d.Priority {
+		return nil
+	}
+	return e
+}
+
+// Delete removes the message that d received. Like SQS, a receipt that is unknown or stale (the
+// message was deleted, or received again since) is not an error: nothing happens.
+func (q *Queue) Delete(ctx context.Context, d task.Delivery) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.find(d)
+	if e == nil {
+		return nil
+	}
+	delete(q.receipts, e.receipt)
+	qu := q.queues[key{d.Lambda, d.Priority}]
+	qu.entries = slices.DeleteFunc(qu.entries, func(x *entry) bool { return x == e })
+	return nil
+}
+
+// Extend hides the message that d received for visibility from now; zero makes it visible at
+// once. Like SQS it fails with ErrNotFound if the receipt is unknown or stale, or if the message
+// is no longer hidden (its visibility ran out).
+func (q *Queue) Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if visibility < 0 {
+		return task.Errorf(task.ErrInvalid, "visibility must not be negative, got %s", visibility)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.find(d)
+	if e == nil {
+		return task.Errorf(task.ErrNotFound, "message of task %s: receipt is unknown or stale", d.TaskID)
+	}
+	now := time.Now()
+	if !e.visibleAt.After(now) {
+		return task.Errorf(task.ErrNotFound, "message of task %s is no longer hidden", d.TaskID)
+	}
+	e.visibleAt = now.Add(visibility)
+	// It may now be visible sooner than a waiting Receive planned for.
+	q.queues[key{d.Lambda, d.Priority}].signal()
+	return nil
+}
