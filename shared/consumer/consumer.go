@@ -171,8 +171,19 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 		if err != nil {
 			return err
 		}
+		// Read the gates again after the tasks: a task scheduled after its gate closed must see
+		// that gate, even when this sweep began before the gate changed.
+		if gates, err = c.store.Gates(ctx); err != nil {
+			return err
+		}
+		if mode, held, _ = gatesOf(l.Name, gates); mode != task.GateOpen {
+			return nil
+		}
 		var msgs []task.Message
 		for _, t := range due {
+			if slices.Contains(held, t.Collection) {
+				continue
+			}
 			next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) })
 			if err != nil {
 				continue

@@ -64,7 +64,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		a.mux.ServeHTTP(rw, r)
 	}
-	a.log.Info("http", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+	a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
 }
 
 type statusWriter struct {

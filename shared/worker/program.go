@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// ExitRetry is the exit code (EX_TEMPFAIL) by which a program asks for another attempt. Exit 0
+// is success; any other code is a fatal failure.
+const ExitRetry = 75
+
+// Limits of what is kept of a program's output.
+const (
+	StderrTail   = 2 << 10 // the last bytes of stderr become the task's error
+	MaxStdout    = 1 << 20 // a larger result is a fatal failure
+	killWaitTime = 2 * time.Second
+)
+
+// Program runs an executable as a handler: the payload JSON on stdin, the result JSON on stdout,
+// the task in ATF_* environment variables. A stdout that is not JSON becomes a JSON string.
+type Program struct{ Path string }
+
+// Handle runs the program once. When ctx ends, its whole process group is killed.
+func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
+	cmd := exec.Command(p.Path)
+	cmd.Stdin = bytes.NewReader(t.Payload)
+	cmd.Env = append(os.Environ(),
+		"ATF_TASK_ID="+t.ID, "ATF_LAMBDA="+t.Lambda, "ATF_ATTEMPT="+strconv.Itoa(t.Attempt),
+		"ATF_COLLECTION="+t.Collection, "ATF_PRIORITY="+t.Priority)
+	var stdout limitedBuffer
+	stdout.limit = MaxStdout
+	stderr := tailBuffer{limit: StderrTail}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Its own process group, so a shell script's children die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = killWaitTime
+	if err := cmd.Start(); err != nil {
+		return nil, Fatal(fmt.Errorf("start %s: %w", p.Path, err))
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waited
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("timed out, killed: %w", context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("stopped, killed: %w", context.Cause(ctx))
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of a finished script
+	if stdout.over {
+		return nil, Fatal(fmt.Errorf("result is over %d bytes", MaxStdout))
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return result(stdout.Bytes()), nil
+	case errors.As(err, &exit) && exit.ExitCode() == ExitRetry:
+		return nil, errors.New(stderr.message(err))
+	default:
+		return nil, Fatal(errors.New(stderr.message(err)))
+	}
+}
+
+// result is stdout as JSON: empty is no result, JSON is kept (compacted), other text is quoted.
+func result(out []byte) json.RawMessage {
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, out) == nil {
+		return b.Bytes()
+	}
+	s, _ := json.Marshal(string(out))
+	return s
+}
+
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		b.over = true
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	buf   []byte
+	limit int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) message(err error) string {
+	if s := strings.TrimSpace(strings.ToValidUTF8(string(b.buf), "")); s != "" {
+		return s
+	}
+	return err.Error()
+}
+
+// HandleDir registers a Program for every executable file in dir, named after the file without
+// its extension ("send-email.sh" is lambda send-email), and returns the names.
+func (m *Mux) HandleDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("handlers folder: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || strings.HasPrefix(e.Name(), ".") || !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
+			continue
+		}
+		name := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name()))
+		if err := task.ValidateName("lambda name", name); err != nil {
+			return nil, fmt.Errorf("handler %s: %w", filepath.Join(dir, e.Name()), err)
+		}
+		if _, taken := m.Handler(name); taken {
+			return nil, fmt.Errorf("handler %s: lambda %s is already registered", filepath.Join(dir, e.Name()), name)
+		}
+		path, err := filepath.Abs(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		m.Handle(name, Program{Path: path})
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// Main runs h as a program handler: a Go worker built with it can be dropped in a handlers
+// folder like any executable. It reads the payload from stdin and the task from ATF_* variables,
+// writes the result to stdout, and exits 0, ExitRetry or 1.
+func Main(h Handler) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := serve(ctx, h, os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+func serve(ctx context.Context, h Handler, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	payload, err := io.ReadAll(stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "read payload:", err)
+		return ExitRetry
+	}
+	attempt, _ := strconv.Atoi(getenv("ATF_ATTEMPT"))
+	res, err := Run(ctx, h, Task{
+		ID: getenv("ATF_TASK_ID"), Lambda: getenv("ATF_LAMBDA"), Collection: getenv("ATF_COLLECTION"),
+		Priority: getenv("ATF_PRIORITY"), Attempt: attempt, Payload: bytes.TrimSpace(payload),
+	})
+	switch {
+	case err == nil:
+		stdout.Write(res)
+		return 0
+	case Retriable(err):
+		fmt.Fprintln(stderr, err)
+		return ExitRetry
+	default:
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+}
