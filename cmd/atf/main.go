@@ -2,6 +2,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -188,7 +189,7 @@ func printTable(out io.Writer, v any) error {
 			{"id", v.ID}, {"lambda", v.Lambda}, {"collection", v.Collection}, {"priority", v.Priority},
 			{"status", string(v.Status)}, {"attempts", fmt.Sprintf("%d of %d", v.Attempts, v.MaxAttempts)},
 			{"run_at", when(&v.RunAt)}, {"next_trigger_at", when(v.NextTriggerAt)},
-			{"payload", string(v.Payload)}, {"result", string(v.Result)}, {"error", v.Error},
+			{"payload", compactJSON(v.Payload)}, {"result", compactJSON(v.Result)}, {"error", firstLine(v.Error)},
 		} {
 			line(kv[0]+":", kv[1])
 		}
@@ -211,4 +212,12 @@ func printTable(out io.Writer, v any) error {
 		return printLambdas(w, v)
 	}
 	return nil
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

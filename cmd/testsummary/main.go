@@ -41,8 +41,10 @@ func main() {
 				if e.Action == "fail" {
 					badPackages++
 					fmt.Printf("FAIL package %s\n%s", e.Package, strings.Join(output[key], ""))
+				} else if e.Action == "skip" {
+					fmt.Printf("     %s (no test files)\n", e.Package)
 				} else {
-					fmt.Printf("%-4s %s\n", strings.ToUpper(e.Action), e.Package)
+					fmt.Printf("ok   %s\n", e.Package)
 				}
 				continue
 			}
