@@ -13,7 +13,7 @@ type Store interface {
 	// Get returns one task, or ErrNotFound.
 	Get(ctx context.Context, lambda, id string) (Task, error)
 	// Update writes t if the stored task's version is still prev (t is the result of a transition
-	// from it), and ErrConflict otherwise. It is atomic: of racing updates from one version,
+	// from it), and ErrConflict otherwise, also when the task is missing. It is atomic: of racing updates from one version,
 	// exactly one wins.
 	Update(ctx context.Context, t Task, prev int64) error
 	// List returns tasks of one lambda in creation order, a page at a time.
@@ -30,9 +30,9 @@ type Store interface {
 	Close() error
 }
 
-// ListParams selects a page of tasks. Empty filters match everything.
+// ListParams selects a page of one lambda's tasks. Empty filters match everything.
 type ListParams struct {
-	Lambda     string
+	Lambda     string // required
 	Status     Status
 	Collection string
 	Limit      int    // at most MaxListLimit; zero means DefaultListLimit
@@ -49,9 +49,9 @@ const (
 type DueParams struct {
 	Lambda   string
 	Priority string   // empty means any
-	Statuses []Status // which statuses to look at
+	Statuses []Status // which statuses to look at; empty means any
 	Before   time.Time
-	Limit    int
+	Limit    int // zero means no limit
 	// SkipCollections are collections to leave out (their gate holds them).
 	SkipCollections []string
 }
