@@ -1,0 +1,109 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/httpapi"
+	"github.com/openatf/atf/shared/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+func newServer(t *testing.T) *httptest.Server {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	srv := httptest.NewServer(httpapi.New(svc, nil))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func call(t *testing.T, srv *httptest.Server, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: body is not JSON: %v", method, path, err)
+	}
+	return resp.StatusCode, out
+}
+
+func errorCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func TestErrorsAreJSON(t *testing.T) {
+	srv := newServer(t)
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/v2/nothing", "", 404, "no_route"},
+		{"DELETE", "/v1/lambdas/echo/tasks", "", 405, "no_route"},
+		{"GET", "/v1/lambdas/echo/tasks/missing", "", 404, "not_found"},
+		{"GET", "/v1/lambdas/echo/tasks?status=lost", "", 422, "invalid"},
+		{"GET", "/v1/lambdas/echo/tasks?limit=0", "", 422, "invalid"},
+		{"GET", "/v1/lambdas/echo/tasks?cursor=zzz", "", 422, "invalid"},
+		{"PUT", "/v1/lambdas/echo/gate", `{"mode":"shut"}`, 422, "invalid"},
+		{"PUT", "/v1/lambdas/nope/gate", `{"mode":"pause"}`, 404, "not_found"},
+		{"POST", "/v1/lambdas/echo/tasks/missing/cancel", "", 404, "not_found"},
+		{"POST", "/v1/lambdas/echo/tasks", `{"max_attempts":"3"}`, 400, "malformed"},
+		{"POST", "/v1/lambdas/echo/tasks", `{} {}`, 400, "malformed"},
+		{"POST", "/v1/lambdas/echo/tasks", `{"after":["x"]}`, 422, "invalid"},
+	} {
+		status, out := call(t, srv, tc.method, tc.path, tc.body)
+		if status != tc.status || errorCode(out) != tc.code {
+			t.Errorf("%s %s %s: got %d %v, want %d %s", tc.method, tc.path, tc.body, status, out, tc.status, tc.code)
+		}
+	}
+}
+
+func TestScheduleListAndLambdas(t *testing.T) {
+	srv := newServer(t)
+	for _, id := range []string{"a", "b", "c"} {
+		if status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks", `{"id":"`+id+`","delay":"1h","priority":"low"}`); status != 201 || out["status"] != "new" {
+			t.Fatalf("schedule %s: %d %v", id, status, out)
+		}
+	}
+	var seen []string
+	cursor := ""
+	for {
+		status, out := call(t, srv, "GET", "/v1/lambdas/echo/tasks?limit=2&status=new&cursor="+cursor, "")
+		if status != 200 {
+			t.Fatalf("list: %d %v", status, out)
+		}
+		for _, tk := range out["tasks"].([]any) {
+			seen = append(seen, tk.(map[string]any)["id"].(string))
+		}
+		if cursor = out["next_cursor"].(string); cursor == "" {
+			break
+		}
+	}
+	if strings.Join(seen, ",") != "a,b,c" {
+		t.Fatalf("paged list: %v", seen)
+	}
+	if status, out := call(t, srv, "PUT", "/v1/lambdas/echo/gate", `{"mode":"pause","collection":"bulk"}`); status != 200 || out["mode"] != "pause" {
+		t.Fatalf("gate: %d %v", status, out)
+	}
+	status, out := call(t, srv, "GET", "/v1/lambdas", "")
+	l := out["lambdas"].([]any)[0].(map[string]any)
+	if status != 200 || l["name"] != "echo" || l["counts"].(map[string]any)["new"] != 3.0 || len(l["gates"].([]any)) != 1 {
+		t.Fatalf("lambdas: %d %v", status, out)
+	}
+}
