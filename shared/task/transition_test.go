@@ -1,0 +1,250 @@
+package task
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cfg = Config{}.WithDefaults()
+)
+
+// inStatus returns a task in status s, due now, claimed once with lease "L" where that applies.
+func inStatus(s Status) Task {
+	t := Task{
+		ID: "t", Lambda: "l", Priority: "normal", Status: s, MaxAttempts: 3, Attempts: 1,
+		RunAt: now.Add(-time.Minute), Version: 7, NextTriggerAt: at(now.Add(-time.Second)),
+	}
+	if s == StatusClaimed || s == StatusProcessing {
+		t.Lease = "L"
+	}
+	if s.Terminal() || s == StatusPending {
+		t.NextTriggerAt = nil
+	}
+	return t
+}
+
+// TestTransitions runs every transition from every status. Allowed moves land in the expected
+// status with the expected next trigger; every other start is refused with the expected error.
+func TestTransitions(t *testing.T) {
+	backoff := Backoff(1, cfg.BackoffBase, cfg.BackoffMax, 0.5)
+	cases := []struct {
+		name    string
+		apply   func(Task) (Task, error)
+		from    []Status
+		refusal error
+		to      Status
+		trigger *time.Time // nil: none (terminal)
+	}{
+		{"unblock", func(t Task) (Task, error) { return Unblock(t, now) },
+			[]Status{StatusPending}, ErrConflict, StatusNew, at(now)},
+		{"enqueue", func(t Task) (Task, error) { return Enqueue(t, now, cfg) },
+			[]Status{StatusNew, StatusRetriableFailure, StatusEnqueued}, ErrConflict, StatusEnqueued, at(now.Add(cfg.EnqueueTimeout))},
+		{"claim", func(t Task) (Task, error) { return Claim(t, "M", now, cfg) },
+			[]Status{StatusEnqueued}, ErrConflict, StatusClaimed, at(now.Add(cfg.ClaimTimeout))},
+		{"heartbeat", func(t Task) (Task, error) { return Heartbeat(t, "L", now, cfg) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusProcessing, at(now.Add(cfg.HeartbeatTimeout))},
+		{"succeed", func(t Task) (Task, error) { return Succeed(t, "L", json.RawMessage(`1`), now, cfg) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusSuccess, nil},
+		{"fail retriable", func(t Task) (Task, error) { return Fail(t, "L", "x", true, now, cfg, 0.5) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusRetriableFailure, at(now.Add(backoff))},
+		{"fail fatal", func(t Task) (Task, error) { return Fail(t, "L", "x", false, now, cfg, 0.5) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusFatalFailure, nil},
+		{"timeout", func(t Task) (Task, error) { return Timeout(t, now, cfg, 0.5) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrConflict, StatusRetriableFailure, at(now.Add(backoff))},
+		{"release", func(t Task) (Task, error) { return Release(t, "L", now) },
+			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusNew, at(now)},
+		{"expire", func(t Task) (Task, error) { return Expire(t, now) },
+			[]Status{StatusEnqueued, StatusClaimed, StatusProcessing}, ErrConflict, "", at(now)},
+		{"cancel", func(t Task) (Task, error) { return Cancel(t, now) },
+			Waiting, ErrConflict, StatusCancelled, nil},
+		{"drop", func(t Task) (Task, error) { return Drop(t, now) },
+			Waiting, ErrConflict, StatusDropped, nil},
+	}
+	for _, tc := range cases {
+		for _, from := range Statuses {
+			in := inStatus(from)
+			before := in
+			out, err := tc.apply(in)
+			name := tc.name + " from " + string(from)
+			if in.Version != before.Version || in.Status != before.Status || in.Lease != before.Lease {
+				t.Fatalf("%s: mutated its input", name)
+			}
+			if !slices.Contains(tc.from, from) {
+				if !errors.Is(err, tc.refusal) {
+					t.Errorf("%s: got %v, want %v", name, err, tc.refusal)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			want := tc.to
+			if want == "" {
+				want = from // expire keeps the status
+			}
+			switch {
+			case out.Status != want:
+				t.Errorf("%s: status %s, want %s", name, out.Status, want)
+			case out.Version != in.Version+1 || !out.UpdatedAt.Equal(now):
+				t.Errorf("%s: version %d updated %s, want %d and now", name, out.Version, out.UpdatedAt, in.Version+1)
+			case (tc.trigger == nil) != (out.NextTriggerAt == nil) || tc.trigger != nil && !tc.trigger.Equal(*out.NextTriggerAt):
+				t.Errorf("%s: next trigger %v, want %v", name, out.NextTriggerAt, tc.trigger)
+			case out.Status.Terminal() != (out.NextTriggerAt == nil):
+				t.Errorf("%s: %s with trigger %v: terminal states have none, others have one", name, out.Status, out.NextTriggerAt)
+			case (out.Status == StatusClaimed || out.Status == StatusProcessing) != (out.Lease != ""):
+				t.Errorf("%s: %s with lease %q: only owned tasks hold a lease", name, out.Status, out.Lease)
+			}
+		}
+	}
+}
+
+func TestAttemptsAndLeases(t *testing.T) {
+	c, err := Claim(inStatus(StatusEnqueued), "M", now, cfg)
+	if err != nil || c.Attempts != 2 || c.Lease != "M" {
+		t.Fatalf("claim: attempts %d lease %q err %v; want 2, M", c.Attempts, c.Lease, err)
+	}
+	if r, _ := Release(c, "M", now); r.Attempts != 1 {
+		t.Fatalf("release: attempts %d, want the claim's attempt given back", r.Attempts)
+	}
+	for _, fn := range []func(Task) (Task, error){
+		func(t Task) (Task, error) { return Heartbeat(t, "other", now, cfg) },
+		func(t Task) (Task, error) { return Succeed(t, "other", nil, now, cfg) },
+		func(t Task) (Task, error) { return Fail(t, "other", "x", true, now, cfg, 0) },
+		func(t Task) (Task, error) { return Release(t, "other", now) },
+	} {
+		if _, err := fn(c); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("wrong lease: %v, want ErrStaleLease", err)
+		}
+	}
+}
+
+func TestDeadAndNotDue(t *testing.T) {
+	last := inStatus(StatusProcessing)
+	last.Attempts = last.MaxAttempts
+	if got, _ := Fail(last, "L", "x", true, now, cfg, 0); got.Status != StatusDead || got.Error != "x" {
+		t.Errorf("retriable failure of the last attempt: %s, want dead", got.Status)
+	}
+	if got, _ := Timeout(last, now, cfg, 0); got.Status != StatusDead {
+		t.Errorf("timeout of the last attempt: %s, want dead", got.Status)
+	}
+	soon := inStatus(StatusProcessing)
+	soon.Deadline = at(now.Add(time.Millisecond)) // the backoff ends after it
+	if got, _ := Fail(soon, "L", "x", true, now, cfg, 0); got.Status != StatusDead {
+		t.Errorf("retry past the deadline: %s, want dead", got.Status)
+	}
+	late := inStatus(StatusNew)
+	late.Deadline = at(now.Add(-time.Second))
+	if got, _ := Enqueue(late, now, cfg); got.Status != StatusDead || !strings.Contains(got.Error, "deadline") {
+		t.Errorf("enqueue past the deadline: %s %q, want dead", got.Status, got.Error)
+	}
+	future := inStatus(StatusNew)
+	future.NextTriggerAt = at(now.Add(time.Second))
+	if _, err := Enqueue(future, now, cfg); !errors.Is(err, ErrNotDue) {
+		t.Errorf("enqueue before due: %v, want ErrNotDue", err)
+	}
+	running := inStatus(StatusProcessing)
+	running.NextTriggerAt = at(now.Add(time.Second))
+	if _, err := Timeout(running, now, cfg, 0); !errors.Is(err, ErrNotDue) {
+		t.Errorf("timeout before due: %v, want ErrNotDue", err)
+	}
+	big := make(json.RawMessage, cfg.PayloadLimit+1)
+	if got, _ := Succeed(inStatus(StatusProcessing), "L", big, now, cfg); got.Status != StatusFatalFailure {
+		t.Errorf("result over the limit: %s, want fatal_failure", got.Status)
+	}
+	if _, err := Cancel(inStatus(StatusProcessing), now); err == nil || !strings.Contains(err.Error(), "running") {
+		t.Errorf("cancel running: %v, want a conflict saying it runs", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	base, maxD := time.Second, 10*time.Second
+	for _, tc := range []struct {
+		attempt int
+		jitter  float64
+		want    time.Duration
+	}{
+		{1, 0, 500 * time.Millisecond}, {1, 0.999999, base}, {2, 0, base}, {3, 0, 2 * time.Second},
+		{4, 0, 4 * time.Second}, {5, 0, 5 * time.Second}, {50, 0.999999, maxD},
+	} {
+		if got := Backoff(tc.attempt, base, maxD, tc.jitter); got.Round(time.Millisecond) != tc.want {
+			t.Errorf("Backoff(%d, jitter %v) = %s, want %s", tc.attempt, tc.jitter, got, tc.want)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	l := Lambda{Name: "l"}.WithDefaults()
+	d, neg, far := time.Minute, -time.Second, MaxDelay+time.Hour
+	runAt, past := now.Add(time.Hour), now.Add(-time.Hour)
+	tk, err := New(Spec{Payload: json.RawMessage(`{ "a" : 1 }`), Delay: &d}, l, now, cfg)
+	if err != nil || len(tk.ID) != 26 || tk.Priority != "normal" || tk.MaxAttempts != cfg.MaxAttempts ||
+		!tk.RunAt.Equal(now.Add(d)) || !tk.NextTriggerAt.Equal(now.Add(d)) || string(tk.Payload) != `{"a":1}` || tk.Status != StatusNew {
+		t.Fatalf("defaults: %+v %v", tk, err)
+	}
+	again, _ := New(Spec{Payload: json.RawMessage(`{"a":1}`), Delay: &d, ID: tk.ID}, l, now.Add(time.Minute), cfg)
+	if again.Spec != tk.Spec {
+		t.Error("the same request later has another fingerprint")
+	}
+	other, _ := New(Spec{Payload: json.RawMessage(`{"a":2}`), Delay: &d, ID: tk.ID}, l, now, cfg)
+	if other.Spec == tk.Spec {
+		t.Error("another payload has the same fingerprint")
+	}
+	if tk, _ := New(Spec{RunAt: &runAt}, l, now, cfg); !tk.RunAt.Equal(runAt) {
+		t.Errorf("run_at: %s", tk.RunAt)
+	}
+	if tk, _ := New(Spec{RunAt: &past}, l, now, cfg); !tk.RunAt.Equal(now) {
+		t.Errorf("run_at in the past runs now, got %s", tk.RunAt)
+	}
+	for name, s := range map[string]Spec{
+		"bad id":           {ID: "no spaces"},
+		"bad collection":   {Collection: "-x"},
+		"unknown priority": {Priority: "urgent"},
+		"run_at and delay": {RunAt: &runAt, Delay: &d},
+		"negative delay":   {Delay: &neg},
+		"delay too far":    {Delay: &far},
+		"max attempts":     {MaxAttempts: MaxAttemptsLimit + 1},
+		"deadline early":   {Deadline: &past},
+		"after":            {After: []string{"x"}},
+		"payload not json": {Payload: json.RawMessage(`{`)},
+	} {
+		if _, err := New(s, l, now, cfg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := New(Spec{Payload: make(json.RawMessage, cfg.PayloadLimit+1)}, l, now, cfg); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("large payload: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestIDsSortByTime(t *testing.T) {
+	a, b := NewID(now), NewID(now.Add(time.Millisecond))
+	if len(a) != 26 || a >= b || NewID(now) == a || NewLease() == NewLease() {
+		t.Fatalf("ids %s %s", a, b)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.HeartbeatTimeout = 3 * bad.HeartbeatInterval
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "HeartbeatTimeout") {
+		t.Errorf("heartbeat timeout within 3 intervals: %v", err)
+	}
+	bad = cfg
+	bad.MaxAttempts = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "MaxAttempts") {
+		t.Errorf("max attempts 0: %v", err)
+	}
+	if err := (Lambda{Name: "Bad"}).WithDefaults().Validate(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("lambda name: %v", err)
+	}
+}
