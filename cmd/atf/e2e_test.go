@@ -27,7 +27,7 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-var atfBin string
+var atfBin, examplesDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "atf-e2e")
@@ -38,6 +38,13 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", atfBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build atf: %v\n%s", err, out)
 		os.Exit(1)
+	}
+	examplesDir = filepath.Join(dir, "examples")
+	for _, name := range []string{"echo", "sleep", "flaky"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(examplesDir, name), "../../functions/workers/"+name).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build example %s: %v\n%s", name, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -406,4 +413,30 @@ func compact(raw []byte) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// TestExamples runs the sample lambdas of functions/workers, as `make run` does.
+func TestExamples(t *testing.T) {
+	dev := startDev(t, examplesDir, filepath.Join(t.TempDir(), "atf.db"))
+	c := dev.client
+	echo := schedule(t, c, "echo", client.ScheduleRequest{Payload: []byte(`{"hi":"there"}`)})
+	flaky := schedule(t, c, "flaky", client.ScheduleRequest{Payload: []byte(`{"failures":1}`)})
+	sleep := schedule(t, c, "sleep", client.ScheduleRequest{Payload: []byte(`{"seconds":0.1}`)})
+	badSleep := schedule(t, c, "sleep", client.ScheduleRequest{Payload: []byte(`"not an object"`)})
+	for _, tc := range []struct {
+		lambda string
+		tk     task.Task
+		status task.Status
+		result string
+	}{
+		{"echo", echo, task.StatusSuccess, `{"hi":"there"}`},
+		{"flaky", flaky, task.StatusSuccess, `{"succeeded_on_attempt":2}`},
+		{"sleep", sleep, task.StatusSuccess, `{"slept_seconds":0.1}`},
+		{"sleep", badSleep, task.StatusFatalFailure, `null`},
+	} {
+		done := waitTerminal(t, c, tc.lambda, tc.tk.ID)
+		if done.Status != tc.status || compact(done.Result) != tc.result {
+			t.Errorf("%s: %s with %s (error %q), want %s with %s", tc.lambda, done.Status, done.Result, done.Error, tc.status, tc.result)
+		}
+	}
 }
