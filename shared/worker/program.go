@@ -45,8 +45,7 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	stdout.limit = MaxStdout
 	stderr := tailBuffer{limit: StderrTail}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Its own process group, so a shell script's children die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	cmd.WaitDelay = killWaitTime
 	if err := cmd.Start(); err != nil {
 		return nil, Fatal(fmt.Errorf("start %s: %w", p.Path, err))
