@@ -103,19 +103,37 @@ func (s *Store) Close() error {
 
 // Create stores a new task, or returns task.ErrExists.
 func (s *Store) Create(ctx context.Context, t task.Task) error {
-	res, err := s.w.ExecContext(ctx, `INSERT INTO tasks (`+columns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (lambda, id) DO NOTHING`,
-		t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
-		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+	return s.CreateBatch(ctx, []task.Task{t})
+}
+
+// CreateBatch stores every task in one transaction, or none of them.
+func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	if err := task.CheckBatch(tasks); err != nil {
+		return err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
-	} else if n == 0 {
-		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create: %w", err)
+	}
+	defer tx.Rollback()
+	for _, t := range tasks {
+		res, err := tx.ExecContext(ctx, `INSERT INTO tasks (`+columns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (lambda, id) DO NOTHING`,
+			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
+			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
+			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		} else if n == 0 {
+			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: create: %w", err)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store) {
 	}{
 		{"RoundTrip", testRoundTrip},
 		{"CreateExists", testCreateExists},
+		{"CreateBatch", testCreateBatch},
 		{"GetMissing", testGetMissing},
 		{"UpdateConditional", testUpdateConditional},
 		{"ClaimRace", testClaimRace},
@@ -192,6 +193,54 @@ func testCreateExists(t *testing.T, s task.Store) {
 	create(t, s, elsewhere)
 	mustEqual(t, s, elsewhere)
 	mustEqual(t, s, orig)
+}
+
+func testCreateBatch(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l, other, now := lambdaName(), lambdaName(), base()
+	var batch []task.Task
+	for i := range task.MaxBatch {
+		tk := plain(l, fmt.Sprintf("b%03d", i), now.Add(time.Duration(i)*time.Microsecond))
+		if i%2 == 1 {
+			tk = full(l, tk.ID, now)
+		}
+		batch = append(batch, tk)
+	}
+	batch[7].Lambda = other // a batch may span lambdas
+	if err := s.CreateBatch(ctx, batch); err != nil {
+		t.Fatalf("CreateBatch of %d tasks: %v", len(batch), err)
+	}
+	for _, tk := range batch {
+		mustEqual(t, s, tk)
+	}
+	if err := s.CreateBatch(ctx, nil); err != nil {
+		t.Errorf("CreateBatch of no tasks: %v", err)
+	}
+
+	// All or nothing: a batch with one taken id creates none of the others.
+	fresh := []task.Task{plain(l, "x1", now), plain(l, "b050", now), plain(l, "x2", now)}
+	err := s.CreateBatch(ctx, fresh)
+	if !errors.Is(err, task.ErrExists) || !strings.Contains(err.Error(), "b050") {
+		t.Errorf("CreateBatch with a taken id: got %v, want ErrExists naming b050", err)
+	}
+	mustEqual(t, s, batch[50])
+
+	twice := []task.Task{plain(l, "x1", now), plain(l, "x1", now.Add(time.Second))}
+	if err := s.CreateBatch(ctx, twice); !errors.Is(err, task.ErrInvalid) {
+		t.Errorf("CreateBatch with an id twice: got %v, want ErrInvalid", err)
+	}
+	over := make([]task.Task, task.MaxBatch+1)
+	for i := range over {
+		over[i] = plain(l, fmt.Sprintf("x%d", i), now)
+	}
+	if err := s.CreateBatch(ctx, over); !errors.Is(err, task.ErrInvalid) {
+		t.Errorf("CreateBatch of %d tasks: got %v, want ErrInvalid", len(over), err)
+	}
+	for _, id := range []string{"x0", "x1", "x2"} {
+		if _, err := s.Get(ctx, l, id); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Get %s after failed batches: got %v, want ErrNotFound", id, err)
+		}
+	}
 }
 
 func testGetMissing(t *testing.T, s task.Store) {

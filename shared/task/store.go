@@ -10,6 +10,9 @@ import (
 type Store interface {
 	// Create stores a new task. It returns ErrExists if the lambda already has a task with its id.
 	Create(ctx context.Context, t Task) error
+	// CreateBatch stores every task or none. It returns ErrExists, naming the task, if any id is
+	// taken, and ErrInvalid for more than MaxBatch tasks or a task listed twice.
+	CreateBatch(ctx context.Context, tasks []Task) error
 	// Get returns one task, or ErrNotFound.
 	Get(ctx context.Context, lambda, id string) (Task, error)
 	// Update writes t if the stored task's version is still prev (t is the result of a transition
@@ -28,6 +31,25 @@ type Store interface {
 	Gates(ctx context.Context) ([]Gate, error)
 	// Close releases the store's resources.
 	Close() error
+}
+
+// MaxBatch is how many tasks one CreateBatch takes: as many as one DynamoDB transaction holds.
+const MaxBatch = 100
+
+// CheckBatch returns ErrInvalid if tasks cannot be created as one batch.
+func CheckBatch(tasks []Task) error {
+	if len(tasks) > MaxBatch {
+		return Errorf(ErrInvalid, "a batch holds at most %d tasks, got %d", MaxBatch, len(tasks))
+	}
+	seen := make(map[[2]string]bool, len(tasks))
+	for _, t := range tasks {
+		k := [2]string{t.Lambda, t.ID}
+		if seen[k] {
+			return Errorf(ErrInvalid, "task %q of lambda %s is in the batch twice", t.ID, t.Lambda)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // ListParams selects a page of one lambda's tasks. Empty filters match everything.

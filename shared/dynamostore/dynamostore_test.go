@@ -1,0 +1,325 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/openatf/atf/shared/awsmeter"
+	"github.com/openatf/atf/shared/awstest"
+	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/storetest"
+	"github.com/openatf/atf/shared/task"
+)
+
+// newTable creates a table for one test on the endpoint the environment names, and deletes it
+// when the test ends. The meter, if given, sees every call of the returned client.
+func newTable(t *testing.T, meter *awsmeter.Meter, opts ...func(*dynamodb.Options)) (*dynamodb.Client, string) {
+	t.Helper()
+	cfg := awstest.Config(t, "DYNAMODB")
+	if meter != nil {
+		meter.Attach(&cfg)
+	}
+	// DynamoDB Local sends no CRC32 header on errors, and the SDK then warns about every
+	// failed condition (aws/aws-sdk-go-v2#3545).
+	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
+	db := dynamostore.NewClient(cfg, append([]func(*dynamodb.Options){noCRC}, opts...)...)
+	table := awstest.Name("atf-test")
+	if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
+	return db, table
+}
+
+func newStore(t *testing.T, db *dynamodb.Client, c dynamostore.Config) *dynamostore.Store {
+	t.Helper()
+	s, err := dynamostore.New(db, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	db, table := newTable(t, nil)
+	storetest.Exercise(t, func(t *testing.T) task.Store {
+		return newStore(t, db, dynamostore.Config{Table: table})
+	})
+}
+
+// TestConformanceOneShard runs the suite with every lambda on one shard, and with a lambda
+// whose shard count was raised, so both ends of the sharding are covered.
+func TestConformanceOneShard(t *testing.T) {
+	db, table := newTable(t, nil)
+	storetest.Exercise(t, func(t *testing.T) task.Store {
+		return newStore(t, db, dynamostore.Config{Table: table, Shards: 1, LambdaShards: map[string]int{"busy": 9}})
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  dynamostore.Config
+		want string
+	}{
+		{dynamostore.Config{}, "Table"},
+		{dynamostore.Config{Table: "t", Shards: -1}, "Shards"},
+		{dynamostore.Config{Table: "t", Shards: dynamostore.MaxShards + 1}, "Shards"},
+		{dynamostore.Config{Table: "t", LambdaShards: map[string]int{"a": 0}}, "LambdaShards[a]"},
+		{dynamostore.Config{Table: "t", Retention: -time.Hour}, "Retention"},
+	} {
+		if _, err := dynamostore.New(nil, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): got %v, want an error naming %s", c.cfg, err, c.want)
+		}
+	}
+}
+
+func newTask(t *testing.T, l task.Lambda, id string, payload []byte, now time.Time) task.Task {
+	t.Helper()
+	tk, err := task.New(task.Spec{ID: id, Payload: payload}, l, now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// TestShardSpread shows a busy lambda's index entries spread over every shard, so no single
+// index partition takes all of its writes.
+func TestShardSpread(t *testing.T) {
+	const shards, tasks = 8, 800
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: shards})
+	l := task.Lambda{Name: "spread"}.WithDefaults()
+	now := time.Now().UTC()
+	var batch []task.Task
+	for i := range tasks {
+		batch = append(batch, newTask(t, l, fmt.Sprintf("t-%d", i), nil, now))
+		if len(batch) == task.MaxBatch {
+			if err := s.CreateBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	for _, idx := range []struct{ name, pk, prefix string }{
+		{dynamostore.DueIndex, "due_pk", "due#spread#"},
+		{dynamostore.ListIndex, "list_pk", "list#spread#"},
+	} {
+		total := 0
+		for shard := range shards {
+			out, err := db.Query(ctx, &dynamodb.QueryInput{
+				TableName: &table, IndexName: aws.String(idx.name), Select: types.SelectCount,
+				KeyConditionExpression:    aws.String(idx.pk + " = :pk"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: fmt.Sprint(idx.prefix, shard)}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := int(out.Count)
+			total += n
+			// A fair hash puts 100 on each shard; allow wide noise, but no empty or doubled shard.
+			if n < tasks/shards/2 || n > 2*tasks/shards {
+				t.Errorf("%s index, shard %d: %d entries of %d, want about %d", idx.name, shard, n, tasks, tasks/shards)
+			}
+		}
+		if total != tasks {
+			t.Errorf("%s index: %d entries in all, want %d", idx.name, total, tasks)
+		}
+	}
+	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: l.DefaultPriority(), Statuses: []task.Status{task.StatusNew}, Before: now.Add(time.Second), Limit: 1000})
+	if err != nil || len(due) != tasks {
+		t.Fatalf("Due over %d shards: got %d tasks, %v; want %d", shards, len(due), err, tasks)
+	}
+}
+
+// TestStaleDueEntry plays the due index lagging behind the table, as a global index may: the
+// entry still says due, the task has moved on. Due must not return it, and a transition computed
+// from the stale view must not apply.
+func TestStaleDueEntry(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: 2})
+	l := task.Lambda{Name: "stale"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	stale := newTask(t, l, "s1", nil, now.Add(-time.Minute))
+	if err := s.Create(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	enq, err := task.Enqueue(stale, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enq, stale.Version); err != nil {
+		t.Fatal(err)
+	}
+	// Put the old index keys back on the enqueued item: the index now shows a due new task.
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "task#stale#s1"}, "sk": &types.AttributeValueMemberS{Value: "task"}}
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := got.Item
+	dueSK := item["due_sk"].(*types.AttributeValueMemberS).Value
+	item["due_sk"] = &types.AttributeValueMemberS{Value: strings.Replace(dueSK, fmt.Sprintf("%019d", enq.NextTriggerAt.UnixNano()), fmt.Sprintf("%019d", stale.NextTriggerAt.UnixNano()), 1)}
+	item["status"] = &types.AttributeValueMemberS{Value: string(task.StatusNew)} // as projected
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	// The index entry is due and says new; the item's next trigger is in the future.
+	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: l.DefaultPriority(), Statuses: []task.Status{task.StatusNew}, Before: now, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 0 {
+		t.Errorf("Due returned %v for an entry whose task is not due", due)
+	}
+	// A consumer that acted on the stale read (version 1) cannot move the task again.
+	again, err := task.Enqueue(stale, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, again, stale.Version); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("Update from the stale version: got %v, want ErrConflict", err)
+	}
+}
+
+// TestBadInput shows what bad input becomes: domain errors, never an SDK error.
+func TestBadInput(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "bad"}.WithDefaults()
+	now := time.Now().UTC()
+
+	// Payload and result each under the API's limit, but together over DynamoDB's 400 KB.
+	big := []byte(`"` + strings.Repeat("x", task.DefaultPayloadLimit-2) + `"`)
+	tk := newTask(t, l, "big", big, now)
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatalf("Create with a payload at the limit: %v", err)
+	}
+	done := tk
+	done.Status, done.Result, done.NextTriggerAt, done.Version = task.StatusSuccess, big, nil, tk.Version+1
+	if err := s.Update(ctx, done, tk.Version); !errors.Is(err, task.ErrTooLarge) {
+		t.Errorf("Update over 400 KB: got %v, want ErrTooLarge", err)
+	}
+	huge := newTask(t, l, "huge", nil, now)
+	huge.Payload = []byte(`"` + strings.Repeat("y", 420_000) + `"`)
+	if err := s.Create(ctx, huge); !errors.Is(err, task.ErrTooLarge) {
+		t.Errorf("Create over 400 KB: got %v, want ErrTooLarge", err)
+	}
+	var batch []task.Task
+	for i := range 20 { // 20 × 256 KiB is over a transaction's 4 MB
+		batch = append(batch, newTask(t, l, fmt.Sprint("b", i), big, now))
+	}
+	if err := s.CreateBatch(ctx, batch); !errors.Is(err, task.ErrTooLarge) {
+		t.Errorf("CreateBatch over 4 MB: got %v, want ErrTooLarge", err)
+	}
+
+	forged := newTask(t, l, "ok", nil, now)
+	for _, c := range []struct{ lambda, id string }{{"bad#x", "ok"}, {"bad", "a#b"}, {"", "x"}, {"bad", ""}, {"BAD", "x"}} {
+		f := forged
+		f.Lambda, f.ID = c.lambda, c.id
+		if err := s.Create(ctx, f); !errors.Is(err, task.ErrInvalid) {
+			t.Errorf("Create %q/%q: got %v, want ErrInvalid", c.lambda, c.id, err)
+		}
+		if _, err := s.Get(ctx, c.lambda, c.id); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("Get %q/%q: got %v, want ErrNotFound", c.lambda, c.id, err)
+		}
+		if err := s.Update(ctx, f, 1); !errors.Is(err, task.ErrConflict) {
+			t.Errorf("Update %q/%q: got %v, want ErrConflict", c.lambda, c.id, err)
+		}
+	}
+	if tasks, _, err := s.List(ctx, task.ListParams{Lambda: "no#pe"}); err != nil || len(tasks) != 0 {
+		t.Errorf("List of an invalid lambda: got %v, %v; want nothing", tasks, err)
+	}
+}
+
+// throttle makes the first n calls of every operation fail as DynamoDB fails a throttled call.
+func throttle(n int) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		seen := 0
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("throttle", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				if seen++; seen <= n {
+					return middleware.FinalizeOutput{}, middleware.Metadata{}, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "injected"}
+				}
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+		})
+	}
+}
+
+// TestThrottling shows throttled calls retried with backoff, and persistent throttling ending as
+// task.ErrThrottled.
+func TestThrottling(t *testing.T) {
+	ctx := t.Context()
+	l := task.Lambda{Name: "throttled"}.WithDefaults()
+	now := time.Now().UTC()
+
+	var meter awsmeter.Meter
+	db, table := newTable(t, &meter)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	// A client of the same table whose first 3 tries of a call are throttled.
+	cfg := awstest.Config(t, "DYNAMODB")
+	meter.Attach(&cfg)
+	meter.Reset()
+	flaky := newStore(t, dynamostore.NewClient(cfg, throttle(3)), dynamostore.Config{Table: table})
+	tk := newTask(t, l, "t1", nil, now)
+	if err := flaky.Create(ctx, tk); err != nil {
+		t.Fatalf("Create through 3 throttled tries: %v", err)
+	}
+	if c := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "PutItem"}]; c.Calls != 1 || c.Attempts != 4 {
+		t.Errorf("PutItem: %d calls, %d attempts; want 1 call in 4 attempts", c.Calls, c.Attempts)
+	}
+	if _, err := s.Get(ctx, l.Name, "t1"); err != nil {
+		t.Errorf("Get after the throttled Create: %v", err)
+	}
+
+	quick := func(o *dynamodb.Options) { o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, time.Millisecond) }
+	always := newStore(t, dynamostore.NewClient(cfg, throttle(1000), quick), dynamostore.Config{Table: table})
+	if _, err := always.Get(ctx, l.Name, "t1"); !errors.Is(err, task.ErrThrottled) {
+		t.Errorf("Get while always throttled: got %v, want ErrThrottled", err)
+	}
+}
+
+// TestCalls pins down what the hot paths cost in calls: the consumer's sweep reads each shard
+// once per priority, and one batch read fetches the due tasks.
+func TestCalls(t *testing.T) {
+	ctx := t.Context()
+	var meter awsmeter.Meter
+	db, table := newTable(t, &meter)
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: 4})
+	l := task.Lambda{Name: "calls"}.WithDefaults()
+	now := time.Now().UTC()
+	var batch []task.Task
+	for i := range 30 {
+		batch = append(batch, newTask(t, l, fmt.Sprint("c", i), []byte(`{}`), now))
+	}
+	meter.Reset()
+	if err := s.CreateBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if n := meter.Calls("DynamoDB", "TransactWriteItems"); n != 1 {
+		t.Errorf("CreateBatch of 30: %d TransactWriteItems calls, want 1", n)
+	}
+	meter.Reset()
+	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: l.DefaultPriority(), Statuses: []task.Status{task.StatusNew}, Before: now.Add(time.Second), Limit: 500})
+	if err != nil || len(due) != 30 {
+		t.Fatalf("Due: %d tasks, %v; want 30", len(due), err)
+	}
+	if q, b := meter.Calls("DynamoDB", "Query"), meter.Calls("DynamoDB", "BatchGetItem"); q != 4 || b != 1 {
+		t.Errorf("Due: %d queries and %d batch reads, want 4 (one per shard) and 1\n%s", q, b, &meter)
+	}
+}

@@ -1,0 +1,262 @@
+package dynamostore
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// entry is one index hit: where the task sits in the index, and the attributes the index projects.
+type entry struct {
+	sk     string
+	nanos  int64
+	id     string
+	status task.Status
+	coll   string
+	prio   string
+}
+
+func entryOf(item map[string]types.AttributeValue, skAttr string) (entry, bool) {
+	e := entry{sk: str(item, skAttr), status: task.Status(str(item, attrStatus)), coll: str(item, attrCollection), prio: str(item, attrPriority)}
+	var ok bool
+	e.nanos, e.id, ok = parseStamp(e.sk)
+	return e, ok
+}
+
+func byPosition(a, b entry) int {
+	return cmp.Or(cmp.Compare(a.nanos, b.nanos), cmp.Compare(a.id, b.id))
+}
+
+// keyRange is a span of sort keys in one index partition. Ordered ranges hold entries in time
+// order, so a query may stop once it has enough.
+type keyRange struct {
+	lo, hi  string
+	ordered bool
+}
+
+// scan queries one partition of an index over a sort key range and returns the entries that keep
+// accepts, at most want of them from an ordered range (want 0 means all).
+func (st *Store) scan(ctx context.Context, index, pkAttr, skAttr, pk string, r keyRange, want int, keep func(entry) bool) ([]entry, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &st.cfg.Table, IndexName: aws.String(index),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": pkAttr, "#sk": skAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(r.lo), ":hi": s(r.hi)},
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+	}
+	var found []entry
+	for {
+		if r.ordered && want > 0 {
+			// Read little more than what is still wanted: an index read costs by the byte.
+			in.Limit = aws.Int32(int32(min(max(want-len(found), 16), 1000)))
+		}
+		out, err := st.db.Query(ctx, in)
+		if err != nil {
+			return nil, st.translate(err, "query index %s", index)
+		}
+		for _, item := range out.Items {
+			if e, ok := entryOf(item, skAttr); ok && keep(e) {
+				found = append(found, e)
+				if r.ordered && want > 0 && len(found) == want {
+					return found, nil
+				}
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return found, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// scanShards runs scan on every shard of a lambda over every range and merges the entries in
+// index order.
+func (st *Store) scanShards(ctx context.Context, index, pkAttr, skAttr string, pkOf func(int) string, ranges []keyRange, want int, keep func(entry) bool) ([]entry, error) {
+	var mu sync.Mutex
+	var all []entry
+	err := parallel(st.shardsToRead(), func(shard int) error {
+		for _, r := range ranges {
+			found, err := st.scan(ctx, index, pkAttr, skAttr, pkOf(shard), r, want, keep)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			all = append(all, found...)
+			mu.Unlock()
+		}
+		return nil
+	})
+	slices.SortFunc(all, byPosition)
+	return all, err
+}
+
+// shardsToRead is the largest shard count of any lambda: a lambda whose count was raised still
+// has entries in lower shards, and reading an empty shard costs one small query.
+func (st *Store) shardsToRead() int {
+	n := st.cfg.Shards
+	for _, m := range st.cfg.LambdaShards {
+		n = max(n, m)
+	}
+	return n
+}
+
+// Due returns due tasks of one lambda, earliest first. It queries the due index on every shard,
+// then reads the tasks themselves and keeps those that are still due: the index is eventually
+// consistent, and a hit may be stale.
+//
+// A waiting task's entry is keyed by priority, so a query for one priority reads only what it
+// returns. A query for waiting tasks of every priority reads all of the lambda's waiting entries;
+// the consumer never makes one.
+func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	if task.ValidateName("lambda name", p.Lambda) != nil {
+		return nil, nil
+	}
+	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
+	before := stamp(p.Before)
+	var ranges []keyRange
+	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !isRunning(s) }) {
+		if p.Priority != "" {
+			prefix := laneWait + "#" + p.Priority + "#"
+			ranges = append(ranges, keyRange{lo: prefix, hi: prefix + before + "$", ordered: true})
+		} else {
+			ranges = append(ranges, keyRange{lo: laneWait + "#", hi: laneWait + "$"})
+		}
+	}
+	if wanted(task.StatusClaimed) || wanted(task.StatusProcessing) {
+		ranges = append(ranges, keyRange{lo: laneRun + "#", hi: laneRun + "#" + before + "$", ordered: true})
+	}
+	limit := max(p.Limit, 0)
+	keep := func(e entry) bool {
+		return wanted(e.status) && (p.Priority == "" || e.prio == p.Priority) &&
+			!slices.Contains(p.SkipCollections, e.coll) && e.nanos <= p.Before.UnixNano()
+	}
+	entries, err := st.scanShards(ctx, DueIndex, attrDuePK, attrDueSK, func(i int) string { return duePK(p.Lambda, i) }, ranges, limit, keep)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(entries) > limit {
+		entries = entries[:limit]
+	}
+	tasks, err := st.getMany(ctx, p.Lambda, idsOf(entries))
+	if err != nil {
+		return nil, err
+	}
+	var due []task.Task
+	for _, e := range entries {
+		t, ok := tasks[e.id]
+		if ok && t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) &&
+			(p.Priority == "" || t.Priority == p.Priority) && !slices.Contains(p.SkipCollections, t.Collection) {
+			due = append(due, t)
+		}
+	}
+	return due, nil
+}
+
+func idsOf(entries []entry) []string {
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.id
+	}
+	return ids
+}
+
+// List returns a page of one lambda's tasks in creation order. Each shard of the list index is
+// in creation order, so a page is the merge of the shards' first entries after the cursor, which
+// is the sort key of the last task returned.
+func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = task.DefaultListLimit
+	}
+	limit = min(limit, task.MaxListLimit)
+	lo := "0" // below every key: they start with digits
+	if p.Cursor != "" {
+		after, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		lo = after + "\x00" // the smallest key after the cursor's
+	}
+	if task.ValidateName("lambda name", p.Lambda) != nil {
+		return nil, "", nil
+	}
+	keep := func(e entry) bool {
+		return (p.Status == "" || e.status == p.Status) && (p.Collection == "" || e.coll == p.Collection)
+	}
+	// One entry more than the page tells whether another page follows.
+	entries, err := st.scanShards(ctx, ListIndex, attrListPK, attrListSK, func(i int) string { return listPK(p.Lambda, i) },
+		[]keyRange{{lo: lo, hi: "999999999999999999999", ordered: true}}, limit+1, keep)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(entries) > limit {
+		entries = entries[:limit]
+		next = base64.RawURLEncoding.EncodeToString([]byte(entries[limit-1].sk))
+	}
+	tasks, err := st.getMany(ctx, p.Lambda, idsOf(entries))
+	if err != nil {
+		return nil, "", err
+	}
+	page := make([]task.Task, 0, len(entries))
+	for _, e := range entries {
+		if t, ok := tasks[e.id]; ok { // TTL may have removed it meanwhile
+			page = append(page, t)
+		}
+	}
+	return page, next, nil
+}
+
+func decodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if _, id, ok := parseStamp(string(b)); ok && task.ValidateID("id", id) == nil {
+			return string(b), nil
+		}
+	}
+	return "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+}
+
+// Counts counts a lambda's tasks by status from the list index, reading only the status of each
+// entry. It reads every entry the lambda has, finished tasks included until TTL removes them.
+func (st *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+	counts := map[task.Status]int{}
+	if task.ValidateName("lambda name", lambda) != nil {
+		return counts, nil
+	}
+	var mu sync.Mutex
+	err := parallel(st.shardsToRead(), func(shard int) error {
+		p := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
+			TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
+			KeyConditionExpression:    aws.String("list_pk = :pk"),
+			ProjectionExpression:      aws.String("#s"),
+			ExpressionAttributeNames:  map[string]string{"#s": attrStatus},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(listPK(lambda, shard))},
+			ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+		})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return st.translate(err, "count tasks of %s", lambda)
+			}
+			mu.Lock()
+			for _, item := range out.Items {
+				counts[task.Status(str(item, attrStatus))]++
+			}
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
