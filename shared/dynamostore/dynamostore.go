@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,9 @@ func (c Config) Validate() error {
 	if c.Table == "" {
 		return errors.New("dynamostore: Table is required")
 	}
+	if !tableName.MatchString(c.Table) {
+		return fmt.Errorf("dynamostore: Table %q: use 3 to 255 of a-z, A-Z, 0-9, '_', '-' and '.'", c.Table)
+	}
 	if c.Shards < 1 || c.Shards > MaxShards {
 		return fmt.Errorf("dynamostore: Shards must be in 1..%d, got %d", MaxShards, c.Shards)
 	}
@@ -98,6 +102,8 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
 
 // Store is a task.Store on one DynamoDB table.
 type Store struct {

@@ -73,10 +73,12 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{dynamostore.Config{}, "Table"},
-		{dynamostore.Config{Table: "t", Shards: -1}, "Shards"},
-		{dynamostore.Config{Table: "t", Shards: dynamostore.MaxShards + 1}, "Shards"},
-		{dynamostore.Config{Table: "t", LambdaShards: map[string]int{"a": 0}}, "LambdaShards[a]"},
-		{dynamostore.Config{Table: "t", Retention: -time.Hour}, "Retention"},
+		{dynamostore.Config{Table: "t1"}, "Table"},
+		{dynamostore.Config{Table: "atf dev"}, "Table"},
+		{dynamostore.Config{Table: "atf-t", Shards: -1}, "Shards"},
+		{dynamostore.Config{Table: "atf-t", Shards: dynamostore.MaxShards + 1}, "Shards"},
+		{dynamostore.Config{Table: "atf-t", LambdaShards: map[string]int{"a": 0}}, "LambdaShards[a]"},
+		{dynamostore.Config{Table: "atf-t", Retention: -time.Hour}, "Retention"},
 	} {
 		if _, err := dynamostore.New(nil, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v): got %v, want an error naming %s", c.cfg, err, c.want)

@@ -1,6 +1,8 @@
-// Package local runs the whole framework in one process on the embedded store: the HTTP API,
-// the store consumer, the status controller, and a controller with its executors per lambda.
-// It is what `atf dev` starts, and what end-to-end tests start in-process.
+// Package local runs the whole framework in one process: the HTTP API, the store consumer, the
+// status controller, and a controller with its executors per lambda. By default it keeps tasks in
+// the embedded store and messages in memory; given a Store and a Queue (DynamoDB and SQS) it runs
+// the same services on them. It is what `atf dev` starts, and what end-to-end tests start
+// in-process.
 package local
 
 import (
@@ -31,7 +33,14 @@ import (
 // Config configures a local stack.
 type Config struct {
 	Addr        string      // listen address, such as 127.0.0.1:8080; port 0 picks a free one
-	DBPath      string      // the SQLite file; its folder is created
+	DBPath      string      // the SQLite file, when Store is nil; its folder is created
+	// Store and Queue replace the embedded store and the in-memory queue, together. Their
+	// messages and tasks outlive the process, so nothing is recovered at start: timeouts bring
+	// back what a crash left in flight. Stop does not close them.
+	Store task.Store
+	Queue task.Queue
+	// IdleWait is how long a controller rests when its queues are empty; see controller.Config.
+	IdleWait time.Duration
 	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
 	HandlersDir string      // every executable file here is a lambda; optional
 	Concurrency int         // slots per lambda; task.DefaultConcurrency if zero
@@ -44,7 +53,8 @@ type Config struct {
 type Stack struct {
 	addr        string
 	log         *slog.Logger
-	store       *sqlitestore.Store
+	store       task.Store
+	closeStore  bool
 	lock        *os.File
 	server      *http.Server
 	consumer    *consumer.Consumer
@@ -63,63 +73,44 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if err := c.Task.Validate(); err != nil {
 		return nil, err
 	}
-	if c.HandlersDir != "" {
-		if _, err := c.Mux.HandleDir(c.HandlersDir); err != nil {
-			return nil, err
-		}
-	}
-	var lambdas []task.Lambda
-	for _, name := range c.Mux.Lambdas() {
-		l := task.Lambda{Name: name, Concurrency: c.Concurrency, Timeout: c.Timeout}.WithDefaults()
-		if err := l.Validate(); err != nil {
-			return nil, err
-		}
-		lambdas = append(lambdas, l)
-	}
-	if len(lambdas) == 0 {
-		return nil, errors.New("no lambdas: register Go handlers or give a handlers folder with executable files")
-	}
-
-	if err := os.MkdirAll(filepath.Dir(c.DBPath), 0o755); err != nil {
-		return nil, err
-	}
-	// The in-memory queue and the executors live in this process only, so one process owns the
-	// database: that is what makes Recover safe.
-	lock, err := os.OpenFile(c.DBPath+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lambdas, err := c.Lambdas() // registers the handlers folder on c.Mux
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("%s is in use by another atf dev", c.DBPath)
+	s := &Stack{log: c.Logger, store: c.Store}
+	queue := c.Queue
+	if (c.Store == nil) != (c.Queue == nil) {
+		return nil, errors.New("local: give both Store and Queue, or neither")
 	}
-	store, err := sqlitestore.Open(c.DBPath)
-	if err != nil {
-		lock.Close()
-		return nil, err
+	if c.Store == nil {
+		if err := s.openEmbedded(c.DBPath); err != nil {
+			return nil, err
+		}
+		queue = memqueue.New()
 	}
-	s := &Stack{log: c.Logger, store: store, lock: lock}
-
-	queue := memqueue.New()
-	cons := consumer.New(store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
-	if n, err := cons.Recover(ctx); err != nil {
-		s.close()
-		return nil, fmt.Errorf("recover in-flight tasks: %w", err)
-	} else if n > 0 {
-		c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
+	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
+	if c.Store == nil {
+		// The in-memory queue and the executors died with the previous process: run what they
+		// held again now, rather than after its timeouts.
+		if n, err := cons.Recover(ctx); err != nil {
+			s.close()
+			return nil, fmt.Errorf("recover in-flight tasks: %w", err)
+		} else if n > 0 {
+			c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
+		}
 	}
-	hsc := status.New(store, status.Config{Task: c.Task, Logger: c.Logger})
+	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger})
 	exec := executor.New(hsc, c.Task.HeartbeatInterval, c.Logger)
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
-			Lambda: l, Handler: h, Queue: queue, Status: hsc, Executor: exec, Logger: c.Logger,
+			Lambda: l, Handler: h, Queue: queue, Status: hsc, Executor: exec, IdleWait: c.IdleWait, Logger: c.Logger,
 		}))
 	}
 	cons.Start()
 	s.consumer = cons
 
-	svc := frontend.New(store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake})
+	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake})
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		s.Stop(context.Background())
@@ -132,7 +123,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	for i, l := range lambdas {
 		names[i] = l.Name
 	}
-	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "db", c.DBPath, "lambdas", names)
+	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names)
 	return s, nil
 }
 
@@ -156,7 +147,59 @@ func (s *Stack) Stop(ctx context.Context) {
 	s.close()
 }
 
+// Lambdas registers the programs of HandlersDir on Mux (a new one if nil) and returns the
+// lambdas of every handler, with the configured concurrency and timeout.
+func (c Config) Lambdas() ([]task.Lambda, error) {
+	mux := c.Mux
+	if mux == nil {
+		mux = worker.NewMux()
+	}
+	if c.HandlersDir != "" {
+		if _, err := mux.HandleDir(c.HandlersDir); err != nil {
+			return nil, err
+		}
+	}
+	var lambdas []task.Lambda
+	for _, name := range mux.Lambdas() {
+		l := task.Lambda{Name: name, Concurrency: c.Concurrency, Timeout: c.Timeout}.WithDefaults()
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		lambdas = append(lambdas, l)
+	}
+	if len(lambdas) == 0 {
+		return nil, errors.New("no lambdas: register Go handlers or give a handlers folder with executable files")
+	}
+	return lambdas, nil
+}
+
+// openEmbedded opens the SQLite store, owned by this process alone.
+func (s *Stack) openEmbedded(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	// The in-memory queue and the executors live in this process only, so one process owns the
+	// database: that is what makes Recover safe.
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return fmt.Errorf("%s is in use by another atf dev", path)
+	}
+	store, err := sqlitestore.Open(path)
+	if err != nil {
+		lock.Close()
+		return err
+	}
+	s.store, s.lock, s.closeStore = store, lock, true
+	return nil
+}
+
 func (s *Stack) close() {
-	s.store.Close()
-	s.lock.Close()
+	if s.closeStore {
+		s.store.Close()
+		s.lock.Close()
+	}
 }
