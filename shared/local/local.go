@@ -32,15 +32,15 @@ import (
 
 // Config configures a local stack.
 type Config struct {
-	Addr        string      // listen address, such as 127.0.0.1:8080; port 0 picks a free one
-	DBPath      string      // the SQLite file, when Store is nil; its folder is created
+	Addr   string // listen address, such as 127.0.0.1:8080; port 0 picks a free one
+	DBPath string // the SQLite file, when Store is nil; its folder is created
 	// Store and Queue replace the embedded store and the in-memory queue, together. Their
 	// messages and tasks outlive the process, so nothing is recovered at start: timeouts bring
 	// back what a crash left in flight. Stop does not close them.
 	Store task.Store
 	Queue task.Queue
 	// IdleWait is how long a controller rests when its queues are empty; see controller.Config.
-	IdleWait time.Duration
+	IdleWait    time.Duration
 	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
 	HandlersDir string      // every executable file here is a lambda; optional
 	Concurrency int         // slots per lambda; task.DefaultConcurrency if zero
