@@ -13,23 +13,37 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/task"
 )
 
-// devPoll is the consumer's poll interval under atf dev: a local sweep costs one SQLite query
-// per lambda and priority, so it can run far more often than the AWS default.
-const devPoll = 100 * time.Millisecond
+// Poll intervals of the consumer under atf dev. A sweep of the embedded store costs one SQLite
+// query per lambda and priority, so it runs far more often than on AWS, where each query of
+// each shard is a request. Scheduling wakes the consumer at once on either backend.
+const (
+	devPoll = 100 * time.Millisecond
+	awsPoll = 500 * time.Millisecond
+)
+
+// awsIdleWait is how long a lambda's controller rests when its queues are empty, on SQS: every
+// look at a queue is a request.
+const awsIdleWait = 250 * time.Millisecond
 
 func dev(args []string) error {
 	fs := flag.NewFlagSet("atf dev", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
-	db := fs.String("db", ".atf/atf.db", "SQLite database file")
+	backend := fs.String("backend", "embedded", "embedded (SQLite and in-memory queues) or aws (DynamoDB and SQS, from the AWS environment variables)")
+	db := fs.String("db", ".atf/atf.db", "SQLite database file (embedded backend)")
+	table := fs.String("table", "atf-dev", "DynamoDB table (aws backend)")
+	prefix := fs.String("queue-prefix", "atf-dev", "SQS queue name prefix (aws backend)")
+	shards := fs.Int("shards", dynamostore.DefaultShards, "index shards per lambda (aws backend)")
+	create := fs.Bool("create", false, "create the DynamoDB table and SQS queues if missing (aws backend)")
 	handlers := fs.String("handlers", "", "folder of executable handlers, one lambda per file")
 	concurrency := fs.Int("concurrency", task.DefaultConcurrency, "tasks run at once per lambda")
 	timeout := fs.Duration("timeout", task.DefaultHandlerTimeout, "handler timeout; a program that outlives it is killed")
-	poll := fs.Duration("poll", devPoll, "how often the consumer sweeps for due tasks")
+	poll := fs.Duration("poll", 0, fmt.Sprintf("how often the consumer sweeps for due tasks (default %s, %s on aws)", devPoll, awsPoll))
 	grace := fs.Duration("grace", 10*time.Second, "on shutdown, how long running tasks may finish before they are stopped and released")
 	heartbeat := fs.Duration("heartbeat", task.DefaultHeartbeatInterval, "heartbeat interval (the heartbeat timeout is 6 times it)")
 	maxAttempts := fs.Int("max-attempts", task.DefaultMaxAttempts, "default max attempts of a task")
@@ -53,14 +67,37 @@ func dev(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	stack, err := local.Start(ctx, local.Config{
+	cfg := local.Config{
 		Addr: *addr, DBPath: *db, HandlersDir: *handlers, Concurrency: *concurrency, Timeout: *timeout,
 		Task: task.Config{
 			PollInterval: *poll, HeartbeatInterval: *heartbeat, HeartbeatTimeout: 6 * *heartbeat,
 			ClaimTimeout: 6 * *heartbeat, MaxAttempts: *maxAttempts,
 		},
 		Logger: log,
-	})
+	}
+	switch *backend {
+	case "embedded":
+		if *poll == 0 {
+			cfg.Task.PollInterval = devPoll
+		}
+	case "aws":
+		if *poll == 0 {
+			cfg.Task.PollInterval = awsPoll
+		}
+		lambdas, err := cfg.Lambdas()
+		if err != nil {
+			return err
+		}
+		b := awsBackend{Table: *table, Prefix: *prefix, Shards: *shards, Create: *create}
+		if cfg.Store, cfg.Queue, err = b.open(ctx, lambdas, log); err != nil {
+			return err
+		}
+		cfg.IdleWait = awsIdleWait
+		log.Info("using DynamoDB and SQS", "table", *table, "queue_prefix", *prefix)
+	default:
+		return fmt.Errorf("--backend must be embedded or aws, got %q", *backend)
+	}
+	stack, err := local.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

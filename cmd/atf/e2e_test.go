@@ -23,7 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -81,10 +86,35 @@ type devProcess struct {
 
 var upLine = regexp.MustCompile(`api=(http://\S+)`)
 
-// startDev starts `atf dev` on a free port and waits until its API answers.
-func startDev(t *testing.T, handlers, db string, extra ...string) *devProcess {
+// A backend returns the atf dev flags of a store of its own for one test.
+type backend func(t *testing.T) []string
+
+// embedded is a new SQLite file.
+func embedded(t *testing.T) []string { return []string{"--db", filepath.Join(t.TempDir(), "atf.db")} }
+
+// onAWS is a new DynamoDB table and a new set of SQS queues on the endpoints of the environment,
+// such as the emulators of `make emulators`; they are deleted when the test ends.
+func onAWS(t *testing.T) []string {
 	t.Helper()
-	args := append([]string{"dev", "--addr", "127.0.0.1:0", "--db", db, "--handlers", handlers, "--heartbeat", "200ms"}, extra...)
+	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
+	name := awstest.Name("atf-e2e")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		dynamostore.DeleteTable(ctx, dynamodb.NewFromConfig(dbCfg), name)
+		q := sqs.NewFromConfig(sqsCfg)
+		if out, err := q.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: &name}); err == nil {
+			for _, url := range out.QueueUrls {
+				q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
+			}
+		}
+	})
+	return []string{"--backend", "aws", "--create", "--table", name, "--queue-prefix", name, "--shards", "2", "--poll", "250ms"}
+}
+
+// startDev starts `atf dev` on a free port and waits until its API answers.
+func startDev(t *testing.T, handlers string, store []string, extra ...string) *devProcess {
+	t.Helper()
+	args := slices.Concat([]string{"dev", "--addr", "127.0.0.1:0", "--handlers", handlers, "--heartbeat", "200ms"}, store, extra)
 	cmd := exec.Command(atfBin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -166,8 +196,13 @@ func schedule(t *testing.T, c *client.Client, lambda string, req client.Schedule
 	return tk
 }
 
-func TestDev(t *testing.T) {
-	dev := startDev(t, handlersDir(t), filepath.Join(t.TempDir(), "atf.db"), "--concurrency", "1")
+func TestDev(t *testing.T) { testDev(t, embedded) }
+
+// TestDevAWS runs the same scenarios on DynamoDB and SQS.
+func TestDevAWS(t *testing.T) { testDev(t, onAWS) }
+
+func testDev(t *testing.T, b backend) {
+	dev := startDev(t, handlersDir(t), b(t), "--concurrency", "1")
 	c := dev.client
 	ctx := context.Background()
 
@@ -343,8 +378,14 @@ func TestDev(t *testing.T) {
 
 // TestCrash kills atf dev with SIGKILL while tasks run and starts it again on the same database:
 // every accepted task still ends, none is lost.
-func TestCrash(t *testing.T) {
-	handlers, db := handlersDir(t), filepath.Join(t.TempDir(), "atf.db")
+func TestCrash(t *testing.T) { testCrash(t, embedded) }
+
+// TestCrashAWS does the same on DynamoDB and SQS, where the tasks that were running come back
+// through their heartbeat timeouts.
+func TestCrashAWS(t *testing.T) { testCrash(t, onAWS) }
+
+func testCrash(t *testing.T, b backend) {
+	handlers, db := handlersDir(t), b(t)
 	dev := startDev(t, handlers, db, "--concurrency", "2")
 	var ids []string
 	for range 8 {
@@ -377,7 +418,7 @@ func TestCrash(t *testing.T) {
 
 // TestCLI runs the client commands against a running atf dev.
 func TestCLI(t *testing.T) {
-	dev := startDev(t, handlersDir(t), filepath.Join(t.TempDir(), "atf.db"))
+	dev := startDev(t, handlersDir(t), embedded(t))
 	cli := func(args ...string) (string, error) {
 		out, err := exec.Command(atfBin, append(args, "--endpoint", dev.client.Endpoint)...).CombinedOutput()
 		return string(out), err
@@ -417,7 +458,7 @@ func compact(raw []byte) string {
 
 // TestExamples runs the sample lambdas of functions/workers, as `make run` does.
 func TestExamples(t *testing.T) {
-	dev := startDev(t, examplesDir, filepath.Join(t.TempDir(), "atf.db"))
+	dev := startDev(t, examplesDir, embedded(t))
 	c := dev.client
 	echo := schedule(t, c, "echo", client.ScheduleRequest{Payload: []byte(`{"hi":"there"}`)})
 	flaky := schedule(t, c, "flaky", client.ScheduleRequest{Payload: []byte(`{"failures":1}`)})
