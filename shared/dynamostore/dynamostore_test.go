@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/openatf/atf/shared/awsmeter"
 	"github.com/openatf/atf/shared/awstest"
+	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/memqueue"
 	"github.com/openatf/atf/shared/storetest"
 	"github.com/openatf/atf/shared/task"
 )
@@ -323,5 +326,79 @@ func TestCalls(t *testing.T) {
 	}
 	if q, b := meter.Calls("DynamoDB", "Query"), meter.Calls("DynamoDB", "BatchGetItem"); q != 4 || b != 1 {
 		t.Errorf("Due: %d queries and %d batch reads, want 4 (one per shard) and 1\n%s", q, b, &meter)
+	}
+}
+
+// staleDue answers Due with what the store said the first time: a due index that lags behind
+// the table by a whole sweep.
+type staleDue struct {
+	task.Store
+	seen []task.Task
+}
+
+func (s *staleDue) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	if s.seen == nil {
+		var err error
+		if s.seen, err = s.Store.Due(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	var out []task.Task
+	for _, t := range s.seen {
+		if (p.Priority == "" || t.Priority == p.Priority) && slices.Contains(p.Statuses, t.Status) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// TestSweepStaleDue runs the consumer twice on a view of the due index that went stale after the
+// first sweep, and alongside a consumer on a fresh view: every task is enqueued exactly once.
+func TestSweepStaleDue(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: 3})
+	l := task.Lambda{Name: "sweep", Priorities: []string{"only"}}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	var batch []task.Task
+	for i := range 40 {
+		batch = append(batch, newTask(t, l, fmt.Sprint("s", i), nil, now.Add(-time.Second)))
+	}
+	if err := s.CreateBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	queue := memqueue.New()
+	stale := &staleDue{Store: s}
+	sweep := func(st task.Store) consumer.Stats {
+		c := consumer.New(st, queue, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Now: func() time.Time { return now }})
+		stats, err := c.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stats
+	}
+	first, again, fresh := sweep(stale), sweep(stale), sweep(s)
+	if first.Enqueued != 40 || again.Enqueued != 0 || fresh.Enqueued != 0 {
+		t.Errorf("enqueued %d, then %d from the stale view and %d from a fresh one; want 40, 0, 0", first.Enqueued, again.Enqueued, fresh.Enqueued)
+	}
+	seen := map[string]int{}
+	for {
+		ds, err := queue.Receive(ctx, task.ReceiveParams{Lambda: l.Name, Priority: "only", Max: 10, Visibility: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			seen[d.TaskID]++
+		}
+	}
+	for _, tk := range batch {
+		got, err := s.Get(ctx, l.Name, tk.ID)
+		if err != nil || got.Status != task.StatusEnqueued || got.Version != tk.Version+1 || seen[tk.ID] != 1 {
+			t.Errorf("%s: status %s, version %d, %d messages (%v); want enqueued once, version %d, 1 message", tk.ID, got.Status, got.Version, seen[tk.ID], err, tk.Version+1)
+		}
 	}
 }
