@@ -319,6 +319,28 @@ func TestCalls(t *testing.T) {
 	if n := meter.Calls("DynamoDB", "TransactWriteItems"); n != 1 {
 		t.Errorf("CreateBatch of 30: %d TransactWriteItems calls, want 1", n)
 	}
+
+	// The write units of docs/capacity.md, as DynamoDB (Local) reports them: a new task writes
+	// the table and both indexes; a transition moves its due entry (delete and put) and
+	// rewrites its list entry.
+	meter.Reset()
+	if err := s.Create(ctx, newTask(t, l, "one", []byte(`{}`), now)); err != nil {
+		t.Fatal(err)
+	}
+	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "PutItem"}].Write; w != 3 {
+		t.Errorf("Create: %.1f write units, want 3 (table, due, list)", w)
+	}
+	meter.Reset()
+	enq, err := task.Enqueue(batch[0], now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enq, batch[0].Version); err != nil {
+		t.Fatal(err)
+	}
+	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "PutItem"}].Write; w != 4 {
+		t.Errorf("enqueue: %.1f write units, want 4 (table, due delete and put, list)", w)
+	}
 	meter.Reset()
 	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: l.DefaultPriority(), Statuses: []task.Status{task.StatusNew}, Before: now.Add(time.Second), Limit: 500})
 	if err != nil || len(due) != 30 {
