@@ -27,9 +27,9 @@ const (
 	awsPoll = 500 * time.Millisecond
 )
 
-// awsIdleWait is how long a lambda's controller rests when its queues are empty, on SQS: every
-// look at a queue is a request.
-const awsIdleWait = 250 * time.Millisecond
+// awsIdleWait is how long a lambda's controller long-polls its highest priority queue when all
+// are empty, on SQS: every look at a queue is a request, and SQS waits in whole seconds.
+const awsIdleWait = time.Second
 
 func dev(args []string) error {
 	fs := flag.NewFlagSet("atf dev", flag.ContinueOnError)

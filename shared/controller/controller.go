@@ -18,7 +18,8 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultIdleWait is how long the controller rests when all its queues are empty.
+	// DefaultIdleWait is how long the controller long-polls its highest priority queue when all
+	// its queues are empty.
 	DefaultIdleWait = 20 * time.Millisecond
 	// DefaultVisibility hides a received message until its claim is settled; an unsettled one
 	// (the claim call failed) comes back after it.
@@ -111,26 +112,45 @@ func (c *Controller) loop(recvCtx, taskCtx context.Context) {
 	}
 }
 
-// next returns the first message of the highest priority queue that has one, waiting while all
-// are empty. It reports false when ctx ends.
+// next returns the first message of the highest priority queue that has one. When a pass over
+// all of them finds nothing, the next pass long-polls the highest priority for IdleWait instead
+// of sleeping: a high-priority task then starts the moment it arrives, and an idle controller on
+// SQS makes a few requests a second rather than a busy loop. It reports false when ctx ends.
 func (c *Controller) next(ctx context.Context) (task.Delivery, bool) {
+	var wait time.Duration
 	for {
-		for _, p := range c.cfg.Lambda.Priorities {
-			ds, err := c.cfg.Queue.Receive(ctx, task.ReceiveParams{
-				Lambda: c.cfg.Lambda.Name, Priority: p, Max: 1, Visibility: c.cfg.Visibility,
-			})
+		for i, p := range c.cfg.Lambda.Priorities {
+			params := task.ReceiveParams{Lambda: c.cfg.Lambda.Name, Priority: p, Max: 1, Visibility: c.cfg.Visibility}
+			if i == 0 {
+				params.Wait = wait
+			}
+			ds, err := c.cfg.Queue.Receive(ctx, params)
 			if err != nil && ctx.Err() == nil {
 				c.log.Warn("receive failed", "priority", p, "err", err)
+				// Don't hammer a queue that fails: rest before the next pass.
+				if !sleep(ctx, c.cfg.IdleWait) {
+					return task.Delivery{}, false
+				}
 			}
 			if len(ds) > 0 {
 				return ds[0], true
 			}
+			if ctx.Err() != nil {
+				return task.Delivery{}, false
+			}
 		}
-		select {
-		case <-time.After(c.cfg.IdleWait):
-		case <-ctx.Done():
-			return task.Delivery{}, false
-		}
+		wait = c.cfg.IdleWait
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -39,7 +39,7 @@ type Config struct {
 	// back what a crash left in flight. Stop does not close them.
 	Store task.Store
 	Queue task.Queue
-	// IdleWait is how long a controller rests when its queues are empty; see controller.Config.
+	// IdleWait is how long a controller long-polls when its queues are empty; see controller.Config.
 	IdleWait    time.Duration
 	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
 	HandlersDir string      // every executable file here is a lambda; optional
