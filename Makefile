@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build-handlers test bench lint tidy clean
+.PHONY: help run build-handlers test bench lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -18,9 +18,13 @@ build-handlers: ## build each example lambda in functions/workers into bin/handl
 	@mkdir -p $(BIN)/handlers
 	@for d in functions/workers/*/; do n=$$(basename $$d); $(GO) build -o $(BIN)/handlers/$$n ./$$d || exit 1; done
 
-test: ## run every test, then print how many ran, passed, failed and were skipped
+test: ## every test, the AWS suites on DynamoDB Local and moto (started and stopped here); prints how many ran
 	@mkdir -p $(BIN)
-	@set -o pipefail; $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+	@set -o pipefail; \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
+	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
+	ATF_AWS_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -28,6 +32,12 @@ bench: ## run the benchmarks
 lint: ## go vet and gofmt
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+emulators: ## start DynamoDB Local and moto (SQS) without Docker; prints the AWS_* env to export
+	@localstack/emulators start
+
+emulators-stop: ## stop the emulators
+	@localstack/emulators stop
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

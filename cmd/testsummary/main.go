@@ -21,6 +21,7 @@ type event struct {
 
 func main() {
 	counts := map[string]int{}
+	ranIn := map[string]int{} // tests run per package, subtests included
 	output := map[string][]string{} // per test, kept to print failures
 	var failed, skipped []string
 	badPackages := 0
@@ -44,11 +45,14 @@ func main() {
 				} else if e.Action == "skip" {
 					fmt.Printf("     %s (no test files)\n", e.Package)
 				} else {
-					fmt.Printf("ok   %s\n", e.Package)
+					fmt.Printf("ok   %s (%d tests)\n", e.Package, ranIn[e.Package])
 				}
 				continue
 			}
 			counts[e.Action]++
+			if e.Action != "skip" {
+				ranIn[e.Package]++
+			}
 			switch e.Action {
 			case "fail":
 				failed = append(failed, key)
