@@ -21,7 +21,7 @@ type event struct {
 
 func main() {
 	counts := map[string]int{}
-	ranIn := map[string]int{} // tests run per package, subtests included
+	ranIn := map[string]int{}       // tests run per package, subtests included
 	output := map[string][]string{} // per test, kept to print failures
 	var failed, skipped []string
 	badPackages := 0

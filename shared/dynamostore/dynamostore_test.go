@@ -21,6 +21,7 @@ import (
 	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/memqueue"
+	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/storetest"
 	"github.com/openatf/atf/shared/task"
 )
@@ -249,6 +250,51 @@ func TestBadInput(t *testing.T) {
 	if tasks, _, err := s.List(ctx, task.ListParams{Lambda: "no#pe"}); err != nil || len(tasks) != 0 {
 		t.Errorf("List of an invalid lambda: got %v, %v; want nothing", tasks, err)
 	}
+}
+
+// TestResultTooLarge runs a task whose result fits the API's limit but not beside its payload in
+// one item: the run ends as a fatal failure that says so, rather than retrying a write that can
+// never succeed.
+func TestResultTooLarge(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "big"}.WithDefaults()
+	big := []byte(`"` + strings.Repeat("x", task.DefaultPayloadLimit-2) + `"`)
+	if err := s.Create(ctx, newTask(t, l, "r1", big, time.Now().UTC())); err != nil {
+		t.Fatal(err)
+	}
+	enq, err := task.Enqueue(mustGet(t, s, l.Name, "r1"), time.Now().UTC(), task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enq, enq.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(s, status.Config{})
+	claimed, err := hsc.Claim(ctx, l.Name, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hsc.Heartbeat(ctx, l.Name, "r1", claimed.Lease); err != nil {
+		t.Fatal(err)
+	}
+	done, err := hsc.SetResult(ctx, l.Name, "r1", claimed.Lease, status.Result{Outcome: status.Success, Result: big})
+	if err != nil || done.Status != task.StatusFatalFailure || !strings.Contains(done.Error, "does not fit") {
+		t.Fatalf("SetResult: %s %q, %v; want fatal_failure saying the result does not fit", done.Status, done.Error, err)
+	}
+	if got := mustGet(t, s, l.Name, "r1"); got.Status != task.StatusFatalFailure || got.Result != nil {
+		t.Errorf("stored: %s with a %d-byte result, want fatal_failure without a result", got.Status, len(got.Result))
+	}
+}
+
+func mustGet(t *testing.T, s task.Store, lambda, id string) task.Task {
+	t.Helper()
+	got, err := s.Get(t.Context(), lambda, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // throttle makes the first n calls of every operation fail as DynamoDB fails a throttled call.

@@ -8,6 +8,8 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -97,6 +99,12 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
 	}
 	t, err := task.Apply(ctx, c.store, lambda, id, fn)
+	if errors.Is(err, task.ErrTooLarge) && r.Outcome == Success {
+		// The result is within the limit but does not fit beside the payload in one stored task
+		// (a DynamoDB item is at most 400 KB). Every retry would end the same way.
+		return c.SetResult(ctx, lambda, id, lease, Result{Outcome: Fatal,
+			Error: fmt.Sprintf("the result (%d bytes) does not fit in the task store beside the payload", len(r.Result))})
+	}
 	if err == nil {
 		c.log.Debug("task finished a run", "lambda", lambda, "task_id", id, "attempt", t.Attempts, "status", t.Status)
 	}
