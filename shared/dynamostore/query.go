@@ -172,11 +172,7 @@ func idsOf(entries []entry) []string {
 // in creation order, so a page is the merge of the shards' first entries after the cursor, which
 // is the sort key of the last task returned.
 func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = task.DefaultListLimit
-	}
-	limit = min(limit, task.MaxListLimit)
+	limit := p.PageSize()
 	lo := "0" // below every key: they start with digits
 	if p.Cursor != "" {
 		after, err := decodeCursor(p.Cursor)

@@ -177,11 +177,7 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 // List returns a page of one lambda's tasks in creation order. The cursor is the position of
 // the last task returned, so tasks created meanwhile neither shift nor repeat a page.
 func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = task.DefaultListLimit
-	}
-	limit = min(limit, task.MaxListLimit)
+	limit := p.PageSize()
 	q := `SELECT ` + columns + ` FROM tasks WHERE lambda = ?`
 	args := []any{p.Lambda}
 	if p.Status != "" {

@@ -61,6 +61,15 @@ type ListParams struct {
 	Cursor     string // the next value of the previous page
 }
 
+// PageSize is the number of tasks a page holds: Limit, within 1..MaxListLimit, or
+// DefaultListLimit if Limit is zero or less.
+func (p ListParams) PageSize() int {
+	if p.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return min(p.Limit, MaxListLimit)
+}
+
 // List page sizes.
 const (
 	DefaultListLimit = 100
