@@ -1,0 +1,121 @@
+package apifn_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/openatf/atf/shared/apifn"
+	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/httpapi"
+	"github.com/openatf/atf/shared/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// TestEvents feeds every sample API Gateway event to the handler, each on a store that holds one
+// task, evt-1 of the echo lambda, and checks the response and what the store holds after.
+func TestEvents(t *testing.T) {
+	cases := map[string]struct {
+		status int
+		body   string                       // the response body contains it
+		check  func(*testing.T, task.Store) // the store after, if it changed
+	}{
+		"schedule.json": {201, `"id":"evt-new"`, func(t *testing.T, s task.Store) {
+			got, err := s.Get(t.Context(), "echo", "evt-new")
+			if err != nil || got.Priority != "high" || string(got.Payload) != `{"hi":"there"}` {
+				t.Errorf("stored: %+v, %v", got, err)
+			}
+		}},
+		"get.json":         {200, `"status":"new"`, nil},
+		"get-missing.json": {404, `"code":"not_found"`, nil},
+		"list.json":        {200, `"id":"evt-1"`, nil},
+		"cancel.json": {200, `"status":"cancelled"`, func(t *testing.T, s task.Store) {
+			if got, _ := s.Get(t.Context(), "echo", "evt-1"); got.Status != task.StatusCancelled {
+				t.Errorf("stored status %s, want cancelled", got.Status)
+			}
+		}},
+		"gate.json": {200, `"mode":"pause"`, func(t *testing.T, s task.Store) {
+			gates, _ := s.Gates(t.Context())
+			if len(gates) != 1 || gates[0].Collection != "marketing" || gates[0].Mode != task.GatePause {
+				t.Errorf("stored gates %+v, want marketing paused", gates)
+			}
+		}},
+		"lambdas.json":        {200, `"name":"echo"`, nil},
+		"bad-json.json":       {400, `"code":"malformed"`, nil},
+		"bad-priority.json":   {422, `"code":"invalid"`, nil},
+		"bad-delay.json":      {422, `delay must not be negative`, nil},
+		"unknown-lambda.json": {404, `"code":"not_found"`, nil},
+	}
+	files, err := filepath.Glob("../../events/api/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample events: %v", err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		want, ok := cases[name]
+		if !ok {
+			t.Errorf("%s: a sample event without an expected response", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			store, h := newHandler(t)
+			var req events.APIGatewayProxyRequest
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &req); err != nil {
+				t.Fatal(err)
+			}
+			before, _, _ := store.List(t.Context(), task.ListParams{Lambda: "echo"})
+			resp, err := h.Handle(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, []byte(resp.Body)); err != nil {
+				t.Fatalf("body is not JSON: %v\n%s", err, resp.Body)
+			}
+			body := compact.String()
+			if resp.StatusCode != want.status || !strings.Contains(body, want.body) {
+				t.Errorf("got %d %s, want %d containing %s", resp.StatusCode, resp.Body, want.status, want.body)
+			}
+			if ct := resp.Headers["Content-Type"] + strings.Join(resp.MultiValueHeaders["Content-Type"], ""); !strings.Contains(ct, "application/json") {
+				t.Errorf("content type %q, want JSON", ct)
+			}
+			if want.check != nil {
+				want.check(t, store)
+			} else if after, _, _ := store.List(t.Context(), task.ListParams{Lambda: "echo"}); len(after) != len(before) || after[0].Version != before[0].Version {
+				t.Errorf("the request changed the stored tasks")
+			}
+		})
+	}
+}
+
+func newHandler(t *testing.T) (task.Store, *apifn.Handler) {
+	t.Helper()
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	echo := task.Lambda{Name: "echo"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	tk, err := task.New(task.Spec{ID: "evt-1", Payload: []byte(`{"n":1}`)}, echo, time.Now(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg})
+	quiet := slog.New(slog.DiscardHandler)
+	return store, apifn.New(httpapi.New(svc, quiet), quiet)
+}
