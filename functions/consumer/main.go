@@ -1,0 +1,28 @@
+// Command consumer is the consumer function: EventBridge invokes it every minute, and it sweeps
+// the store about every second for the minute.
+package main
+
+import (
+	"context"
+	"log"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/consumer"
+	"github.com/openatf/atf/shared/consumerfn"
+)
+
+func main() {
+	env, err := awsfn.LoadEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	logger := awsfn.Logger()
+	clients, err := awsfn.Open(context.Background(), env, logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := consumer.New(clients.Store, clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
+	lambda.Start(consumerfn.New(c, consumerfn.Config{Logger: logger}).Handle)
+}
