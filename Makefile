@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build-handlers test bench lint tidy clean emulators emulators-stop
+.PHONY: help run build build-handlers test bench lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -17,6 +17,22 @@ run: build-handlers ## start atf dev on $(ADDR) with the example lambdas of func
 build-handlers: ## build each example lambda in functions/workers into bin/handlers
 	@mkdir -p $(BIN)/handlers
 	@for d in functions/workers/*/; do n=$$(basename $$d); $(GO) build -o $(BIN)/handlers/$$n ./$$d || exit 1; done
+
+# The AWS entry points: a bootstrap binary and a zip each, for the provided.al2023 runtime on arm64.
+FUNCTIONS := api consumer status executor $(patsubst functions/%/,%,$(wildcard functions/workers/*/))
+MAX_BINARY_MB := 20
+
+build: ## build every function for Lambda (arm64, provided.al2023) into bin/lambda/<name>.zip; prints sizes
+	@rm -rf $(BIN)/lambda
+	@printf '%-22s %10s %10s\n' FUNCTION BINARY ZIP
+	@for f in $(FUNCTIONS); do \
+	  n=$${f//\//-}; out=$(BIN)/lambda/$$n; mkdir -p $$out; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags='-s -w' -tags lambda.norpc -o $$out/bootstrap ./functions/$$f || exit 1; \
+	  (cd $$out && python3 -m zipfile -c ../$$n.zip bootstrap) || exit 1; \
+	  bin=$$(stat -c %s $$out/bootstrap); zip=$$(stat -c %s $(BIN)/lambda/$$n.zip); \
+	  awk -v n=$$n -v b=$$bin -v z=$$zip 'BEGIN { printf "%-22s %8.1fMB %8.1fMB\n", n, b/1048576, z/1048576 }'; \
+	  [ $$bin -le $$(( $(MAX_BINARY_MB) * 1048576 )) ] || { echo "$$n: binary over $(MAX_BINARY_MB) MB"; exit 1; }; \
+	done
 
 test: ## every test, the AWS suites on DynamoDB Local and moto (started and stopped here); prints how many ran
 	@mkdir -p $(BIN)
