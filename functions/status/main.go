@@ -1,0 +1,28 @@
+// Command status is the status function: workers invoke it to claim tasks, heartbeat and report
+// results, over the contract of shared/statusfn.
+package main
+
+import (
+	"context"
+	"log"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/statusfn"
+)
+
+func main() {
+	env, err := awsfn.LoadEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	logger := awsfn.Logger()
+	clients, err := awsfn.Open(context.Background(), env, logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
+	lambda.Start(statusfn.NewHandler(hsc, logger).Handle)
+}
