@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build build-handlers test bench lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke build-handlers test bench lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -33,6 +33,18 @@ build: ## build every function for Lambda (arm64, provided.al2023) into bin/lamb
 	  awk -v n=$$n -v b=$$bin -v z=$$zip 'BEGIN { printf "%-22s %8.1fMB %8.1fMB\n", n, b/1048576, z/1048576 }'; \
 	  [ $$bin -le $$(( $(MAX_BINARY_MB) * 1048576 )) ] || { echo "$$n: binary over $(MAX_BINARY_MB) MB"; exit 1; }; \
 	done
+
+# The example lambdas as the stack passes lambdas to the functions (ATF_LAMBDAS).
+comma := ,
+WORKERS := $(notdir $(patsubst %/,%,$(wildcard functions/workers/*/)))
+LAMBDAS_JSON := [$(subst } {,}$(comma){,$(foreach w,$(WORKERS),{"name":"$(w)"}))]
+
+invoke: build-handlers ## run a function once on a sample event, on the emulators: make invoke FN=api EVENT=events/api/get.json
+	@[ -n "$(FN)" ] && [ -n "$(EVENT)" ] || { echo "usage: make invoke FN=api|consumer|status|workers/<name> EVENT=events/<file>.json"; exit 2; }
+	@env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
+	$(GO) run ./cmd/atf create --handlers $(BIN)/handlers >/dev/null || exit 1; \
+	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
+	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN))) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
 test: ## every test, the AWS suites on DynamoDB Local and moto (started and stopped here); prints how many ran
 	@mkdir -p $(BIN)

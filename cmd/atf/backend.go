@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/sqsqueue"
 	"github.com/openatf/atf/shared/task"
 )
@@ -47,4 +52,31 @@ func (b awsBackend) open(ctx context.Context, lambdas []task.Lambda, log *slog.L
 		return nil, nil, fmt.Errorf("table %s: %w", b.Table, err)
 	}
 	return c.Store, c.Queue, nil
+}
+
+// create is `atf create`: the table and queues that `atf dev --backend aws` and the functions use.
+func create(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("atf create", flag.ContinueOnError)
+	handlers := fs.String("handlers", "", "folder of executable handlers, one lambda per file")
+	table := fs.String("table", "atf-dev", "DynamoDB table")
+	prefix := fs.String("queue-prefix", "atf-dev", "SQS queue name prefix")
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 || *handlers == "" {
+		return fmt.Errorf("create takes --handlers DIR and no arguments")
+	}
+	lambdas, err := local.Config{HandlersDir: *handlers}.Lambdas()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	b := awsBackend{Table: *table, Prefix: *prefix, Create: true}
+	if _, _, err := b.open(context.Background(), lambdas, log); err != nil {
+		return err
+	}
+	for _, l := range lambdas {
+		fmt.Fprintf(out, "lambda %s: queues %s-%s-{%s}\n", l.Name, *prefix, l.Name, strings.Join(l.Priorities, ","))
+	}
+	fmt.Fprintf(out, "table %s\n", *table)
+	return nil
 }

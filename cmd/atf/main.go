@@ -20,9 +20,12 @@ import (
 const usage = `atf: an async task framework.
 
 Usage:
-  atf dev [--addr 127.0.0.1:8080] [--db .atf/atf.db] [--handlers DIR] [--concurrency N]
+  atf dev --handlers DIR [--addr 127.0.0.1:8080] [--db .atf/atf.db] [--concurrency N]
           [--timeout 5m] [--poll 100ms] [--grace 10s]
-      run everything in one process on the embedded store
+          [--backend embedded|aws] [--table atf-dev] [--queue-prefix atf-dev] [--shards 4] [--create]
+      run everything in one process, on the embedded store or on DynamoDB and SQS
+  atf create --handlers DIR [--table atf-dev] [--queue-prefix atf-dev]
+      create the DynamoDB table and the SQS queues of the lambdas in DIR (AWS_* environment)
   atf schedule LAMBDA [--payload JSON] [--delay 90s | --at RFC3339] [--priority P]
           [--collection C] [--id ID] [--max-attempts N] [--deadline RFC3339]
   atf get LAMBDA ID
@@ -47,8 +50,11 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	cmd, args := args[0], args[1:]
-	if cmd == "dev" {
+	switch cmd {
+	case "dev":
 		return dev(args)
+	case "create":
+		return create(args, out)
 	}
 	cl := clientCommands[cmd]
 	if cl.run == nil {

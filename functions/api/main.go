@@ -5,8 +5,6 @@ import (
 	"context"
 	"log"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/openatf/atf/shared/apifn"
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/frontend"
@@ -24,5 +22,5 @@ func main() {
 		log.Fatal(err)
 	}
 	svc := frontend.New(clients.Store, frontend.Config{Lambdas: env.Lambdas, Task: env.Task})
-	lambda.Start(apifn.New(httpapi.New(svc, logger), logger).Handle)
+	awsfn.Start(apifn.New(httpapi.New(svc, logger), logger).Handle)
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"log"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/consumerfn"
@@ -24,5 +22,5 @@ func main() {
 		log.Fatal(err)
 	}
 	c := consumer.New(clients.Store, clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
-	lambda.Start(consumerfn.New(c, consumerfn.Config{Logger: logger}).Handle)
+	awsfn.Start(consumerfn.New(c, consumerfn.Config{Logger: logger}).Handle)
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"log"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/statusfn"
@@ -24,5 +22,5 @@ func main() {
 		log.Fatal(err)
 	}
 	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
-	lambda.Start(statusfn.NewHandler(hsc, logger).Handle)
+	awsfn.Start(statusfn.NewHandler(hsc, logger).Handle)
 }

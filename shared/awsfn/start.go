@@ -1,0 +1,57 @@
+package awsfn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+)
+
+// EnvInvoke names an event file: when it is set, Start runs the handler once on that event and
+// prints the response, instead of serving the Lambda runtime. `make invoke` uses it, so a local
+// run goes through the real main, the real handler and the runtime's own JSON decoding.
+const EnvInvoke = "ATF_INVOKE"
+
+// InvokeTimeout is the deadline of an invocation through ATF_INVOKE, as a function's timeout
+// would be: the consumer, for one, sweeps until shortly before it.
+const InvokeTimeout = 10 * time.Second
+
+// Start serves handler (any handler lambda.Start takes), or invokes it once on the event file
+// named by ATF_INVOKE and exits.
+func Start(handler any) {
+	path := os.Getenv(EnvInvoke)
+	if path == "" {
+		lambda.Start(handler)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), InvokeTimeout)
+	defer cancel()
+	out, err := Invoke(ctx, handler, path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(string(out))
+}
+
+// Invoke runs handler once on the event in the file at path and returns its response, indented.
+func Invoke(ctx context.Context, handler any, path string) ([]byte, error) {
+	event, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := lambda.NewHandler(handler).Invoke(ctx, event)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the handler failed: %w", path, err)
+	}
+	var v any
+	if json.Unmarshal(out, &v) == nil {
+		if pretty, err := json.MarshalIndent(v, "", "  "); err == nil {
+			return pretty, nil
+		}
+	}
+	return out, nil
+}
