@@ -1,0 +1,204 @@
+package sqsworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/openatf/atf/shared/executor"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// DefaultMargin is how long before the invocation deadline Handle stops claiming tasks and stops
+// running handlers: enough to stop a handler (a program is killed within two seconds) and to
+// report its release or result (the executor bounds that call at ten seconds).
+const DefaultMargin = 15 * time.Second
+
+// Config configures a Handler.
+type Config struct {
+	// Lambda is the lambda whose queues feed the function; zero fields take their defaults.
+	// Concurrency bounds the records that run at once, Timeout one run of the handler.
+	Lambda task.Lambda
+	// Handler runs the lambda's tasks. Required.
+	Handler worker.Handler
+	// Status is the heartbeat and status controller: the status function on AWS. Required.
+	Status executor.Status
+	// Heartbeat is the executor's heartbeat interval; task.DefaultHeartbeatInterval if zero. The
+	// store's heartbeat and claim timeouts must exceed task.MaxMissedHeartbeats times it.
+	Heartbeat time.Duration
+	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
+	// are claimed; DefaultMargin if zero.
+	Margin time.Duration
+	// Logger is slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// Handler runs the SQS batches of one lambda's worker function. It is safe for concurrent use.
+type Handler struct {
+	cfg  Config
+	exec *executor.Executor
+	log  *slog.Logger
+}
+
+// New returns a Handler, or an error naming the first field of c that is wrong.
+func New(c Config) (*Handler, error) {
+	c.Lambda = c.Lambda.WithDefaults()
+	if err := c.Lambda.Validate(); err != nil {
+		return nil, fmt.Errorf("sqsworker: Lambda: %w", err)
+	}
+	if c.Handler == nil {
+		return nil, errors.New("sqsworker: Handler is required")
+	}
+	if c.Status == nil {
+		return nil, errors.New("sqsworker: Status is required")
+	}
+	if c.Heartbeat < 0 {
+		return nil, fmt.Errorf("sqsworker: Heartbeat must not be negative, got %s", c.Heartbeat)
+	}
+	if c.Margin < 0 {
+		return nil, fmt.Errorf("sqsworker: Margin must not be negative, got %s", c.Margin)
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	// The executor adds the lambda, task id and attempt to its own records.
+	return &Handler{cfg: c, exec: executor.New(c.Status, c.Heartbeat, c.Logger), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+}
+
+// errOutOfTime is the cause a handler's context carries when the invocation is about to end.
+var errOutOfTime = errors.New("the worker function's invocation is about to time out")
+
+// budget is the time an invocation gives its tasks.
+type budget struct {
+	end   time.Time // the invocation deadline less Margin; zero when ctx has no deadline
+	short bool      // at the start, the invocation had less than the lambda's Timeout until end
+}
+
+func (b budget) over() bool { return !b.end.IsZero() && !time.Now().Before(b.end) }
+
+// Handle runs one batch and reports the records whose message must come back: see the package
+// documentation. It returns when every record is settled, and never returns an error.
+func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+	log := h.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
+	var b budget
+	if deadline, ok := ctx.Deadline(); ok {
+		b.end = deadline.Add(-h.cfg.Margin)
+		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout {
+			b.short = true
+			log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt",
+				"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
+		}
+	}
+
+	failed := make([]bool, len(e.Records))
+	slots := make(chan struct{}, h.cfg.Lambda.Concurrency)
+	var wg sync.WaitGroup
+	for i, m := range e.Records {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			failed[i] = !h.record(ctx, b, log, m)
+		})
+	}
+	wg.Wait()
+
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for i, f := range failed {
+		if f {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: e.Records[i].MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// record settles one record and reports whether its message is done with (acknowledged).
+func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m events.SQSMessage) bool {
+	log = log.With("message_id", m.MessageId, "receive_count", m.Attributes["ApproximateReceiveCount"])
+	msg, err := h.decode(m.Body)
+	if err != nil {
+		log.Error("poison message left for the dead-letter queue", "body", clip(m.Body), "err", err)
+		return false
+	}
+	log = log.With("task_id", msg.TaskID, "priority", msg.Priority)
+	if b.over() {
+		log.Warn("too little time left before the function's deadline to claim; the message will come back",
+			"margin", h.cfg.Margin)
+		return false
+	}
+
+	t, err := h.cfg.Status.Claim(ctx, h.cfg.Lambda.Name, msg.TaskID)
+	switch {
+	case err == nil:
+	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
+		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
+		log.Debug("message discarded", "reason", err)
+		return true
+	default:
+		log.Warn("claim failed; the message will come back", "err", err)
+		return false
+	}
+	log = log.With("attempt", t.Attempts)
+
+	runCtx, l := ctx, h.cfg.Lambda
+	if !b.end.IsZero() {
+		left := time.Until(b.end)
+		if left <= 0 { // the claim took the time that was left
+			if err := h.cfg.Status.Release(ctx, t.Lambda, t.ID, t.Lease); err != nil {
+				log.Warn("could not release a task claimed too late; its claim timeout brings it back", "err", err)
+			} else {
+				log.Info("released a task claimed too close to the function's deadline")
+			}
+			return true
+		}
+		if b.short {
+			// The function is too short for the lambda: the handler gets what is left, and
+			// running out of it is a timed-out attempt, so a task that never fits ends dead.
+			l.Timeout = min(l.Timeout, left)
+		} else {
+			// Running out of time here is the invocation's doing: the executor releases the task.
+			var cancel context.CancelFunc
+			runCtx, cancel = context.WithDeadlineCause(ctx, b.end, errOutOfTime)
+			defer cancel()
+		}
+	}
+	h.exec.Run(runCtx, l, h.cfg.Handler, t)
+	return true
+}
+
+// decode returns the message in body, or why it is poison.
+func (h *Handler) decode(body string) (task.Message, error) {
+	var msg task.Message
+	if err := json.Unmarshal([]byte(body), &msg); err != nil {
+		return msg, fmt.Errorf("body is not a task message: %w", err)
+	}
+	if msg.TaskID == "" {
+		return msg, errors.New("body names no task id")
+	}
+	if msg.Lambda != h.cfg.Lambda.Name {
+		return msg, fmt.Errorf("body names task %q of lambda %q, but this function runs lambda %s", msg.TaskID, msg.Lambda, h.cfg.Lambda.Name)
+	}
+	return msg, nil
+}
+
+// clip shortens a body for the log.
+func clip(s string) string {
+	const n = 256
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
