@@ -15,9 +15,12 @@ import (
 // run goes through the real main, the real handler and the runtime's own JSON decoding.
 const EnvInvoke = "ATF_INVOKE"
 
-// InvokeTimeout is the deadline of an invocation through ATF_INVOKE, as a function's timeout
-// would be: the consumer, for one, sweeps until shortly before it.
-const InvokeTimeout = 10 * time.Second
+// The deadline of an invocation through ATF_INVOKE, as a function's timeout would be: the
+// consumer, for one, sweeps until shortly before it. ATF_INVOKE_TIMEOUT (a Go duration) sets it.
+const (
+	EnvInvokeTimeout     = "ATF_INVOKE_TIMEOUT"
+	DefaultInvokeTimeout = 30 * time.Second
+)
 
 // Start serves handler (any handler lambda.Start takes), or invokes it once on the event file
 // named by ATF_INVOKE and exits.
@@ -27,7 +30,16 @@ func Start(handler any) {
 		lambda.Start(handler)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), InvokeTimeout)
+	timeout := DefaultInvokeTimeout
+	if v := os.Getenv(EnvInvokeTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(os.Stderr, "%s=%q: want a positive Go duration\n", EnvInvokeTimeout, v)
+			os.Exit(2)
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := Invoke(ctx, handler, path)
 	if err != nil {

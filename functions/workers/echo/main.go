@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 
 	"github.com/openatf/atf/shared/worker"
+	"github.com/openatf/atf/shared/workerfn"
 )
 
 func main() {
-	worker.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
+	workerfn.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 		return t.Payload, nil
 	}))
 }

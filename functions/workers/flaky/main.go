@@ -8,10 +8,11 @@ import (
 	"fmt"
 
 	"github.com/openatf/atf/shared/worker"
+	"github.com/openatf/atf/shared/workerfn"
 )
 
 func main() {
-	worker.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
+	workerfn.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 		in := struct {
 			Failures int `json:"failures"`
 		}{Failures: 2}

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/openatf/atf/shared/worker"
+	"github.com/openatf/atf/shared/workerfn"
 )
 
 func main() {
-	worker.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
+	workerfn.Main(worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 		in := struct {
 			Seconds float64 `json:"seconds"`
 		}{Seconds: 1}

@@ -1,0 +1,63 @@
+// Package workerfn is the one entry point of a lambda's Go handler: the same binary runs
+//
+//   - as a worker function on AWS Lambda, fed SQS batches by the lambda's event source mappings
+//     and claiming through the status function (ATF_STATUS_FUNCTION);
+//   - once on a sample event, with ATF_INVOKE set (`make invoke`), claiming through an in-process
+//     status controller on the configured store when no status function is named;
+//   - as a program everywhere else: under `atf dev` and in an ECS executor, which pass the
+//     payload on stdin (see worker.Main).
+//
+// The handler never knows which.
+package workerfn
+
+import (
+	"context"
+	"log"
+	"os"
+
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/executor"
+	"github.com/openatf/atf/shared/sqsworker"
+	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/statusfn"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// Main runs h in the mode its environment asks for, and does not return.
+func Main(h worker.Handler) {
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" && os.Getenv(awsfn.EnvInvoke) == "" {
+		worker.Main(h)
+		return
+	}
+	env, err := awsfn.LoadEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, ok := env.LambdaNamed(env.Lambda)
+	if !ok {
+		log.Fatalf("%s must name the lambda this function runs", awsfn.EnvLambda)
+	}
+	logger := awsfn.Logger()
+	clients, err := awsfn.Open(context.Background(), env, logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var hsc executor.Status
+	switch {
+	case env.StatusFunction != "":
+		hsc = statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(clients.AWS), Function: env.StatusFunction})
+	case os.Getenv("AWS_LAMBDA_RUNTIME_API") != "":
+		log.Fatalf("%s must name the status function", awsfn.EnvStatusFunction)
+	default:
+		// Locally: the status function's handler in-process, through its JSON contract.
+		local := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
+		hsc = statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(local, logger)})
+	}
+	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Heartbeat: env.Task.HeartbeatInterval, Logger: logger})
+	if err != nil {
+		log.Fatal(err)
+	}
+	awsfn.Start(fn.Handle)
+}
