@@ -250,6 +250,14 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 // SetGate sets a gate; open deletes it. Gates share one partition: there are few, and the
 // consumer reads them all at every sweep.
 func (st *Store) SetGate(ctx context.Context, g task.Gate) error {
+	if err := task.ValidateName("lambda name", g.Lambda); err != nil {
+		return err
+	}
+	if g.Collection != "" {
+		if err := task.ValidateID("collection", g.Collection); err != nil {
+			return err
+		}
+	}
 	key := map[string]types.AttributeValue{attrPK: s(gatePK), attrSK: s(g.Lambda + "#" + g.Collection)}
 	var err error
 	if g.Mode == task.GateOpen {
@@ -383,7 +391,9 @@ func (st *Store) translate(err error, format string, args ...any) error {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
 			return task.Errorf(task.ErrThrottled, "%s: the task store is busy; retry later", what)
 		case "ValidationException":
-			if msg := api.ErrorMessage(); strings.Contains(msg, "size") && (strings.Contains(msg, "exceed") || strings.Contains(msg, "larger")) {
+			// "Item size has exceeded the maximum allowed size", "Transaction request cannot be
+			// larger than 4 MB", "Transaction payload size cannot exceed 4MB".
+			if msg := api.ErrorMessage(); (strings.Contains(msg, "size") && strings.Contains(msg, "exceed")) || strings.Contains(msg, "larger than") {
 				return task.Errorf(task.ErrTooLarge, "%s: the task is over DynamoDB's 400 KB item limit", what)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -467,6 +468,78 @@ func TestSweepStaleDue(t *testing.T) {
 		got, err := s.Get(ctx, l.Name, tk.ID)
 		if err != nil || got.Status != task.StatusEnqueued || got.Version != tk.Version+1 || seen[tk.ID] != 1 {
 			t.Errorf("%s: status %s, version %d, %d messages (%v); want enqueued once, version %d, 1 message", tk.ID, got.Status, got.Version, seen[tk.ID], err, tk.Version+1)
+		}
+	}
+}
+
+// afterQuery runs *fn right after the next Query the client makes, then clears it: a write that
+// lands between two queries of one Due or List.
+func afterQuery(fn *func()) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("hook", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				if f := *fn; awsmiddleware.GetOperationName(ctx) == "Query" && f != nil {
+					*fn = nil
+					f()
+				}
+				return out, md, err
+			}), middleware.After)
+		})
+	}
+}
+
+// TestIndexMovesMidQuery moves a task between the queries of one Due (from the waiting lane to
+// the running one) and of one List (to another status): the task counts once, as it now is.
+func TestIndexMovesMidQuery(t *testing.T) {
+	var hook func()
+	db, table := newTable(t, nil, afterQuery(&hook))
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: 1})
+	cfg, now := task.Config{}.WithDefaults(), time.Now().UTC()
+	l := task.Lambda{Name: "moving"}.WithDefaults()
+	tk := newTask(t, l, "a", nil, now.Add(-time.Minute))
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := task.Enqueue(tk, now.Add(-time.Minute), cfg)
+	if err := s.Update(t.Context(), enq, tk.Version); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _ := task.Claim(enq, "lease", now.Add(-time.Minute), cfg)
+	hook = func() { s.Update(context.Background(), claimed, enq.Version) }
+	due, err := s.Due(t.Context(), task.DueParams{Lambda: l.Name, Statuses: task.Statuses, Before: now.Add(time.Hour), Limit: 10})
+	if err != nil || len(due) != 1 || due[0].Status != task.StatusClaimed {
+		t.Fatalf("Due: %v, %v; want the task once, claimed", due, err)
+	}
+
+	started, _ := task.Heartbeat(claimed, "lease", now, cfg)
+	hook = func() { s.Update(context.Background(), started, claimed.Version) }
+	listed, _, err := s.List(t.Context(), task.ListParams{Lambda: l.Name, Status: task.StatusClaimed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range listed {
+		if got.Status != task.StatusClaimed {
+			t.Errorf("List of claimed tasks returned one that is %s", got.Status)
+		}
+	}
+}
+
+// TestShardsPerLambda: a busy lambda's many shards cost only its own queries.
+func TestShardsPerLambda(t *testing.T) {
+	var meter awsmeter.Meter
+	db, table := newTable(t, &meter)
+	s := newStore(t, db, dynamostore.Config{Table: table, Shards: 1, LambdaShards: map[string]int{"busy": 64}})
+	for _, c := range []struct {
+		lambda  string
+		queries int
+	}{{"idle", 1}, {"busy", 64}} {
+		meter.Reset()
+		if _, err := s.Due(t.Context(), task.DueParams{Lambda: c.lambda, Priority: "normal", Statuses: []task.Status{task.StatusNew}, Before: time.Now(), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if n := meter.Calls("DynamoDB", "Query"); n != c.queries {
+			t.Errorf("Due of %s: %d queries, want %d", c.lambda, n, c.queries)
 		}
 	}
 }

@@ -113,10 +113,10 @@ func (st *Store) marshal(t task.Task) map[string]types.AttributeValue {
 			item[name] = s(v)
 		}
 	}
-	if t.Payload != nil {
+	if len(t.Payload) > 0 {
 		item[attrPayload] = &types.AttributeValueMemberB{Value: t.Payload}
 	}
-	if t.Result != nil {
+	if len(t.Result) > 0 {
 		item[attrResult] = &types.AttributeValueMemberB{Value: t.Result}
 	}
 	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt} {

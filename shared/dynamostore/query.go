@@ -78,11 +78,11 @@ func (st *Store) scan(ctx context.Context, index, pkAttr, skAttr, pk string, r k
 }
 
 // scanShards runs scan on every shard of a lambda over every range and merges the entries in
-// index order.
-func (st *Store) scanShards(ctx context.Context, index, pkAttr, skAttr string, pkOf func(int) string, ranges []keyRange, want int, keep func(entry) bool) ([]entry, error) {
+// index order. A task met twice (it moved between two queries) counts once, where first met.
+func (st *Store) scanShards(ctx context.Context, lambda, index, pkAttr, skAttr string, pkOf func(int) string, ranges []keyRange, want int, keep func(entry) bool) ([]entry, error) {
 	var mu sync.Mutex
 	var all []entry
-	err := parallel(st.shardsToRead(), func(shard int) error {
+	err := parallel(st.shards(lambda), func(shard int) error {
 		for _, r := range ranges {
 			found, err := st.scan(ctx, index, pkAttr, skAttr, pkOf(shard), r, want, keep)
 			if err != nil {
@@ -95,17 +95,12 @@ func (st *Store) scanShards(ctx context.Context, index, pkAttr, skAttr string, p
 		return nil
 	})
 	slices.SortFunc(all, byPosition)
-	return all, err
-}
-
-// shardsToRead is the largest shard count of any lambda: a lambda whose count was raised still
-// has entries in lower shards, and reading an empty shard costs one small query.
-func (st *Store) shardsToRead() int {
-	n := st.cfg.Shards
-	for _, m := range st.cfg.LambdaShards {
-		n = max(n, m)
-	}
-	return n
+	seen := make(map[string]bool, len(all))
+	return slices.DeleteFunc(all, func(e entry) bool {
+		dup := seen[e.id]
+		seen[e.id] = true
+		return dup
+	}), err
 }
 
 // Due returns due tasks of one lambda, earliest first. It queries the due index on every shard,
@@ -138,26 +133,38 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 		return wanted(e.status) && (p.Priority == "" || e.prio == p.Priority) &&
 			!slices.Contains(p.SkipCollections, e.coll) && e.nanos <= p.Before.UnixNano()
 	}
-	entries, err := st.scanShards(ctx, DueIndex, attrDuePK, attrDueSK, func(i int) string { return duePK(p.Lambda, i) }, ranges, limit, keep)
+	entries, err := st.scanShards(ctx, p.Lambda, DueIndex, attrDuePK, attrDueSK, func(i int) string { return duePK(p.Lambda, i) }, ranges, limit, keep)
 	if err != nil {
 		return nil, err
 	}
-	if limit > 0 && len(entries) > limit {
-		entries = entries[:limit]
+	stillDue := func(t task.Task) bool {
+		return t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) &&
+			(p.Priority == "" || t.Priority == p.Priority) && !slices.Contains(p.SkipCollections, t.Collection)
 	}
-	tasks, err := st.getMany(ctx, p.Lambda, idsOf(entries))
-	if err != nil {
-		return nil, err
-	}
-	var due []task.Task
-	for _, e := range entries {
-		t, ok := tasks[e.id]
-		if ok && t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) &&
-			(p.Priority == "" || t.Priority == p.Priority) && !slices.Contains(p.SkipCollections, t.Collection) {
-			due = append(due, t)
+	return st.confirm(ctx, p.Lambda, entries, limit, stillDue)
+}
+
+// confirm reads the tasks of index entries, in order, and keeps those that ok accepts, up to
+// limit (0: all). An entry the table contradicts (a stale index hit) gives its place to the next.
+func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, limit int, ok func(task.Task) bool) ([]task.Task, error) {
+	var out []task.Task
+	for len(entries) > 0 && (limit == 0 || len(out) < limit) {
+		batch := entries
+		if limit > 0 {
+			batch = entries[:min(len(entries), limit-len(out))]
+		}
+		entries = entries[len(batch):]
+		tasks, err := st.getMany(ctx, lambda, idsOf(batch))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range batch {
+			if t, found := tasks[e.id]; found && ok(t) { // TTL may have removed it meanwhile
+				out = append(out, t)
+			}
 		}
 	}
-	return due, nil
+	return out, nil
 }
 
 func idsOf(entries []entry) []string {
@@ -188,7 +195,7 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		return (p.Status == "" || e.status == p.Status) && (p.Collection == "" || e.coll == p.Collection)
 	}
 	// One entry more than the page tells whether another page follows.
-	entries, err := st.scanShards(ctx, ListIndex, attrListPK, attrListSK, func(i int) string { return listPK(p.Lambda, i) },
+	entries, err := st.scanShards(ctx, p.Lambda, ListIndex, attrListPK, attrListSK, func(i int) string { return listPK(p.Lambda, i) },
 		[]keyRange{{lo: lo, hi: "999999999999999999999", ordered: true}}, limit+1, keep)
 	if err != nil {
 		return nil, "", err
@@ -198,15 +205,12 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		entries = entries[:limit]
 		next = base64.RawURLEncoding.EncodeToString([]byte(entries[limit-1].sk))
 	}
-	tasks, err := st.getMany(ctx, p.Lambda, idsOf(entries))
+	// The index may lag: a task whose status or collection no longer matches is left out.
+	page, err := st.confirm(ctx, p.Lambda, entries, 0, func(t task.Task) bool {
+		return (p.Status == "" || t.Status == p.Status) && (p.Collection == "" || t.Collection == p.Collection)
+	})
 	if err != nil {
 		return nil, "", err
-	}
-	page := make([]task.Task, 0, len(entries))
-	for _, e := range entries {
-		if t, ok := tasks[e.id]; ok { // TTL may have removed it meanwhile
-			page = append(page, t)
-		}
 	}
 	return page, next, nil
 }
@@ -221,15 +225,16 @@ func decodeCursor(c string) (string, error) {
 	return "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
 }
 
-// Counts counts a lambda's tasks by status from the list index, reading only the status of each
-// entry. It reads every entry the lambda has, finished tasks included until TTL removes them.
+// Counts counts a lambda's tasks by status from the list index. It reads every entry the lambda
+// has, finished tasks included until TTL removes them; an index read costs by the entry, whatever
+// it projects. A count is a moment's estimate: a task moving meanwhile may count twice or not.
 func (st *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
 	counts := map[task.Status]int{}
 	if task.ValidateName("lambda name", lambda) != nil {
 		return counts, nil
 	}
 	var mu sync.Mutex
-	err := parallel(st.shardsToRead(), func(shard int) error {
+	err := parallel(st.shards(lambda), func(shard int) error {
 		p := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
 			TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
 			KeyConditionExpression:    aws.String("list_pk = :pk"),

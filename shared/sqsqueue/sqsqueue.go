@@ -242,6 +242,10 @@ func (q *Queue) create(ctx context.Context, name string) error {
 	url, err := q.createQueue(ctx, name, map[string]string{
 		string(types.QueueAttributeNameMessageRetentionPeriod): attrSeconds(QueueRetention),
 		string(types.QueueAttributeNameRedrivePolicy):          string(policy),
+		// A Receive without a wait must not long-poll, nor a Send without a delay wait: set
+		// the queue defaults that SQS applies when a call leaves them out.
+		string(types.QueueAttributeNameReceiveMessageWaitTimeSeconds): "0",
+		string(types.QueueAttributeNameDelaySeconds):                  "0",
 	})
 	if err != nil {
 		return err

@@ -25,6 +25,10 @@ type Spec struct {
 // MaxDelay bounds how far ahead a task may be scheduled.
 const MaxDelay = 366 * 24 * time.Hour
 
+// MaxDeadline bounds how far after its run time a task's deadline may be. Stores keep times as
+// int64 nanoseconds, which end in 2262; a far deadline ("never") is better left out.
+const MaxDeadline = 10 * 366 * 24 * time.Hour
+
 var (
 	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	idPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -95,6 +99,9 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 	if s.Deadline != nil {
 		if !s.Deadline.After(t.RunAt) {
 			return Task{}, Errorf(ErrInvalid, "deadline %s is not after the run time %s", s.Deadline.Format(time.RFC3339), t.RunAt.Format(time.RFC3339))
+		}
+		if s.Deadline.Sub(t.RunAt) > MaxDeadline {
+			return Task{}, Errorf(ErrInvalid, "deadline must be within %s of the run time; leave it out for none", MaxDeadline)
 		}
 		d := *s.Deadline
 		t.Deadline = &d
