@@ -1,0 +1,122 @@
+package workerfn_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/openatf/atf/shared/apifn"
+	"github.com/openatf/atf/shared/awstest"
+	"github.com/openatf/atf/shared/consumer"
+	"github.com/openatf/atf/shared/consumerfn"
+	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/eventsource"
+	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/httpapi"
+	"github.com/openatf/atf/shared/sqsqueue"
+	"github.com/openatf/atf/shared/sqsworker"
+	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/statusfn"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// TestFunctions runs one task through the function handlers on DynamoDB and SQS (the emulators
+// in `make test`): an API Gateway event schedules it, the consumer function sends it to its
+// queue, an SQS event source mapping hands it to the worker function, which claims it through
+// the status function, runs it and reports success.
+func TestFunctions(t *testing.T) {
+	ctx := t.Context()
+	quiet := slog.New(slog.DiscardHandler)
+	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
+	name := awstest.Name("atf-fn")
+	db := dynamostore.NewClient(dbCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	if err := dynamostore.CreateTable(ctx, db, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, name) })
+	store, err := dynamostore.New(db, dynamostore.Config{Table: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqsClient := sqs.NewFromConfig(sqsCfg)
+	queue, err := sqsqueue.New(sqsClient, sqsqueue.Config{Prefix: name, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := task.Lambda{Name: "echo", Concurrency: 2, Timeout: 5 * time.Second}.WithDefaults()
+	if err := queue.Create(ctx, echo); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		out, err := sqsClient.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: &name})
+		if err == nil {
+			for _, url := range out.QueueUrls {
+				sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url})
+			}
+		}
+	})
+	cfg := task.Config{HeartbeatInterval: 200 * time.Millisecond, HeartbeatTimeout: 1200 * time.Millisecond, ClaimTimeout: 1200 * time.Millisecond}.WithDefaults()
+
+	// The API function schedules the task from the sample event.
+	var req events.APIGatewayProxyRequest
+	raw, err := os.ReadFile("../../events/api/schedule.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		t.Fatal(err)
+	}
+	req.Body = `{"id": "fn-1", "payload": {"hello": "functions"}}` // due now, not in 90s
+	api := apifn.New(httpapi.New(frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg}), quiet), quiet)
+	resp, err := api.Handle(ctx, req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("API: %d %s, %v", resp.StatusCode, resp.Body, err)
+	}
+
+	// The consumer function sends it to its queue within its (short) invocation.
+	sweeps := consumer.New(store, queue, consumer.Config{Lambdas: []task.Lambda{echo}, Task: cfg, Logger: quiet})
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = consumerfn.New(sweeps, consumerfn.Config{Logger: quiet}).Handle(cctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Time: time.Now()})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Get(ctx, "echo", "fn-1"); got.Status != task.StatusEnqueued {
+		t.Fatalf("after the consumer: %s, want enqueued", got.Status)
+	}
+
+	// The worker function, fed by the queue, claims through the status function and runs it.
+	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(store, status.Config{Task: cfg, Logger: quiet}), quiet)})
+	fn, err := sqsworker.New(sqsworker.Config{
+		Lambda: echo, Status: hsc, Heartbeat: cfg.HeartbeatInterval, Margin: time.Second, Logger: quiet,
+		Handler: worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) { return t.Payload, nil }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qname, _ := sqsqueue.QueueName(name, "echo", echo.DefaultPriority())
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go eventsource.SQS{Client: sqsClient, Queue: qname, Handler: fn.Handle, Timeout: echo.Timeout + time.Second, Logger: quiet}.Run(mctx)
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := store.Get(ctx, "echo", "fn-1")
+		if err == nil && got.Status == task.StatusSuccess {
+			if string(got.Result) != `{"hello":"functions"}` || got.Attempts != 1 {
+				t.Errorf("result %s after %d attempts, want the payload after 1", got.Result, got.Attempts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task is %s (%v), want success", got.Status, err)
+		}
+	}
+}
