@@ -6,8 +6,13 @@ package apifn
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
@@ -40,4 +45,63 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayProxyRequest)
 		h.log.Error("could not serve the request", "request_id", req.RequestContext.RequestID, "err", err)
 	}
 	return resp, err
+}
+
+// ServeHTTP serves plain HTTP through the function handler, building the proxy event API Gateway
+// would send: `atf dev --functions` serves the API this way, so local requests take the
+// function's own path. The caller's identity is its address; nothing is signed locally.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxGatewayBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the request body is over API Gateway's 10 MB")
+		return
+	}
+	req := events.APIGatewayProxyRequest{
+		Path: r.URL.Path, HTTPMethod: r.Method, Headers: map[string]string{}, MultiValueHeaders: r.Header,
+		QueryStringParameters: map[string]string{}, MultiValueQueryStringParameters: r.URL.Query(),
+		RequestContext: events.APIGatewayProxyRequestContext{
+			RequestID: rand.Text(), Stage: "local", HTTPMethod: r.Method, Path: r.URL.Path,
+			Identity: events.APIGatewayRequestIdentity{SourceIP: r.RemoteAddr, UserAgent: r.UserAgent()},
+		},
+	}
+	for k, v := range r.Header {
+		req.Headers[k] = v[0]
+	}
+	for k, v := range r.URL.Query() {
+		req.QueryStringParameters[k] = v[0]
+	}
+	if utf8.Valid(body) {
+		req.Body = string(body)
+	} else {
+		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	resp, err := h.Handle(r.Context(), req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "internal", "internal error")
+		return
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	out := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if out, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+			writeError(w, http.StatusBadGateway, "internal", "internal error")
+			return
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
+}
+
+// maxGatewayBody is API Gateway's limit on a request's payload.
+const maxGatewayBody = 10 << 20
+
+func writeError(w http.ResponseWriter, code int, kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`+"\n", kind, msg)
 }

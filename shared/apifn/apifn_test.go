@@ -3,7 +3,9 @@ package apifn_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/openatf/atf/shared/apifn"
+	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/httpapi"
 	"github.com/openatf/atf/shared/sqlitestore"
@@ -118,4 +121,27 @@ func newHandler(t *testing.T) (task.Store, *apifn.Handler) {
 	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg})
 	quiet := slog.New(slog.DiscardHandler)
 	return store, apifn.New(httpapi.New(svc, quiet), quiet)
+}
+
+// TestServeHTTP serves plain HTTP through the function handler, as `atf dev --functions` does.
+func TestServeHTTP(t *testing.T) {
+	store, h := newHandler(t)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := &client.Client{Endpoint: srv.URL}
+	tk, created, err := c.Schedule(t.Context(), "echo", client.ScheduleRequest{ID: "http-1", Payload: []byte(`{"a":1}`), Collection: "c"})
+	if err != nil || !created || tk.ID != "http-1" {
+		t.Fatalf("schedule: %+v, %v, %v", tk, created, err)
+	}
+	if got, err := store.Get(t.Context(), "echo", "http-1"); err != nil || got.Collection != "c" {
+		t.Errorf("stored: %+v, %v", got, err)
+	}
+	tasks, _, err := c.List(t.Context(), task.ListParams{Lambda: "echo", Collection: "c"}) // a query string
+	if err != nil || len(tasks) != 1 {
+		t.Errorf("list by collection: %d tasks, %v; want 1", len(tasks), err)
+	}
+	var apiErr *client.Error
+	if _, err := c.Get(t.Context(), "echo", "missing"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+		t.Errorf("get missing: %v, want a 404", err)
+	}
 }
