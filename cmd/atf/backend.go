@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/dynamostore"
@@ -28,13 +29,16 @@ type awsBackend struct {
 	Table, Prefix string
 	Shards        int
 	Create        bool // create the table and queues when missing
+
+	sqs *sqs.Client // set by open
 }
 
-func (b awsBackend) open(ctx context.Context, lambdas []task.Lambda, log *slog.Logger) (*dynamostore.Store, *sqsqueue.Queue, error) {
+func (b *awsBackend) open(ctx context.Context, lambdas []task.Lambda, log *slog.Logger) (*dynamostore.Store, *sqsqueue.Queue, error) {
 	c, err := awsfn.Open(ctx, awsfn.Env{Table: b.Table, QueuePrefix: b.Prefix, Shards: b.Shards}, log)
 	if err != nil {
 		return nil, nil, err
 	}
+	b.sqs = sqs.NewFromConfig(c.AWS)
 	if b.Create {
 		if err := dynamostore.CreateTable(ctx, c.DB, b.Table); err != nil {
 			return nil, nil, err

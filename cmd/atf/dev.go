@@ -40,6 +40,7 @@ func dev(args []string) error {
 	prefix := fs.String("queue-prefix", "atf-dev", "SQS queue name prefix (aws backend)")
 	shards := fs.Int("shards", dynamostore.DefaultShards, "index shards per lambda (aws backend)")
 	create := fs.Bool("create", false, "create the DynamoDB table and SQS queues if missing (aws backend)")
+	functions := fs.Bool("functions", false, "run the AWS function handlers fed by local event sources (SQS mappings, a scheduled consumer) instead of in-process services (aws backend)")
 	handlers := fs.String("handlers", "", "folder of executable handlers, one lambda per file")
 	concurrency := fs.Int("concurrency", task.DefaultConcurrency, "tasks run at once per lambda")
 	timeout := fs.Duration("timeout", task.DefaultHandlerTimeout, "handler timeout; a program that outlives it is killed")
@@ -93,9 +94,15 @@ func dev(args []string) error {
 			return err
 		}
 		cfg.IdleWait = awsIdleWait
+		if *functions {
+			cfg.Functions = &local.Functions{SQS: b.sqs, QueuePrefix: *prefix}
+		}
 		log.Info("using DynamoDB and SQS", "table", *table, "queue_prefix", *prefix)
 	default:
 		return fmt.Errorf("--backend must be embedded or aws, got %q", *backend)
+	}
+	if *functions && *backend != "aws" {
+		return fmt.Errorf("--functions needs --backend aws")
 	}
 	stack, err := local.Start(ctx, cfg)
 	if err != nil {

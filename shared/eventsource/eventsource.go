@@ -36,10 +36,14 @@ type SQS struct {
 	// Visibility hides a batch while the handler runs; at least Timeout. AWS asks for 6 × the
 	// function timeout on the queue.
 	Visibility time.Duration
-	Logger     *slog.Logger
+	// Abort, when it ends, cuts short the invocations in flight; until then an invocation runs to
+	// its timeout even after Run's ctx ended. Nil means never.
+	Abort  context.Context
+	Logger *slog.Logger
 }
 
-// Run polls until ctx ends. It returns only ctx's error, or the error of finding the queue.
+// Run polls until ctx ends, then returns once the batch in hand is settled. It returns only ctx's
+// error, or the error of finding the queue.
 func (m SQS) Run(ctx context.Context) error {
 	if m.BatchSize <= 0 || m.BatchSize > 10 {
 		m.BatchSize = 10
@@ -94,7 +98,11 @@ func (m SQS) find(ctx context.Context) (url, arn string, err error) {
 // error fails the whole batch, as on AWS.
 func (m SQS) invoke(ctx context.Context, url, arn string, msgs []types.Message) {
 	event := Event(arn, m.Client.Options().Region, msgs)
-	ictx, cancel := context.WithTimeout(ctx, m.Timeout)
+	base := m.Abort
+	if base == nil {
+		base = context.WithoutCancel(ctx)
+	}
+	ictx, cancel := context.WithTimeout(base, m.Timeout)
 	resp, err := m.Handler(ictx, event)
 	cancel()
 	if err != nil {

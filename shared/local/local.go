@@ -39,6 +39,9 @@ type Config struct {
 	// back what a crash left in flight. Stop does not close them.
 	Store task.Store
 	Queue task.Queue
+	// Functions runs the AWS function handlers instead of the in-process services; it needs
+	// Store and Queue on DynamoDB and SQS.
+	Functions *Functions
 	// IdleWait is how long a controller long-polls when its queues are empty; see controller.Config.
 	IdleWait    time.Duration
 	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
@@ -59,6 +62,10 @@ type Stack struct {
 	server      *http.Server
 	consumer    *consumer.Consumer
 	controllers []*controller.Controller
+
+	// With Functions: the event sources, and how to stop them and cut their invocations short.
+	loops                 sync.WaitGroup
+	stopLoops, abortLoops context.CancelFunc
 }
 
 // Start starts everything and returns once the API listens.
@@ -87,6 +94,17 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			return nil, err
 		}
 		queue = memqueue.New()
+	}
+	if c.Functions != nil {
+		if c.Store == nil {
+			return nil, errors.New("local: Functions needs Store and Queue on DynamoDB and SQS")
+		}
+		if err := s.startFunctions(c, lambdas); err != nil {
+			s.Stop(context.Background())
+			return nil, err
+		}
+		c.Logger.Info("atf dev is up, running the function handlers", "api", "http://"+s.addr, "lambdas", names(lambdas))
+		return s, nil
 	}
 	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
 	if c.Store == nil {
@@ -119,12 +137,16 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.addr = ln.Addr().String()
 	s.server = &http.Server{Handler: httpapi.New(svc, c.Logger), ReadHeaderTimeout: 10 * time.Second}
 	go s.server.Serve(ln)
-	names := make([]string, len(lambdas))
-	for i, l := range lambdas {
-		names[i] = l.Name
-	}
-	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names)
+	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names(lambdas))
 	return s, nil
+}
+
+func names(lambdas []task.Lambda) []string {
+	out := make([]string, len(lambdas))
+	for i, l := range lambdas {
+		out[i] = l.Name
+	}
+	return out
 }
 
 // Addr is the address the API listens on.
@@ -138,6 +160,9 @@ func (s *Stack) Stop(ctx context.Context) {
 	}
 	if s.consumer != nil {
 		s.consumer.Stop()
+	}
+	if s.stopLoops != nil {
+		s.stopFunctions(ctx)
 	}
 	var wg sync.WaitGroup
 	for _, c := range s.controllers {
