@@ -16,10 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/executor"
 	"github.com/openatf/atf/shared/sqsqueue"
+	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/statusfn"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -177,4 +181,15 @@ func Emulated(service string) bool {
 // Logger returns the JSON logger of a function: CloudWatch keeps one record per line.
 func Logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+// Status returns the heartbeat and status controller a worker talks to: the status function
+// named by ATF_STATUS_FUNCTION, over Lambda Invoke; or, when none is named (a local run), the
+// status function's handler in-process, still through its JSON contract.
+func Status(e Env, c Clients, log *slog.Logger) executor.Status {
+	if e.StatusFunction != "" {
+		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
+	}
+	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log})
+	return statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(local, log)})
 }

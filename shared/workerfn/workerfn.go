@@ -15,13 +15,8 @@ import (
 	"log"
 	"os"
 
-	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
-
 	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/executor"
 	"github.com/openatf/atf/shared/sqsworker"
-	"github.com/openatf/atf/shared/status"
-	"github.com/openatf/atf/shared/statusfn"
 	"github.com/openatf/atf/shared/worker"
 )
 
@@ -44,17 +39,10 @@ func Main(h worker.Handler) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var hsc executor.Status
-	switch {
-	case env.StatusFunction != "":
-		hsc = statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(clients.AWS), Function: env.StatusFunction})
-	case os.Getenv("AWS_LAMBDA_RUNTIME_API") != "":
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" && env.StatusFunction == "" {
 		log.Fatalf("%s must name the status function", awsfn.EnvStatusFunction)
-	default:
-		// Locally: the status function's handler in-process, through its JSON contract.
-		local := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
-		hsc = statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(local, logger)})
 	}
+	hsc := awsfn.Status(env, clients, logger)
 	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Heartbeat: env.Task.HeartbeatInterval, Logger: logger})
 	if err != nil {
 		log.Fatal(err)
