@@ -2,9 +2,6 @@
 package main
 
 import (
-	"context"
-	"log"
-
 	"github.com/openatf/atf/shared/apifn"
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/frontend"
@@ -12,15 +9,7 @@ import (
 )
 
 func main() {
-	env, err := awsfn.LoadEnv()
-	if err != nil {
-		log.Fatal(err)
-	}
-	logger := awsfn.Logger()
-	clients, err := awsfn.Open(context.Background(), env, logger)
-	if err != nil {
-		log.Fatal(err)
-	}
+	env, clients, logger := awsfn.Setup()
 	svc := frontend.New(clients.Store, frontend.Config{Lambdas: env.Lambdas, Task: env.Task})
 	awsfn.Start(apifn.New(httpapi.New(svc, logger), logger).Handle)
 }

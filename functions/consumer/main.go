@@ -3,24 +3,13 @@
 package main
 
 import (
-	"context"
-	"log"
-
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/consumerfn"
 )
 
 func main() {
-	env, err := awsfn.LoadEnv()
-	if err != nil {
-		log.Fatal(err)
-	}
-	logger := awsfn.Logger()
-	clients, err := awsfn.Open(context.Background(), env, logger)
-	if err != nil {
-		log.Fatal(err)
-	}
+	env, clients, logger := awsfn.Setup()
 	c := consumer.New(clients.Store, clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
 	awsfn.Start(consumerfn.New(c, consumerfn.Config{Logger: logger}).Handle)
 }

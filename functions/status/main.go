@@ -3,24 +3,13 @@
 package main
 
 import (
-	"context"
-	"log"
-
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/statusfn"
 )
 
 func main() {
-	env, err := awsfn.LoadEnv()
-	if err != nil {
-		log.Fatal(err)
-	}
-	logger := awsfn.Logger()
-	clients, err := awsfn.Open(context.Background(), env, logger)
-	if err != nil {
-		log.Fatal(err)
-	}
+	env, clients, logger := awsfn.Setup()
 	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
 	awsfn.Start(statusfn.NewHandler(hsc, logger).Handle)
 }

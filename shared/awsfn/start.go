@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
+	"log/slog"
 	"os"
 	"time"
 
@@ -66,4 +68,20 @@ func Invoke(ctx context.Context, handler any, path string) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// Setup is the start of every function's main: it reads the environment, builds the logger and
+// the clients, and ends the process with the reason if any of that fails (a cold start cannot
+// recover; the error reaches the function's log).
+func Setup() (Env, Clients, *slog.Logger) {
+	env, err := LoadEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	logger := Logger()
+	clients, err := Open(context.Background(), env, logger)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return env, clients, logger
 }

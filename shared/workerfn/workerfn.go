@@ -11,7 +11,6 @@
 package workerfn
 
 import (
-	"context"
 	"log"
 	"os"
 
@@ -26,18 +25,10 @@ func Main(h worker.Handler) {
 		worker.Main(h)
 		return
 	}
-	env, err := awsfn.LoadEnv()
-	if err != nil {
-		log.Fatal(err)
-	}
+	env, clients, logger := awsfn.Setup()
 	l, ok := env.LambdaNamed(env.Lambda)
 	if !ok {
 		log.Fatalf("%s must name the lambda this function runs", awsfn.EnvLambda)
-	}
-	logger := awsfn.Logger()
-	clients, err := awsfn.Open(context.Background(), env, logger)
-	if err != nil {
-		log.Fatal(err)
 	}
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" && env.StatusFunction == "" {
 		log.Fatalf("%s must name the status function", awsfn.EnvStatusFunction)
