@@ -3,6 +3,7 @@ package statusfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -142,7 +143,12 @@ func (l LambdaInvoker) Invoke(ctx context.Context, payload []byte) ([]byte, erro
 		InvocationType: types.InvocationTypeRequestResponse,
 		Payload:        payload,
 	})
-	if err != nil {
+	var throttled *types.TooManyRequestsException
+	switch {
+	case errors.As(err, &throttled):
+		// The SDK retried already; the caller counts it as a missed heartbeat or a claim to retry.
+		return nil, task.Errorf(task.ErrThrottled, "invoke %s: Lambda is throttling the status function", l.Function)
+	case err != nil:
 		return nil, fmt.Errorf("invoke %s: %w", l.Function, err)
 	}
 	return invokeOutput(l.Function, out)
