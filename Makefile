@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke build-handlers test bench lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test bench lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -53,6 +53,11 @@ test: ## every test, the AWS suites on DynamoDB Local and moto (started and stop
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+
+CHAOS_TASKS ?= 20000
+chaos: ## the chaos scenarios, long (CHAOS_TASKS tasks each): one summary line per scenario
+	@set -o pipefail; ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf \
+	  | grep -E '^(chaos|--- FAIL|FAIL|ok)'
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...

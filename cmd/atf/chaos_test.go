@@ -1,0 +1,132 @@
+package main
+
+// Chaos scenarios of the guarantees (see shared/history): processes killed while tasks run.
+// Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/history"
+	"github.com/openatf/atf/shared/task"
+)
+
+// recordScript is a lambda that writes its start and end to the history file, with its worker
+// (the atf dev that started it) and its pid, and takes 0 to 40 ms.
+const recordScript = `#!/bin/sh
+echo "start $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $PPID $$" >> "$ATF_HISTORY"
+sleep 0.0$(( $$ % 5 ))
+echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $PPID $$ success" >> "$ATF_HISTORY"
+echo '{}'
+`
+
+func chaosTasks(t *testing.T, short int) int {
+	if v := os.Getenv("ATF_CHAOS_TASKS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("ATF_CHAOS_TASKS=%q: want a positive number", v)
+		}
+		return n
+	}
+	return short
+}
+
+// TestChaosKill is scenarios (a) and (g) on the embedded backend: atf dev, which runs the
+// executors, is SIGKILLed every 200–800 ms while the tasks run, and started again on the same
+// database. Every task must end in success, with no overlapping executions, no attempt run
+// out of order, no terminal status changed and no task over its attempts.
+func TestChaosKill(t *testing.T) {
+	n := chaosTasks(t, 2000)
+	dir := t.TempDir()
+	handlers, hist, db := filepath.Join(dir, "handlers"), filepath.Join(dir, "history"), []string{"--db", filepath.Join(dir, "atf.db")}
+	os.Mkdir(handlers, 0o755)
+	if err := os.WriteFile(filepath.Join(handlers, "rec.sh"), []byte(recordScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ATF_HISTORY", hist)
+	flags := []string{"--concurrency", "8", "--max-attempts", "100"}
+	dev := startDev(t, handlers, db, flags...)
+
+	// Schedule everything first, from 8 clients at once.
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				ids[i] = fmt.Sprintf("c-%05d", i)
+				if _, _, err := dev.client.Schedule(context.Background(), "rec", client.ScheduleRequest{ID: ids[i]}); err != nil {
+					t.Errorf("schedule %s: %v", ids[i], err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	var kills []history.Kill
+	var observed [][]history.Final
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		snapshot, done := finals(t, dev.client, n)
+		observed = append(observed, snapshot)
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still running after 5 minutes and %d kills", len(kills))
+		}
+		kills = append(kills, history.Kill{Worker: strconv.Itoa(dev.cmd.Process.Pid), At: time.Now()})
+		dev.stop(syscall.SIGKILL)
+		dev = startDev(t, handlers, db, flags...)
+	}
+	dev.stop(syscall.SIGTERM)
+
+	execs, err := history.Read(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := observed[len(observed)-1]
+	r := history.Check(execs, kills, observed, final, task.StatusSuccess)
+	fmt.Printf("chaos kill (embedded): %s\n", r.Summary())
+	if !r.OK() || r.Kills == 0 {
+		t.Errorf("%s\nlost %v\noverlaps %v\nbackwards %v\nchanged %v\nover max %v", r.Summary(), r.Lost, r.Overlaps, r.Backwards, r.Changed, r.OverMax)
+	}
+}
+
+// finals lists every task of the rec lambda and reports whether all are terminal.
+func finals(t *testing.T, c *client.Client, n int) ([]history.Final, bool) {
+	t.Helper()
+	var out []history.Final
+	p := task.ListParams{Lambda: "rec", Limit: task.MaxListLimit}
+	for {
+		tasks, next, err := c.List(context.Background(), p)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		for _, tk := range tasks {
+			out = append(out, history.Final{ID: tk.ID, Status: tk.Status, Attempts: tk.Attempts, MaxAttempts: tk.MaxAttempts})
+		}
+		if next == "" {
+			break
+		}
+		p.Cursor = next
+	}
+	done := len(out) == n
+	for _, f := range out {
+		done = done && f.Status.Terminal()
+	}
+	return out, done
+}
