@@ -57,7 +57,7 @@ test: ## every test, the AWS suites on DynamoDB Local and moto (started and stop
 CHAOS_TASKS ?= 20000
 chaos: ## the chaos scenarios, long (CHAOS_TASKS tasks each): one summary line per scenario
 	@set -o pipefail; ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf \
-	  | grep -E '^(chaos|--- FAIL|FAIL|ok)'
+	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:'
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -72,8 +72,45 @@ emulators: ## start DynamoDB Local and moto (SQS) without Docker; prints the AWS
 emulators-stop: ## stop the emulators
 	@localstack/emulators stop
 
+# The infrastructure: the CDK app in infra/ (a Go module of its own, so that go test ./... here
+# never compiles the CDK), one stack per environment of infra/environments.json, built from the
+# lambda registry lambdas.json. The CDK CLI and cfn-lint are pinned and installed into .tools/.
+CDK_VERSION      := 2.1148.1
+CFN_LINT_VERSION := 1.58.0
+TOOLS := .tools
+CDK   := $(TOOLS)/node_modules/.bin/cdk
+CFN_LINT := $(TOOLS)/venv/bin/cfn-lint
+ENV ?= dev
+
+cdk-cli: ## install the pinned CDK CLI into .tools/ (once)
+	@[ "$$($(CDK) --version 2>/dev/null | cut -d' ' -f1)" = "$(CDK_VERSION)" ] || \
+	  npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error --save-exact aws-cdk@$(CDK_VERSION)
+
+cfn-lint-cli: ## install the pinned cfn-lint into .tools/venv (once)
+	@[ "$$($(CFN_LINT) --version 2>/dev/null)" = "cfn-lint $(CFN_LINT_VERSION)" ] || \
+	  { python3 -m venv $(TOOLS)/venv && $(TOOLS)/venv/bin/pip install -q --disable-pip-version-check cfn-lint==$(CFN_LINT_VERSION); }
+
+synth: build cdk-cli ## synthesize every environment into cdk.out/, offline (cdk-nag errors fail it)
+	@rm -rf cdk.out
+	$(CDK) synth --quiet 2>&1 | grep -v '^!!'; exit $${PIPESTATUS[0]}
+	@ls cdk.out/*.template.json
+
+diff: build cdk-cli ## compare environment ENV with what is deployed: make diff ENV=staging (AWS credentials)
+	$(CDK) diff -c env=$(ENV) atf-$(ENV)
+
+deploy: build cdk-cli ## deploy environment ENV: make deploy ENV=dev (AWS credentials, account bootstrapped)
+	$(CDK) deploy -c env=$(ENV) atf-$(ENV)
+
+infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth
+	$(GO) test -count=1 ./shared/registry/
+	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory synth
+	@# W3005 (a DependsOn that a reference implies) is CDK's own: a function depends on its role.
+	$(CFN_LINT) --ignore-checks W3005 -- cdk.out/*.template.json
+	@echo "infra-test: registry, template assertions, cdk-nag and cfn-lint passed"
+
 tidy: ## go mod tidy
 	$(GO) mod tidy
 
-clean: ## remove build output and the local database
-	rm -rf $(BIN) .atf
+clean: ## remove build output, synthesized templates and the local database
+	rm -rf $(BIN) .atf cdk.out

@@ -77,7 +77,8 @@ func TestChaosKill(t *testing.T) {
 
 	var kills []history.Kill
 	var observed [][]history.Final
-	deadline := time.Now().Add(5 * time.Minute)
+	// Generous: a loaded machine runs fewer tasks a second; the check below says what was lost.
+	deadline := time.Now().Add(2*time.Minute + time.Duration(n)*30*time.Millisecond)
 	for {
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
 		snapshot, done := finals(t, dev.client, n)
@@ -86,7 +87,8 @@ func TestChaosKill(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("tasks still running after 5 minutes and %d kills", len(kills))
+			t.Errorf("tasks still running at the deadline, after %d kills", len(kills))
+			break
 		}
 		kills = append(kills, history.Kill{Worker: strconv.Itoa(dev.cmd.Process.Pid), At: time.Now()})
 		dev.stop(syscall.SIGKILL)
