@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test bench lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test bench fuzz lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -62,9 +62,19 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS tasks each): one summary line p
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+FUZZTIME ?= 30s
+
+fuzz: ## run every fuzz target (func Fuzz* in a *_test.go) for FUZZTIME each [30s], one after another
+	@set -e; for pkg in $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}:{{.Dir}}{{end}}' ./...); do \
+	  for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $${pkg#*:}/*_test.go | cut -c6-); do \
+	    echo "== $$fn $${pkg%%:*}"; \
+	    $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $${pkg%%:*}; \
+	  done; \
+	done
+
 lint: ## go vet and gofmt
 	$(GO) vet ./...
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(find . -path ./.tools -prune -o -name '*.go' -print)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 emulators: ## start DynamoDB Local and moto (SQS) without Docker; prints the AWS_* env to export
 	@localstack/emulators start

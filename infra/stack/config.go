@@ -1,0 +1,142 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+)
+
+// Environment is the configuration of one environment (one stack), an entry of the file that
+// cdk.json's context names (infra/environments.json). Every field is required unless it says
+// otherwise, so that a reader of the file sees the whole environment.
+type Environment struct {
+	// Account and Region place the stack. Empty: the account and region of the credentials the
+	// CDK CLI runs with (CDK_DEFAULT_ACCOUNT, CDK_DEFAULT_REGION), or, without credentials, an
+	// environment-agnostic stack, which is how `make synth` runs offline.
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	// Shards is ATF_SHARDS, the index shards per lambda (see docs/capacity.md). It may grow
+	// between deployments, never shrink.
+	Shards int `json:"shards"`
+	// LogRetentionDays keeps every log group (functions, executors, API access logs) this long.
+	LogRetentionDays int `json:"log_retention_days"`
+	// PITR turns on the table's point-in-time recovery.
+	PITR bool `json:"pitr"`
+	// Retain keeps the table and the log groups when the stack is deleted (or a resource
+	// replaced); without it they are destroyed with the stack.
+	Retain bool `json:"retain"`
+	// API throttles the whole API: requests per second and burst.
+	API struct {
+		RateLimit  int `json:"rate_limit"`
+		BurstLimit int `json:"burst_limit"`
+		// CloudWatchRole creates the account's API Gateway logging role, which execution logs
+		// need. It exists once per account and region: leave it off in all stacks of an account
+		// but one.
+		CloudWatchRole bool `json:"cloudwatch_role"`
+	} `json:"api"`
+	// NATGateways serve the ECS executors' private subnets (unused without ECS lambdas): one is
+	// cheaper, one per availability zone survives the loss of a zone.
+	NATGateways int `json:"nat_gateways"`
+	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
+	Alarms *Alarms `json:"alarms"`
+}
+
+// Alarms configures the alarms of an environment. An alarm fires when its value reaches its
+// threshold over one period of 5 minutes, and notifies the environment's SNS topic.
+type Alarms struct {
+	// Email, if set, subscribes this address to the alarm topic.
+	Email string `json:"email"`
+	// DLQMessages: messages in one lambda's dead-letter queues.
+	DLQMessages int `json:"dlq_messages"`
+	// DeadTasks: tasks of one lambda that ended dead (retries exhausted).
+	DeadTasks int `json:"dead_tasks"`
+	// DeliveryP95Ms: the 95th percentile, per lambda, of the delay between a task's due time and
+	// its claim, in milliseconds.
+	DeliveryP95Ms int `json:"delivery_p95_ms"`
+	// ConsumerErrors: failed invocations of the consumer function (each one a minute in which
+	// no sweep succeeded).
+	ConsumerErrors int `json:"consumer_errors"`
+}
+
+var (
+	envNamePattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
+	accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
+	regionPattern  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]$`)
+	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+)
+
+// logRetentions are the retention periods CloudWatch Logs accepts, in days, and CDK's names.
+var logRetentions = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+// LoadEnvironments reads the environments file at path: a JSON object from environment name
+// (such as dev) to Environment. Unknown fields are errors.
+func LoadEnvironments(path string) (map[string]Environment, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var envs map[string]Environment
+	if err := dec.Decode(&envs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(envs) == 0 {
+		return nil, fmt.Errorf("%s: no environment", path)
+	}
+	for name, e := range envs {
+		if err := e.Validate(name); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return envs, nil
+}
+
+// Validate names the first field of the environment called name that is wrong.
+func (e Environment) Validate(name string) error {
+	switch {
+	case !envNamePattern.MatchString(name):
+		return fmt.Errorf("environment %q: name: use 1 to 16 of a-z and 0-9, starting with a letter", name)
+	case e.Account != "" && !accountPattern.MatchString(e.Account):
+		return fmt.Errorf("environment %s: account %q: want 12 digits, or empty", name, e.Account)
+	case e.Region != "" && !regionPattern.MatchString(e.Region):
+		return fmt.Errorf("environment %s: region %q: want a region such as us-east-1, or empty", name, e.Region)
+	case e.Shards < 1 || e.Shards > 1000:
+		return fmt.Errorf("environment %s: shards must be in 1..1000, got %d", name, e.Shards)
+	case logRetentions[e.LogRetentionDays] == "":
+		return fmt.Errorf("environment %s: log_retention_days %d: want one of %v", name, e.LogRetentionDays, slices.Sorted(maps.Keys(logRetentions)))
+	case e.API.RateLimit < 1 || e.API.BurstLimit < 1:
+		return fmt.Errorf("environment %s: api.rate_limit and api.burst_limit must be at least 1, got %d and %d", name, e.API.RateLimit, e.API.BurstLimit)
+	case e.NATGateways < 1 || e.NATGateways > maxAZs:
+		return fmt.Errorf("environment %s: nat_gateways must be in 1..%d, got %d", name, maxAZs, e.NATGateways)
+	}
+	if a := e.Alarms; a != nil {
+		switch {
+		case a.Email != "" && !emailPattern.MatchString(a.Email):
+			return fmt.Errorf("environment %s: alarms.email %q is not an email address", name, a.Email)
+		case a.DLQMessages < 1, a.DeadTasks < 1, a.DeliveryP95Ms < 1, a.ConsumerErrors < 1:
+			return fmt.Errorf("environment %s: alarms: dlq_messages, dead_tasks, delivery_p95_ms and consumer_errors must be at least 1", name)
+		}
+	}
+	return nil
+}
+
+// logRetention is e's LogRetentionDays as CDK's enum.
+func (e Environment) logRetention() awslogs.RetentionDays {
+	return logRetentions[e.LogRetentionDays]
+}

@@ -1,0 +1,247 @@
+package stack
+
+import (
+	"archive/zip"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/registry"
+)
+
+// The tests synthesize the stacks of the repository's environments and registry once, on stand-in
+// assets (make build is not needed), and read the templates as JSON.
+
+var (
+	envsPath     = filepath.Join("..", "environments.json")
+	registryPath = filepath.Join("..", "..", registry.File)
+)
+
+// synthesized is one stack's template and annotations.
+type synthesized struct {
+	stack    awscdk.Stack
+	outdir   string
+	template assertions.Template
+	json     map[string]any
+}
+
+// resources returns the template's resources of type typ, by logical id.
+func (s *synthesized) resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.json["Resources"].(map[string]any) {
+		if r := r.(map[string]any); r["Type"] == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// props returns the Properties of a resource.
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+var (
+	fixtureOnce sync.Once
+	fixture     map[string]*synthesized
+	fixtureErr  error
+)
+
+// environments synthesizes every environment of environments.json with the repository's
+// registry, once for all tests.
+func environments(t *testing.T) map[string]*synthesized {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fixtureErr = fmt.Errorf("synth panicked: %v", r)
+			}
+		}()
+		envs, err := LoadEnvironments(envsPath)
+		if err != nil {
+			fixtureErr = err
+			return
+		}
+		reg, err := registry.Load(registryPath)
+		if err != nil {
+			fixtureErr = err
+			return
+		}
+		fixture = synth(t, envs, reg)
+	})
+	if fixtureErr != nil {
+		t.Fatal(fixtureErr)
+	}
+	return fixture
+}
+
+var (
+	rootOnce sync.Once
+	root     string
+	tempDirs []string // removed by TestMain
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// standIn makes a repository root with stand-in assets of every handler, and the real
+// Dockerfile of the executors.
+func standIn(t *testing.T) string {
+	rootOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "atf-infra-test-")
+		if err != nil {
+			panic(err)
+		}
+		root = dir
+		tempDirs = append(tempDirs, dir)
+		assets := filepath.Join(root, "bin", "lambda")
+		handlers, _ := filepath.Glob(filepath.Join("..", "..", "functions", "workers", "*"))
+		names := []string{"api", "consumer", "status", "executor"}
+		for _, h := range handlers {
+			names = append(names, "workers-"+filepath.Base(h))
+		}
+		for _, n := range names {
+			must(os.MkdirAll(filepath.Join(assets, n), 0o755))
+			must(os.WriteFile(filepath.Join(assets, n, "bootstrap"), []byte("stand-in "+n), 0o755))
+			f, err := os.Create(filepath.Join(assets, n+".zip"))
+			must(err)
+			z := zip.NewWriter(f)
+			w, err := z.Create("bootstrap")
+			must(err)
+			_, err = w.Write([]byte("stand-in " + n))
+			must(err)
+			must(z.Close())
+			must(f.Close())
+		}
+		df, err := os.ReadFile(filepath.Join("..", "executor", "Dockerfile"))
+		must(err)
+		must(os.MkdirAll(filepath.Join(root, "infra", "executor"), 0o755))
+		must(os.WriteFile(filepath.Join(root, "infra", "executor", "Dockerfile"), df, 0o644))
+	})
+	return root
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// synth builds one app with a stack per environment and synthesizes it.
+func synth(t *testing.T, envs map[string]Environment, reg *registry.Registry) map[string]*synthesized {
+	root := standIn(t)
+	outdir, err := os.MkdirTemp("", "atf-infra-synth-")
+	must(err)
+	tempDirs = append(tempDirs, outdir)
+	app := newApp(outdir)
+	out := map[string]*synthesized{}
+	for name, e := range envs {
+		st := New(app, "atf-"+name, Props{
+			Name: name, Env: e, Registry: reg,
+			Assets: filepath.Join(root, "bin", "lambda"), Root: root,
+		})
+		out[name] = &synthesized{stack: st, outdir: outdir}
+	}
+	for _, s := range out {
+		s.template = assertions.Template_FromStack(s.stack, nil)
+		b, err := json.Marshal(s.template.ToJSON())
+		must(err)
+		must(json.Unmarshal(b, &s.json))
+	}
+	return out
+}
+
+func mustLoadRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	reg, err := registry.Load(registryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// ref returns the logical id a value refers to ({"Ref": id} or {"Fn::GetAtt": [id, ...]}), or "".
+func ref(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if r, ok := m["Ref"].(string); ok {
+		return r
+	}
+	if g, ok := m["Fn::GetAtt"].([]any); ok && len(g) > 0 {
+		s, _ := g[0].(string)
+		return s
+	}
+	return ""
+}
+
+// refs returns every logical id that v refers to, anywhere inside it.
+func refs(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if r := ref(v); r != "" {
+				out = append(out, r)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// list returns v as a list: itself if it is one, else a list of it.
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+// path returns a resource's construct path below its stack, such as
+// Lambda-echo/Queues/Queue-high/Resource.
+func path(r map[string]any) string {
+	md, _ := r["Metadata"].(map[string]any)
+	p, _ := md["aws:cdk:path"].(string)
+	_, below, _ := strings.Cut(p, "/")
+	return below
+}
+
+// under reports whether a resource lies under the construct path prefix, such as Lambda-echo.
+func under(r map[string]any, prefix string) bool {
+	return strings.HasPrefix(path(r), prefix+"/")
+}
+
+// newApp returns an app that writes into outdir and records construct paths in the template,
+// as the CDK CLI has it do.
+func newApp(outdir string) awscdk.App {
+	return awscdk.NewApp(&awscdk.AppProps{
+		Outdir:  jsii.String(outdir),
+		Context: &map[string]any{"aws:cdk:enable-path-metadata": true},
+	})
+}

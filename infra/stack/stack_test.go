@@ -1,0 +1,690 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/registry"
+	"github.com/openatf/atf/shared/sqsqueue"
+	"github.com/openatf/atf/shared/sqsworker"
+)
+
+// TestNag: cdk-nag's AwsSolutions checks find no error that is not suppressed, in any
+// environment; every suppression carries a reason (cdk-nag refuses one without).
+func TestNag(t *testing.T) {
+	for name, s := range environments(t) {
+		errs := assertions.Annotations_FromStack(s.stack).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
+		for _, e := range *errs {
+			t.Errorf("%s: %s: %v", name, *e.Id, e.Entry.Data)
+		}
+	}
+}
+
+// TestQueues: every lambda has a queue per priority, each with its dead-letter queue, named by
+// sqsqueue, with sqsqueue's retention and redrive.
+func TestQueues(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		queues := s.resources("AWS::SQS::Queue")
+		want := 0
+		byName := map[string]map[string]any{}
+		for id, q := range queues {
+			byName[props(q)["QueueName"].(string)] = q
+			_ = id
+		}
+		for _, e := range reg.Lambdas {
+			for _, p := range e.Priorities {
+				want += 2
+				qn, err := sqsqueue.QueueName("atf-"+name, e.Name, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q, dlq := byName[qn], byName[sqsqueue.DLQName(qn)]
+				if q == nil || dlq == nil {
+					t.Errorf("%s: lambda %s priority %s: no queue %s or no %s", name, e.Name, p, qn, sqsqueue.DLQName(qn))
+					continue
+				}
+				rp := props(q)["RedrivePolicy"].(map[string]any)
+				if rp["maxReceiveCount"] != float64(sqsqueue.DefaultMaxReceiveCount) || !slices.Contains(refs(rp["deadLetterTargetArn"]), logicalID(s, dlq)) {
+					t.Errorf("%s: %s: redrive policy %v", name, qn, rp)
+				}
+				if props(q)["MessageRetentionPeriod"] != sqsqueue.QueueRetention.Seconds() || props(dlq)["MessageRetentionPeriod"] != sqsqueue.DLQRetention.Seconds() {
+					t.Errorf("%s: %s: retention %v, DLQ %v", name, qn, props(q)["MessageRetentionPeriod"], props(dlq)["MessageRetentionPeriod"])
+				}
+				if props(q)["SqsManagedSseEnabled"] != true {
+					t.Errorf("%s: %s is not encrypted", name, qn)
+				}
+			}
+		}
+		if len(queues) != want {
+			t.Errorf("%s: %d queues, want %d (lambdas × priorities, and a DLQ each)", name, len(queues), want)
+		}
+		// Every queue refuses requests without TLS.
+		secured := map[string]bool{}
+		for _, qp := range s.resources("AWS::SQS::QueuePolicy") {
+			doc, _ := json.Marshal(props(qp)["PolicyDocument"])
+			if strings.Contains(string(doc), `"aws:SecureTransport":"false"`) && strings.Contains(string(doc), `"Effect":"Deny"`) {
+				for _, r := range refs(props(qp)["Queues"]) {
+					secured[r] = true
+				}
+			}
+		}
+		for id := range queues {
+			if !secured[id] {
+				t.Errorf("%s: queue %s has no policy denying requests without TLS", name, id)
+			}
+		}
+	}
+}
+
+func logicalID(s *synthesized, r map[string]any) string {
+	for id, x := range s.json["Resources"].(map[string]any) {
+		if fmt.Sprint(x) == fmt.Sprint(r) {
+			return id
+		}
+	}
+	return ""
+}
+
+// TestWorkers: a function lambda's worker function has one event source per priority, each
+// reporting batch item failures, with the priority's MaximumConcurrency and a batch no larger
+// than the concurrency; its timeout is the lambda's plus sqsworker's margin, and its queues hide
+// a message for at least 6 times that.
+func TestWorkers(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		esms := s.resources("AWS::Lambda::EventSourceMapping")
+		fns := s.resources("AWS::Lambda::Function")
+		all := s.json["Resources"].(map[string]any)
+		want := 0
+		for _, e := range reg.Lambdas {
+			if e.Kind != registry.KindFunction {
+				continue
+			}
+			want += len(e.Priorities)
+			for _, p := range e.Priorities {
+				var found bool
+				for _, m := range esms {
+					q := all[ref(props(m)["EventSourceArn"])].(map[string]any)
+					if path(q) != "Lambda-"+e.Name+"/Queues/Queue-"+p+"/Resource" {
+						continue
+					}
+					found = true
+					mp := props(m)
+					if !slices.Equal(list(mp["FunctionResponseTypes"]), []any{"ReportBatchItemFailures"}) {
+						t.Errorf("%s: %s/%s: FunctionResponseTypes %v", name, e.Name, p, mp["FunctionResponseTypes"])
+					}
+					if mc := mp["ScalingConfig"].(map[string]any)["MaximumConcurrency"]; mc != float64(e.Function.MaxConcurrency[p]) {
+						t.Errorf("%s: %s/%s: MaximumConcurrency %v, want %d", name, e.Name, p, mc, e.Function.MaxConcurrency[p])
+					}
+					if bs := mp["BatchSize"].(float64); bs != float64(e.Function.BatchSize) || bs > float64(e.Concurrency) {
+						t.Errorf("%s: %s/%s: BatchSize %v, want %d ≤ concurrency %d", name, e.Name, p, bs, e.Function.BatchSize, e.Concurrency)
+					}
+					fn := fns[ref(mp["FunctionName"])]
+					if path(fn) != "Lambda-"+e.Name+"/Worker/Function/Resource" {
+						t.Errorf("%s: %s/%s feeds %s", name, e.Name, p, path(fn))
+					}
+					timeout := props(fn)["Timeout"].(float64)
+					if want := math.Ceil((e.Timeout + sqsworker.DefaultMargin).Seconds()); timeout != want || timeout > registry.MaxFunctionTimeout.Seconds() {
+						t.Errorf("%s: %s: function timeout %v, want %v", name, e.Name, timeout, want)
+					}
+					if vis := props(q)["VisibilityTimeout"].(float64); vis < 6*timeout {
+						t.Errorf("%s: %s/%s: visibility %v under 6 × %v", name, e.Name, p, vis, timeout)
+					}
+				}
+				if !found {
+					t.Errorf("%s: %s/%s: no event source mapping", name, e.Name, p)
+				}
+			}
+		}
+		if len(esms) != want {
+			t.Errorf("%s: %d event source mappings, want %d", name, len(esms), want)
+		}
+	}
+}
+
+// TestFunctions: every function runs provided.al2023 on arm64 and gets the environment of
+// package awsfn; workers get their own lambda only, and the status function's name.
+func TestFunctions(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	allJSON, _ := reg.LambdasJSON()
+	s := environments(t)["prod"]
+	for id, fn := range s.resources("AWS::Lambda::Function") {
+		p := props(fn)
+		if p["Runtime"] != "provided.al2023" || !slices.Equal(list(p["Architectures"]), []any{"arm64"}) || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v, architectures %v, handler %v", id, p["Runtime"], p["Architectures"], p["Handler"])
+		}
+		env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if env[awsfn.EnvQueuePrefix] != "atf-prod" || env[awsfn.EnvShards] != "16" || env[awsfn.EnvTable] == nil {
+			t.Errorf("%s: environment %v", id, env)
+		}
+		switch path := path(fn); {
+		case strings.HasPrefix(path, "Lambda-"):
+			lambda := strings.TrimPrefix(strings.Split(path, "/")[0], "Lambda-")
+			own, _ := reg.LambdasJSON(lambda)
+			if env[awsfn.EnvLambda] != lambda || env[awsfn.EnvLambdas] != own || ref(env[awsfn.EnvStatusFunction]) == "" {
+				t.Errorf("%s: worker environment %v", path, env)
+			}
+		default:
+			if env[awsfn.EnvLambdas] != allJSON {
+				t.Errorf("%s: %s = %v, want %s", path, awsfn.EnvLambdas, env[awsfn.EnvLambdas], allJSON)
+			}
+		}
+	}
+}
+
+// TestAPI: every method of the REST API authorizes with AWS_IAM; the lambda is in the path;
+// the stage throttles and writes access logs.
+func TestAPI(t *testing.T) {
+	for name, s := range environments(t) {
+		methods := s.resources("AWS::ApiGateway::Method")
+		if len(methods) != len(apiRoutes) {
+			t.Errorf("%s: %d methods, want %d", name, len(methods), len(apiRoutes))
+		}
+		for _, m := range methods {
+			if a := props(m)["AuthorizationType"]; a != "AWS_IAM" {
+				t.Errorf("%s: %s: authorization %v", name, path(m), a)
+			}
+			if !strings.Contains(path(m), "/v1/lambdas/") {
+				t.Errorf("%s: method %s outside /v1/lambdas", name, path(m))
+			}
+		}
+		var paths []string
+		for _, r := range s.resources("AWS::ApiGateway::Resource") {
+			paths = append(paths, path(r))
+		}
+		for _, want := range []string{"{lambda}/tasks/{id}/cancel", "{lambda}/gate"} {
+			if !slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(p, want) }) {
+				t.Errorf("%s: no resource %s in %v", name, want, paths)
+			}
+		}
+		env := mustEnvs(t)[name]
+		s.template.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
+			"StageName":           name,
+			"AccessLogSetting":    assertions.Match_ObjectLike(&map[string]any{"DestinationArn": assertions.Match_AnyValue()}),
+			"MethodSettings":      assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"ThrottlingRateLimit": env.API.RateLimit, "ThrottlingBurstLimit": env.API.BurstLimit, "LoggingLevel": "ERROR"})}),
+			"TracingEnabled":      assertions.Match_Absent(),
+			"DeploymentId":        assertions.Match_AnyValue(),
+			"RestApiId":           assertions.Match_AnyValue(),
+			"ClientCertificateId": assertions.Match_Absent(),
+		})
+	}
+}
+
+func mustEnvs(t *testing.T) map[string]Environment {
+	envs, err := LoadEnvironments(envsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envs
+}
+
+// dataActionPrefixes are the services whose actions read or change data.
+var dataActionPrefixes = []string{"dynamodb:", "sqs:", "lambda:", "s3:", "sns:", "kms:", "logs:", "ecs:", "secretsmanager:", "ssm:", "*"}
+
+// TestNoDataActionOnWildcard: no IAM policy allows a data action on Resource "*". The one
+// action on "*" is ecr:GetAuthorizationToken, which has no resource-level permissions.
+func TestNoDataActionOnWildcard(t *testing.T) {
+	for name, s := range environments(t) {
+		for id, st := range statements(s) {
+			for _, r := range list(st["Resource"]) {
+				if r != "*" {
+					continue
+				}
+				for _, a := range list(st["Action"]) {
+					a := a.(string)
+					if a == "ecr:GetAuthorizationToken" {
+						continue
+					}
+					if slices.ContainsFunc(dataActionPrefixes, func(p string) bool { return strings.HasPrefix(a, p) }) || strings.Contains(a, "*") {
+						t.Errorf("%s: %s allows %s on *", name, id, a)
+					}
+				}
+			}
+		}
+	}
+}
+
+// statements returns the Allow statements of every IAM policy of s, by policy logical id.
+func statements(s *synthesized) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	add := func(id string, doc any) {
+		for i, st := range list(doc.(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			if st["Effect"] == "Allow" {
+				out[fmt.Sprintf("%s[%d]", id, i)] = st
+			}
+		}
+	}
+	for id, p := range s.resources("AWS::IAM::Policy") {
+		add(id, props(p)["PolicyDocument"])
+	}
+	for id, p := range s.resources("AWS::IAM::ManagedPolicy") {
+		add(id, props(p)["PolicyDocument"])
+	}
+	for id, r := range s.resources("AWS::IAM::Role") {
+		for _, p := range list(props(r)["Policies"]) {
+			if p != nil {
+				add(id, p.(map[string]any)["PolicyDocument"])
+			}
+		}
+	}
+	return out
+}
+
+// grantsOf returns, for the role at construct path rolePath, every action it is allowed and the
+// logical ids of the resources it may touch.
+func grantsOf(s *synthesized, rolePath string) (actions []string, resources []string) {
+	all := s.json["Resources"].(map[string]any)
+	for _, p := range s.resources("AWS::IAM::Policy") {
+		attached := false
+		for _, r := range refs(props(p)["Roles"]) {
+			if path(all[r].(map[string]any)) == rolePath {
+				attached = true
+			}
+		}
+		if !attached {
+			continue
+		}
+		for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+			st := st.(map[string]any)
+			for _, a := range list(st["Action"]) {
+				actions = append(actions, a.(string))
+			}
+			for _, r := range refs(st["Resource"]) {
+				resources = append(resources, path(all[r].(map[string]any)))
+			}
+		}
+	}
+	slices.Sort(actions)
+	slices.Sort(resources)
+	return slices.Compact(actions), slices.Compact(resources)
+}
+
+// TestLeastPrivilege: each role touches only its own resources. A worker receives from its own
+// queues and invokes the status function, no other lambda's queues, no table; an executor
+// consumes its own queues and uses the table; the consumer sends to every queue and receives
+// from none; the API and status functions use the table and nothing else.
+func TestLeastPrivilege(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["staging"]
+	for _, e := range reg.Lambdas {
+		var role string
+		want := []string{}
+		for _, p := range e.Priorities {
+			want = append(want, "Lambda-"+e.Name+"/Queues/Queue-"+p+"/Resource")
+		}
+		switch e.Kind {
+		case registry.KindFunction:
+			role = "Lambda-" + e.Name + "/Worker/Role/Resource"
+			want = append(want, "Lambda-"+e.Name+"/Worker/Logs/Resource", "Status/Function/Resource")
+		case registry.KindECS:
+			role = "Lambda-" + e.Name + "/Executor/Task/TaskRole/Resource"
+			want = append(want, "Store/Table/Resource")
+		}
+		actions, resources := grantsOf(s, role)
+		slices.Sort(want)
+		if !slices.Equal(resources, want) {
+			t.Errorf("%s may touch %v\nwant %v", role, resources, want)
+		}
+		for _, a := range actions {
+			if !strings.HasPrefix(a, "sqs:") && !strings.HasPrefix(a, "logs:") && a != "lambda:InvokeFunction" && !slices.Contains(storeActions, a) {
+				t.Errorf("%s may %s", role, a)
+			}
+			if a == "sqs:SendMessage" {
+				t.Errorf("%s may send messages", role)
+			}
+		}
+	}
+	actions, resources := grantsOf(s, "Consumer/Role/Resource")
+	for _, r := range resources {
+		if strings.Contains(r, "/Dlq-") || strings.HasPrefix(r, "Lambda-") && !strings.Contains(r, "/Queues/Queue-") {
+			t.Errorf("the consumer may touch %s", r)
+		}
+	}
+	for _, a := range actions {
+		if a == "sqs:ReceiveMessage" || a == "sqs:DeleteMessage" || strings.HasPrefix(a, "lambda:") {
+			t.Errorf("the consumer may %s", a)
+		}
+	}
+	for _, role := range []string{"ApiFunction/Role/Resource", "Status/Role/Resource"} {
+		actions, resources := grantsOf(s, role)
+		if want := []string{strings.Split(role, "/")[0] + "/Logs/Resource", "Store/Table/Resource"}; !slices.Equal(resources, want) {
+			t.Errorf("%s may touch %v, want %v", role, resources, want)
+		}
+		for _, a := range actions {
+			if !strings.HasPrefix(a, "logs:") && !slices.Contains(storeActions, a) {
+				t.Errorf("%s may %s", role, a)
+			}
+		}
+	}
+}
+
+// TestStore: the table is dynamostore.TableInput's: keys, the due and list indexes with their
+// projections; on demand, TTL on "expires"; PITR, deletion protection and retention as each
+// environment says.
+func TestStore(t *testing.T) {
+	envs := mustEnvs(t)
+	for name, s := range environments(t) {
+		in := dynamostore.TableInput("atf-" + name)
+		var gsis []any
+		for _, g := range in.GlobalSecondaryIndexes {
+			pk, sk := keys(g.KeySchema)
+			gsis = append(gsis, map[string]any{
+				"IndexName":  *g.IndexName,
+				"KeySchema":  []any{map[string]any{"AttributeName": pk, "KeyType": "HASH"}, map[string]any{"AttributeName": sk, "KeyType": "RANGE"}},
+				"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": g.Projection.NonKeyAttributes},
+			})
+		}
+		e := envs[name]
+		s.template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"Properties": map[string]any{
+				"TableName":                        "atf-" + name,
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"KeySchema":                        []any{map[string]any{"AttributeName": "pk", "KeyType": "HASH"}, map[string]any{"AttributeName": "sk", "KeyType": "RANGE"}},
+				"GlobalSecondaryIndexes":           gsis,
+				"TimeToLiveSpecification":          map[string]any{"AttributeName": dynamostore.TTLAttribute, "Enabled": true},
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": e.PITR},
+				"DeletionProtectionEnabled":        e.Retain,
+			},
+			"DeletionPolicy": map[bool]string{true: "Retain", false: "Delete"}[e.Retain],
+		})
+	}
+	// The due index by name, as the issue asks.
+	environments(t)["dev"].template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+		"GlobalSecondaryIndexes": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.DueIndex})}),
+	})
+}
+
+// TestConsumer: an EventBridge rule starts the consumer every minute; one invocation at a time,
+// no retries of stale events; it gets no more time than a minute and a half.
+func TestConsumer(t *testing.T) {
+	s := environments(t)["dev"]
+	s.template.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
+		"ScheduleExpression": "rate(1 minute)", "State": "ENABLED",
+		"Targets": []any{assertions.Match_ObjectLike(&map[string]any{"RetryPolicy": map[string]any{"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60}})},
+	})
+	var consumer map[string]any
+	for _, fn := range s.resources("AWS::Lambda::Function") {
+		if path(fn) == "Consumer/Function/Resource" {
+			consumer = fn
+		}
+	}
+	if consumer == nil {
+		t.Fatal("no consumer function")
+	}
+	if p := props(consumer); p["ReservedConcurrentExecutions"] != 1.0 || p["Timeout"] != consumerTimeout.Seconds() {
+		t.Errorf("consumer: reserved concurrency %v, timeout %v", p["ReservedConcurrentExecutions"], p["Timeout"])
+	}
+	s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+		"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60,
+	})
+}
+
+// TestExecutors: an ecs lambda runs as a Fargate service on arm64 with its image built from
+// infra/executor/Dockerfile, without a public address, given time to drain on SIGTERM.
+func TestExecutors(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["prod"]
+	var want int
+	for _, e := range reg.Lambdas {
+		if e.Kind != registry.KindECS {
+			continue
+		}
+		want++
+		s.template.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), map[string]any{
+			"Cpu": fmt.Sprint(e.ECS.CPU), "Memory": fmt.Sprint(e.ECS.MemoryMB),
+			"RuntimePlatform": map[string]any{"CpuArchitecture": "ARM64", "OperatingSystemFamily": "LINUX"},
+			"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
+				"StopTimeout":     executorStopTimeout.Seconds(),
+				"LinuxParameters": map[string]any{"InitProcessEnabled": true},
+				"Environment": assertions.Match_ArrayWith(&[]any{
+					map[string]any{"Name": awsfn.EnvLambda, "Value": e.Name},
+				}),
+			})},
+		})
+		s.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{
+			"DesiredCount": e.ECS.Tasks, "LaunchType": "FARGATE",
+			"NetworkConfiguration": map[string]any{"AwsvpcConfiguration": assertions.Match_ObjectLike(&map[string]any{"AssignPublicIp": "DISABLED"})},
+		})
+	}
+	if n := len(s.resources("AWS::ECS::Service")); n != want {
+		t.Errorf("%d ECS services, want %d", n, want)
+	}
+	// The image asset stages the Dockerfile and the two binaries, built for arm64.
+	manifest, err := os.ReadFile(filepath.Join(s.outdir, "atf-prod.assets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var assets struct {
+		DockerImages map[string]struct {
+			Source struct {
+				Directory, DockerFile, Platform string
+				DockerBuildArgs                 map[string]string
+			}
+		}
+	}
+	must(json.Unmarshal(manifest, &assets))
+	if len(assets.DockerImages) != want {
+		t.Fatalf("%d image assets, want %d", len(assets.DockerImages), want)
+	}
+	for _, img := range assets.DockerImages {
+		if img.Source.DockerFile != dockerfile || img.Source.Platform != "linux/arm64" || img.Source.DockerBuildArgs["HANDLER"] == "" {
+			t.Errorf("image asset %+v", img.Source)
+		}
+		staged := filepath.Join(s.outdir, img.Source.Directory)
+		var files []string
+		must(filepath.Walk(staged, func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() {
+				rel, _ := filepath.Rel(staged, p)
+				files = append(files, rel)
+			}
+			return err
+		}))
+		slices.Sort(files)
+		wantFiles := []string{"bin/lambda/executor/bootstrap", "bin/lambda/workers-" + img.Source.DockerBuildArgs["HANDLER"] + "/bootstrap", dockerfile}
+		if !slices.Equal(files, wantFiles) {
+			t.Errorf("the image's context holds %v, want %v", files, wantFiles)
+		}
+	}
+}
+
+// TestEnvironmentsDiffer: prod keeps its data and logs, has PITR and alarms; dev has neither.
+func TestEnvironmentsDiffer(t *testing.T) {
+	envs := environments(t)
+	reg := mustLoadRegistry(t)
+	retention := func(s *synthesized) map[any]int {
+		out := map[any]int{}
+		for _, lg := range s.resources("AWS::Logs::LogGroup") {
+			out[props(lg)["RetentionInDays"]]++
+		}
+		return out
+	}
+	if r := retention(envs["prod"]); len(r) != 1 || r[365.0] == 0 {
+		t.Errorf("prod log retention %v, want 365 days everywhere", r)
+	}
+	if r := retention(envs["dev"]); len(r) != 1 || r[7.0] == 0 {
+		t.Errorf("dev log retention %v, want 7 days everywhere", r)
+	}
+	for _, lg := range envs["prod"].resources("AWS::Logs::LogGroup") {
+		if lg["DeletionPolicy"] != "Retain" {
+			t.Errorf("prod: log group %s is not retained", path(lg))
+		}
+	}
+	if n := len(envs["dev"].resources("AWS::CloudWatch::Alarm")); n != 0 {
+		t.Errorf("dev has %d alarms, want none", n)
+	}
+	// prod: per lambda, dead-letter messages, dead tasks and delivery p95; and consumer errors.
+	alarms := envs["prod"].resources("AWS::CloudWatch::Alarm")
+	if want := 3*len(reg.Lambdas) + 1; len(alarms) != want {
+		t.Errorf("prod has %d alarms, want %d", len(alarms), want)
+	}
+	topics := envs["prod"].resources("AWS::SNS::Topic")
+	if len(topics) != 1 {
+		t.Fatalf("prod has %d topics, want 1", len(topics))
+	}
+	for _, a := range alarms {
+		if len(refs(props(a)["AlarmActions"])) != 1 {
+			t.Errorf("prod: alarm %s notifies %v", path(a), props(a)["AlarmActions"])
+		}
+	}
+	for _, e := range reg.Lambdas {
+		envs["prod"].template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"MetricName": metricDeliveryLatency, "Namespace": "atf/prod", "ExtendedStatistic": "p95",
+			"Threshold": mustEnvs(t)["prod"].Alarms.DeliveryP95Ms, "Dimensions": []any{map[string]any{"Name": "Lambda", "Value": e.Name}},
+		})
+	}
+	envs["prod"].template.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), map[string]any{
+		"FilterPattern": deadPattern,
+		"MetricTransformations": []any{assertions.Match_ObjectLike(&map[string]any{
+			"MetricName": metricDeadTasks, "MetricNamespace": "atf/prod", "MetricValue": "1",
+			"Dimensions": []any{map[string]any{"Key": "Lambda", "Value": "$.lambda"}},
+		})},
+	})
+	if n := len(envs["prod"].resources("AWS::CloudWatch::Dashboard")); n != 1 {
+		t.Errorf("prod has %d dashboards", n)
+	}
+}
+
+// TestAddLambda: one more registry entry makes exactly that lambda's resources (its queues, its
+// worker, its metric filter and alarms) and changes no other lambda's.
+func TestAddLambda(t *testing.T) {
+	before := environments(t)
+	raw, err := os.ReadFile(registryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string][]map[string]any
+	must(json.Unmarshal(raw, &file))
+	file["lambdas"] = append(file["lambdas"], map[string]any{"name": "newbie", "handler": "echo", "priorities": []string{"urgent", "later"}, "timeout": "20s"})
+	b, _ := json.Marshal(file)
+	copyPath := filepath.Join(t.TempDir(), registry.File)
+	must(os.WriteFile(copyPath, b, 0o644))
+	reg, err := registry.Load(copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := mustEnvs(t)
+	after := synth(t, map[string]Environment{"prod": envs["prod"]}, reg)["prod"]
+	old, new := before["prod"].json["Resources"].(map[string]any), after.json["Resources"].(map[string]any)
+
+	added := map[string]int{}
+	for id, r := range new {
+		r := r.(map[string]any)
+		if _, ok := old[id]; ok {
+			continue
+		}
+		p := path(r)
+		if !strings.HasPrefix(p, "Lambda-newbie/") && !strings.Contains(p, "-newbie/") {
+			t.Errorf("added %s (%s), not of the new lambda", id, p)
+		}
+		added[r["Type"].(string)]++
+	}
+	for id := range old {
+		if _, ok := new[id]; !ok {
+			t.Errorf("removed %s", id)
+		}
+	}
+	want := map[string]int{
+		"AWS::SQS::Queue": 4, "AWS::SQS::QueuePolicy": 4, "AWS::Lambda::EventSourceMapping": 2,
+		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::IAM::Policy": 1, "AWS::Logs::LogGroup": 1,
+		"AWS::Logs::MetricFilter": 1, "AWS::CloudWatch::Alarm": 3,
+	}
+	if fmt.Sprint(added) != fmt.Sprint(want) {
+		t.Errorf("added %v\nwant  %v", added, want)
+	}
+	// The other lambdas' resources are unchanged, and only the functions serving every lambda,
+	// the consumer's grants and the dashboard change outside them.
+	for id, r := range old {
+		n, ok := new[id]
+		if !ok || fmt.Sprint(r) == fmt.Sprint(n) {
+			continue
+		}
+		p := path(r.(map[string]any))
+		switch p {
+		case "ApiFunction/Function/Resource", "Consumer/Function/Resource", "Status/Function/Resource",
+			"Consumer/Role/DefaultPolicy/Resource", "Dashboard/Resource":
+		default:
+			t.Errorf("changed %s (%s)", id, p)
+		}
+	}
+	t.Logf("prod: %d resources; a function lambda of 2 priorities adds %d; CloudFormation takes 500 a stack",
+		len(old), len(new)-len(old))
+	if len(new) > 400 {
+		t.Errorf("prod has %d resources, close to CloudFormation's 500 a stack: split the lambdas into nested stacks", len(new))
+	}
+}
+
+// TestBadInput: New refuses a registry or an environment that cannot deploy, naming why.
+func TestBadInput(t *testing.T) {
+	envs := mustEnvs(t)
+	for name, tc := range map[string]struct {
+		registry string
+		env      func(*Environment)
+		want     string
+	}{
+		"function over 15 minutes": {`{"lambdas": [{"name": "a", "timeout": "890s"}]}`, nil, `environment dev: registry: lambdas[0] "a": timeout 14m50s plus the worker function's margin 15s`},
+		"queue name too long":      {`{"lambdas": [{"name": "` + strings.Repeat("a", 64) + `"}]}`, nil, "it must fit SQS's 80"},
+		"no shards":                {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 0 }, "environment dev: shards must be in 1..1000, got 0"},
+		"missing asset":            {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg, err := registry.Parse([]byte(tc.registry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := envs["dev"]
+			if tc.env != nil {
+				tc.env(&e)
+			}
+			defer func() {
+				r := recover()
+				if r == nil || !strings.Contains(fmt.Sprint(r), tc.want) {
+					t.Errorf("New panicked with %v, want %q", r, tc.want)
+				}
+			}()
+			root := standIn(t)
+			New(newApp(t.TempDir()), "atf-dev", Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+		})
+	}
+}
+
+// TestLoadEnvironments: the environments file is checked field by field.
+func TestLoadEnvironments(t *testing.T) {
+	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1`
+	for name, tc := range map[string]struct{ json, want string }{
+		"unknown field": {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
+		"empty":         {`{}`, "no environment"},
+		"bad name":      {`{"Dev": {` + good + `}}`, `environment "Dev": name`},
+		"account":       {`{"dev": {` + good + `, "account": "12345"}}`, `account "12345": want 12 digits`},
+		"region":        {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
+		"retention":     {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
+		"throttle":      {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
+		"nat":           {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
+		"alarm email":   {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
+		"alarm zero":    {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
+	} {
+		p := filepath.Join(t.TempDir(), "envs.json")
+		must(os.WriteFile(p, []byte(tc.json), 0o644))
+		_, err := LoadEnvironments(p)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "envs.json")
+	must(os.WriteFile(p, []byte(`{"dev": {`+good+`}}`), 0o644))
+	if _, err := LoadEnvironments(p); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,101 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/dynamostore"
+)
+
+// store is the task store: the table that shared/dynamostore reads and writes (see
+// docs/data-model.md). Its keys and indexes are dynamostore.TableInput's, translated here, so the
+// deployed table is the one `atf dev --backend aws --create` and the tests make.
+type store struct {
+	table awsdynamodb.Table
+}
+
+func newStore(scope constructs.Construct, id string, d *deployment) *store {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	in := dynamostore.TableInput(d.prefix)
+	if in.BillingMode != types.BillingModePayPerRequest {
+		panic(fmt.Errorf("dynamostore.TableInput: billing mode %s, the stack makes on-demand tables", in.BillingMode))
+	}
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range in.AttributeDefinitions {
+		attrTypes[*a.AttributeName] = a.AttributeType
+	}
+	attr := func(name string) *awsdynamodb.Attribute {
+		t, ok := map[types.ScalarAttributeType]awsdynamodb.AttributeType{
+			"S": awsdynamodb.AttributeType_STRING, "N": awsdynamodb.AttributeType_NUMBER, "B": awsdynamodb.AttributeType_BINARY,
+		}[attrTypes[name]]
+		if !ok {
+			panic(fmt.Errorf("dynamostore.TableInput: attribute %s has type %q", name, attrTypes[name]))
+		}
+		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: t}
+	}
+	pk, sk := keys(in.KeySchema)
+	s := &store{}
+	s.table = awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
+		TableName:    in.TableName,
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PartitionKey: attr(pk),
+		SortKey:      attr(sk),
+		// Finished tasks carry their expiry; DynamoDB deletes them some time after it.
+		TimeToLiveAttribute: jsii.String(dynamostore.TTLAttribute),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(d.env.PITR),
+		},
+		DeletionProtection: jsii.Bool(d.env.Retain),
+		RemovalPolicy:      d.removal,
+	})
+	for _, g := range in.GlobalSecondaryIndexes {
+		pk, sk := keys(g.KeySchema)
+		if g.Projection.ProjectionType != types.ProjectionTypeInclude {
+			panic(fmt.Errorf("dynamostore.TableInput: index %s projects %s; the stack knows INCLUDE", *g.IndexName, g.Projection.ProjectionType))
+		}
+		s.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:        g.IndexName,
+			PartitionKey:     attr(pk),
+			SortKey:          attr(sk),
+			ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
+			NonKeyAttributes: jsii.Strings(g.Projection.NonKeyAttributes...),
+		})
+	}
+	if !d.env.PITR {
+		suppress(s.table, "AwsSolutions-DDB3", "Point-in-time recovery is off by this environment's configuration (pitr): its tasks are disposable.")
+	}
+	return s
+}
+
+// storeActions are the DynamoDB actions that shared/dynamostore calls (TransactWriteItems is
+// authorized item by item, as PutItem): what a function running a task.Store needs. Scans,
+// updates, batch writes, streams and table management are left out.
+var storeActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}
+
+// grant lets role use the table as a task.Store: its items and its indexes, nothing else.
+func (s *store) grant(role awsiam.IRole) {
+	s.table.Grant(role, *jsii.Strings(storeActions...)...)
+	suppress(role, "AwsSolutions-IAM5", "The wildcard stands for the indexes of the task table (due and list), which the store queries; no other table.",
+		`/^Resource::<StoreTable[0-9A-F]{8}\.Arn>\/index\/\*$/`)
+}
+
+// keys returns the partition and sort key of a key schema.
+func keys(schema []types.KeySchemaElement) (pk, sk string) {
+	for _, k := range schema {
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			pk = *k.AttributeName
+		case types.KeyTypeRange:
+			sk = *k.AttributeName
+		}
+	}
+	if pk == "" || sk == "" {
+		panic(fmt.Errorf("dynamostore.TableInput: key schema %v lacks a partition or sort key", schema))
+	}
+	return pk, sk
+}
