@@ -12,7 +12,7 @@ help: ## list the targets
 
 run: build-handlers ## start atf dev on $(ADDR) with the example lambdas of functions/workers
 	$(GO) build -o $(BIN)/atf ./cmd/atf
-	$(BIN)/atf dev --addr $(ADDR) --db $(DB) --handlers $(BIN)/handlers
+	$(BIN)/atf dev --addr $(ADDR) --db $(DB) --handlers $(BIN)/handlers --registry lambdas.json
 
 build-handlers: ## build each example lambda in functions/workers into bin/handlers
 	@mkdir -p $(BIN)/handlers
@@ -46,13 +46,14 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
 	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN))) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
-test: ## every test, the AWS suites on DynamoDB Local and moto (started and stopped here); prints how many ran
+test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped here), then make infra-test
 	@mkdir -p $(BIN)
 	@set -o pipefail; \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+	@$(MAKE) --no-print-directory infra-test
 
 CHAOS_TASKS ?= 20000
 chaos: ## the chaos scenarios, long (CHAOS_TASKS tasks each): one summary line per scenario

@@ -16,6 +16,7 @@ import (
 	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/local"
+	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -42,6 +43,7 @@ func dev(args []string) error {
 	create := fs.Bool("create", false, "create the DynamoDB table and SQS queues if missing (aws backend)")
 	functions := fs.Bool("functions", false, "run the AWS function handlers fed by local event sources (SQS mappings, a scheduled consumer) instead of in-process services (aws backend)")
 	handlers := fs.String("handlers", "", "folder of executable handlers, one lambda per file")
+	registryFile := fs.String("registry", "", "the lambda registry (lambdas.json): the settings of the lambdas it declares")
 	concurrency := fs.Int("concurrency", task.DefaultConcurrency, "tasks run at once per lambda")
 	timeout := fs.Duration("timeout", task.DefaultHandlerTimeout, "handler timeout; a program that outlives it is killed")
 	poll := fs.Duration("poll", 0, fmt.Sprintf("how often the consumer sweeps for due tasks (default %s, %s on aws)", devPoll, awsPoll))
@@ -75,6 +77,13 @@ func dev(args []string) error {
 			ClaimTimeout: 6 * *heartbeat, MaxAttempts: *maxAttempts,
 		},
 		Logger: log,
+	}
+	if *registryFile != "" {
+		reg, err := registry.Load(*registryFile)
+		if err != nil {
+			return err
+		}
+		cfg.Registry = reg
 	}
 	switch *backend {
 	case "embedded":

@@ -24,6 +24,7 @@ import (
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/httpapi"
 	"github.com/openatf/atf/shared/memqueue"
+	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/sqlitestore"
 	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/task"
@@ -46,6 +47,10 @@ type Config struct {
 	IdleWait    time.Duration
 	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
 	HandlersDir string      // every executable file here is a lambda; optional
+	// Registry, if set, declares lambdas as the stacks do: an entry whose handler is registered
+	// (Entry.Handler names a program of HandlersDir or a Go handler) runs with the entry's
+	// priorities, concurrency, timeout and attempts. Other handlers run with the defaults.
+	Registry *registry.Registry
 	Concurrency int         // slots per lambda; task.DefaultConcurrency if zero
 	Timeout     time.Duration
 	Task        task.Config
@@ -184,9 +189,26 @@ func (c Config) Lambdas() ([]task.Lambda, error) {
 			return nil, err
 		}
 	}
+	var declared map[string]registry.Entry
+	if c.Registry != nil {
+		declared = map[string]registry.Entry{}
+		for _, e := range c.Registry.Lambdas {
+			h, ok := mux.Handler(e.Handler)
+			if !ok {
+				continue
+			}
+			if _, taken := mux.Handler(e.Name); !taken {
+				mux.Handle(e.Name, h) // a lambda that runs another's handler, as sleep-long runs sleep
+			}
+			declared[e.Name] = e
+		}
+	}
 	var lambdas []task.Lambda
 	for _, name := range mux.Lambdas() {
 		l := task.Lambda{Name: name, Concurrency: c.Concurrency, Timeout: c.Timeout}.WithDefaults()
+		if e, ok := declared[name]; ok {
+			l = e.Lambda().WithDefaults()
+		}
 		if err := l.Validate(); err != nil {
 			return nil, err
 		}

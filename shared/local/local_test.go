@@ -13,6 +13,7 @@ import (
 
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
+	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
 )
@@ -89,4 +90,41 @@ func BenchmarkLifecycle(b *testing.B) {
 		time.Sleep(time.Millisecond)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// TestRegistryLambdas: the registry sets a declared lambda's settings, and may run one lambda
+// with another's handler; other handlers keep the defaults.
+func TestRegistryLambdas(t *testing.T) {
+	reg, err := registry.Parse([]byte(`{"lambdas": [
+		{"name": "work", "priorities": ["urgent", "later"], "timeout": "42s", "concurrency": 3, "max_attempts": 7},
+		{"name": "work-too", "handler": "work", "kind": "ecs", "timeout": "1m"},
+		{"name": "absent", "timeout": "1m"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := worker.NewMux()
+	noop := func(context.Context, worker.Task) (json.RawMessage, error) { return nil, nil }
+	mux.HandleFunc("work", noop)
+	mux.HandleFunc("plain", noop)
+	lambdas, err := local.Config{Mux: mux, Registry: reg, Concurrency: 2}.Lambdas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]task.Lambda{}
+	for _, l := range lambdas {
+		got[l.Name] = l
+	}
+	if w := got["work"]; fmt.Sprint(w.Priorities) != "[urgent later]" || w.Timeout != 42*time.Second || w.Concurrency != 3 || w.MaxAttempts != 7 {
+		t.Errorf("work: %+v, want the registry's settings", w)
+	}
+	if w, ok := got["work-too"]; !ok || w.Timeout != time.Minute {
+		t.Errorf("work-too: %+v, %v; want it to run work's handler with its own timeout", w, ok)
+	}
+	if p := got["plain"]; p.Concurrency != 2 || p.Timeout != task.DefaultHandlerTimeout {
+		t.Errorf("plain: %+v, want the defaults", p)
+	}
+	if _, ok := got["absent"]; ok || len(got) != 3 {
+		t.Errorf("lambdas %v: want work, work-too and plain only", got)
+	}
 }
