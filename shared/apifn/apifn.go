@@ -57,10 +57,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := events.APIGatewayProxyRequest{
-		Path: r.URL.Path, HTTPMethod: r.Method, Headers: map[string]string{}, MultiValueHeaders: r.Header,
+		// API Gateway passes the path as the client sent it, still percent-encoded.
+		Path: r.URL.EscapedPath(), HTTPMethod: r.Method, Headers: map[string]string{}, MultiValueHeaders: r.Header,
 		QueryStringParameters: map[string]string{}, MultiValueQueryStringParameters: r.URL.Query(),
 		RequestContext: events.APIGatewayProxyRequestContext{
-			RequestID: rand.Text(), Stage: "local", HTTPMethod: r.Method, Path: r.URL.Path,
+			RequestID: rand.Text(), Stage: "local", HTTPMethod: r.Method, Path: r.URL.EscapedPath(),
 			Identity: events.APIGatewayRequestIdentity{SourceIP: r.RemoteAddr, UserAgent: r.UserAgent()},
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -143,5 +144,17 @@ func TestServeHTTP(t *testing.T) {
 	var apiErr *client.Error
 	if _, err := c.Get(t.Context(), "echo", "missing"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 		t.Errorf("get missing: %v, want a 404", err)
+	}
+	// The path reaches the function still escaped, as from API Gateway: "%25" is a literal '%',
+	// "%3F" a '?' inside the id, neither a broken escape nor a query.
+	for _, p := range []string{"/v1/lambdas/echo/tasks/50%25", "/v1/lambdas/echo/tasks/http-1%3Fx"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("GET %s: %d, want 404", p, resp.StatusCode)
+		}
 	}
 }

@@ -16,9 +16,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"time"
 
@@ -53,7 +55,10 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &statusWriter{ResponseWriter: w}
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	if r.URL.Path != path.Clean(r.URL.Path) {
+		// ServeMux would redirect to the clean path; an API answers in its own format instead.
+		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", r.Method, r.URL.Path))
+	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		// No route: keep the mux's verdict (404 or 405) but answer in the API's error format.
 		rec := httptest.NewRecorder()
 		a.mux.ServeHTTP(rec, r)
@@ -193,8 +198,11 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
+	if err == nil {
+		// Anything after the value, even a stray ']' (which More does not see), is malformed.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("more than one JSON value")
+		}
 	}
 	if err == nil {
 		return true
