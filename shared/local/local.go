@@ -50,8 +50,8 @@ type Config struct {
 	// Registry, if set, declares lambdas as the stacks do: an entry whose handler is registered
 	// (Entry.Handler names a program of HandlersDir or a Go handler) runs with the entry's
 	// priorities, concurrency, timeout and attempts. Other handlers run with the defaults.
-	Registry *registry.Registry
-	Concurrency int         // slots per lambda; task.DefaultConcurrency if zero
+	Registry    *registry.Registry
+	Concurrency int // slots per lambda; task.DefaultConcurrency if zero
 	Timeout     time.Duration
 	Task        task.Config
 	Logger      *slog.Logger
