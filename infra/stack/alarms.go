@@ -22,9 +22,8 @@ const (
 	// lost" write when a task runs out of attempts.
 	metricDeadTasks = "DeadTasks"
 	// DeliveryLatency is, per claimed task, how late it was claimed after it was due, in
-	// milliseconds: the "delivery_ms" of a log record. The status controller is to write it
-	// when it claims a task (in the status function, and in-process in ECS executors); until
-	// it does, the metric has no data and its alarm stays OK.
+	// milliseconds: the "delivery_ms" that the status controller logs when it claims a task's
+	// first attempt (in the status function, or in-process in ECS executors).
 	metricDeliveryLatency = "DeliveryLatency"
 )
 

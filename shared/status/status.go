@@ -69,11 +69,19 @@ func New(store task.Store, c Config) *Controller {
 // Claim gives an enqueued task to the caller with a fresh lease. It fails with task.ErrConflict
 // if the task is not enqueued (a duplicate message, or a task already claimed or finished), and
 // task.ErrNotFound if it does not exist: in both cases the caller drops its message.
+//
+// The claim of a first attempt logs delivery_ms, how long after its run time the task was
+// claimed: the delivery latency that the stack's metric filter and alarm watch.
 func (c *Controller) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
 	lease := task.NewLease()
-	return task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		return task.Claim(t, lease, c.now().UTC(), c.cfg)
+	now := c.now().UTC()
+	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Claim(t, lease, now, c.cfg)
 	})
+	if err == nil && t.Attempts == 1 {
+		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
+	}
+	return t, err
 }
 
 // Heartbeat records that the lease holder is still running the task; the first one starts it.
