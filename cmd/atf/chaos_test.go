@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -21,11 +22,12 @@ import (
 )
 
 // recordScript is a lambda that writes its start and end to the history file, with its worker
-// (the atf dev that started it) and its pid, and takes 0 to 40 ms.
+// (ATF_WORKER: which start of atf dev ran it; pids repeat over a long run) and its pid, and takes
+// 0 to 40 ms.
 const recordScript = `#!/bin/sh
-echo "start $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $PPID $$" >> "$ATF_HISTORY"
+echo "start $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$" >> "$ATF_HISTORY"
 sleep 0.0$(( $$ % 5 ))
-echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $PPID $$ success" >> "$ATF_HISTORY"
+echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$ success" >> "$ATF_HISTORY"
 echo '{}'
 `
 
@@ -54,6 +56,8 @@ func TestChaosKill(t *testing.T) {
 	}
 	t.Setenv("ATF_HISTORY", hist)
 	flags := []string{"--concurrency", "8", "--max-attempts", "100"}
+	worker := 1
+	t.Setenv("ATF_WORKER", "1")
 	dev := startDev(t, handlers, db, flags...)
 
 	// Schedule everything first, from 8 clients at once.
@@ -90,8 +94,10 @@ func TestChaosKill(t *testing.T) {
 			t.Errorf("tasks still running at the deadline, after %d kills", len(kills))
 			break
 		}
-		kills = append(kills, history.Kill{Worker: strconv.Itoa(dev.cmd.Process.Pid), At: time.Now()})
+		kills = append(kills, history.Kill{Worker: strconv.Itoa(worker), At: time.Now()})
 		dev.stop(syscall.SIGKILL)
+		worker++
+		t.Setenv("ATF_WORKER", strconv.Itoa(worker))
 		dev = startDev(t, handlers, db, flags...)
 	}
 	dev.stop(syscall.SIGTERM)
@@ -103,6 +109,9 @@ func TestChaosKill(t *testing.T) {
 	final := observed[len(observed)-1]
 	r := history.Check(execs, kills, observed, final, task.StatusSuccess)
 	fmt.Printf("chaos kill (embedded): %s\n", r.Summary())
+	for _, v := range slices.Concat(r.Lost, r.Overlaps, r.Backwards, r.Changed, r.OverMax)[:min(10, len(r.Lost)+len(r.Overlaps)+len(r.Backwards)+len(r.Changed)+len(r.OverMax))] {
+		fmt.Printf("chaos violation: %s\n", v)
+	}
 	if !r.OK() || r.Kills == 0 {
 		t.Errorf("%s\nlost %v\noverlaps %v\nbackwards %v\nchanged %v\nover max %v", r.Summary(), r.Lost, r.Overlaps, r.Backwards, r.Changed, r.OverMax)
 	}

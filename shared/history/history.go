@@ -15,7 +15,7 @@
 //	start <unix nanos> <task> <attempt> <worker> <pid>
 //	end <unix nanos> <task> <attempt> <worker> <pid> <outcome>
 //
-// where worker names the process that ran the handler (its parent, for a program).
+// where worker names the process that ran the handler, uniquely over the test (pids repeat).
 package history
 
 import (
@@ -73,7 +73,7 @@ func Read(path string) ([]Execution, error) {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return nil, bad()
 		}
-		key := fields[2] + "/" + fields[3] + "/" + fields[5]
+		key := strings.Join(fields[2:6], "/") // task, attempt, worker, pid
 		e := byRun[key]
 		if e == nil {
 			e = &Execution{Task: fields[2], Attempt: attempt, Worker: fields[4], PID: pid}
@@ -152,8 +152,8 @@ func Check(execs []Execution, kills []Kill, observed [][]Final, finals []Final, 
 		for i := 1; i < len(es); i++ {
 			prev, cur := es[i-1], es[i]
 			if cur.Start.Before(end(prev)) {
-				r.Overlaps = append(r.Overlaps, fmt.Sprintf("%s: attempt %d (worker %s) started %s before attempt %d (worker %s) ended",
-					id, cur.Attempt, cur.Worker, end(prev).Sub(cur.Start), prev.Attempt, prev.Worker))
+				r.Overlaps = append(r.Overlaps, fmt.Sprintf("%s: attempt %d (worker %s, pid %d) started %s before attempt %d (worker %s, pid %d, ended=%v) ended",
+					id, cur.Attempt, cur.Worker, cur.PID, end(prev).Sub(cur.Start), prev.Attempt, prev.Worker, prev.PID, !prev.End.IsZero()))
 			}
 			if cur.Attempt < prev.Attempt {
 				r.Backwards = append(r.Backwards, fmt.Sprintf("%s: attempt %d ran after attempt %d", id, cur.Attempt, prev.Attempt))
