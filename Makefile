@@ -56,8 +56,12 @@ test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped 
 	@$(MAKE) --no-print-directory infra-test
 
 CHAOS_TASKS ?= 20000
-chaos: ## the chaos scenarios, long (CHAOS_TASKS tasks each): one summary line per scenario
-	@set -o pipefail; ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf \
+chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one summary line per scenario
+	@set -o pipefail; \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
+	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
+	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf ./shared/local \
 	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:'
 
 bench: ## run the benchmarks
