@@ -220,6 +220,9 @@ func (c Config) Lambdas() ([]task.Lambda, error) {
 	return lambdas, nil
 }
 
+// lockTries is how many times, 100 ms apart, openEmbedded tries to take the database's lock.
+const lockTries = 30
+
 // openEmbedded opens the SQLite store, owned by this process alone.
 func (s *Stack) openEmbedded(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -231,9 +234,17 @@ func (s *Stack) openEmbedded(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return fmt.Errorf("%s is in use by another atf dev", path)
+	// A process that just crashed may still be letting go of the lock: wait a moment for it.
+	for tries := 0; ; tries++ {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if tries == lockTries {
+			lock.Close()
+			return fmt.Errorf("%s is in use by another atf dev", path)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	store, err := sqlitestore.Open(path)
 	if err != nil {
