@@ -23,12 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/client"
-	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -96,18 +92,8 @@ func embedded(t *testing.T) []string { return []string{"--db", filepath.Join(t.T
 // such as the emulators of `make emulators`; they are deleted when the test ends.
 func onAWS(t *testing.T) []string {
 	t.Helper()
-	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
 	name := awstest.Name("atf-e2e")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		dynamostore.DeleteTable(ctx, dynamodb.NewFromConfig(dbCfg), name)
-		q := sqs.NewFromConfig(sqsCfg)
-		if out, err := q.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: &name}); err == nil {
-			for _, url := range out.QueueUrls {
-				q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
-			}
-		}
-	})
+	awstest.Cleanup(t, name) // atf dev --create makes them
 	return []string{"--backend", "aws", "--create", "--table", name, "--queue-prefix", name, "--shards", "2", "--poll", "250ms"}
 }
 

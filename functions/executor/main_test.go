@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -184,16 +183,8 @@ func newStack(t *testing.T) *stack {
 	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
 	ctx := context.Background()
 	s := &stack{name: awstest.Name("atf-exec"), sqs: sqs.NewFromConfig(sqsCfg), cfg: task.Config{}.WithDefaults()}
-	db := dynamostore.NewClient(dbCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	t.Cleanup(func() {
-		ctx := context.Background()
-		dynamostore.DeleteTable(ctx, db, s.name)
-		if out, err := s.sqs.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: &s.name}); err == nil {
-			for _, url := range out.QueueUrls {
-				s.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
-			}
-		}
-	})
+	db := awstest.NewDynamoDB(dbCfg)
+	awstest.Cleanup(t, s.name)
 	var specs []awsfn.LambdaSpec
 	if err := json.Unmarshal([]byte(lambdaSpec), &specs); err != nil {
 		t.Fatal(err)

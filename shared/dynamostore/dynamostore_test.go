@@ -35,10 +35,7 @@ func newTable(t *testing.T, meter *awsmeter.Meter, opts ...func(*dynamodb.Option
 	if meter != nil {
 		meter.Attach(&cfg)
 	}
-	// DynamoDB Local sends no CRC32 header on errors, and the SDK then warns about every
-	// failed condition (aws/aws-sdk-go-v2#3545).
-	noCRC := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }
-	db := dynamostore.NewClient(cfg, append([]func(*dynamodb.Options){noCRC}, opts...)...)
+	db := awstest.NewDynamoDB(cfg, opts...)
 	table := awstest.Name("atf-test")
 	if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
 		t.Fatal(err)

@@ -14,17 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/client"
-	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/memqueue"
 	"github.com/openatf/atf/shared/sqlitestore"
-	"github.com/openatf/atf/shared/sqsqueue"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
 )
@@ -147,31 +142,6 @@ func TestChaosDuplicates(t *testing.T) {
 
 // TestChaosDuplicatesAWS: scenario (d) on DynamoDB and SQS.
 func TestChaosDuplicatesAWS(t *testing.T) {
-	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
-	name := awstest.Name("atf-dup")
-	db := dynamostore.NewClient(dbCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	if err := dynamostore.CreateTable(t.Context(), db, name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, name) })
-	store, err := dynamostore.New(db, dynamostore.Config{Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsClient := sqs.NewFromConfig(sqsCfg)
-	queue, err := sqsqueue.New(sqsClient, sqsqueue.Config{Prefix: name, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := queue.Create(t.Context(), task.Lambda{Name: "dup"}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if out, err := sqsClient.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: &name}); err == nil {
-			for _, url := range out.QueueUrls {
-				sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url})
-			}
-		}
-	})
-	testDuplicates(t, min(chaosTasks(100, 100), 200), store, queue)
+	b := awstest.NewBackend(t, "atf-dup", task.Lambda{Name: "dup"}.WithDefaults())
+	testDuplicates(t, min(chaosTasks(100, 100), 200), b.Store, b.Queue)
 }

@@ -9,14 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/openatf/atf/shared/apifn"
 	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/consumerfn"
-	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/eventsource"
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/httpapi"
@@ -35,34 +32,9 @@ import (
 func TestFunctions(t *testing.T) {
 	ctx := t.Context()
 	quiet := slog.New(slog.DiscardHandler)
-	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
-	name := awstest.Name("atf-fn")
-	db := dynamostore.NewClient(dbCfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	if err := dynamostore.CreateTable(ctx, db, name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, name) })
-	store, err := dynamostore.New(db, dynamostore.Config{Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsClient := sqs.NewFromConfig(sqsCfg)
-	queue, err := sqsqueue.New(sqsClient, sqsqueue.Config{Prefix: name, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	echo := task.Lambda{Name: "echo", Concurrency: 2, Timeout: 5 * time.Second}.WithDefaults()
-	if err := queue.Create(ctx, echo); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		out, err := sqsClient.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: &name})
-		if err == nil {
-			for _, url := range out.QueueUrls {
-				sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &url})
-			}
-		}
-	})
+	b := awstest.NewBackend(t, "atf-fn", echo)
+	store, queue, sqsClient, name := b.Store, b.Queue, b.SQS, b.Name
 	cfg := task.Config{HeartbeatInterval: 200 * time.Millisecond, HeartbeatTimeout: 1200 * time.Millisecond, ClaimTimeout: 1200 * time.Millisecond}.WithDefaults()
 
 	// The API function schedules the task from the sample event.
