@@ -23,6 +23,7 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas", "GET"},
 	{"/v1/lambdas/{lambda}/tasks", "GET"},
 	{"/v1/lambdas/{lambda}/tasks", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/batch", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}", "GET"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/cancel", "POST"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},

@@ -48,6 +48,16 @@ func (c *Client) Schedule(ctx context.Context, lambda string, req ScheduleReques
 	return t, code == http.StatusCreated, err
 }
 
+// ScheduleBatch schedules up to 100 tasks of one lambda in one request, all or none; created is
+// false when the call replayed an earlier one.
+func (c *Client) ScheduleBatch(ctx context.Context, lambda string, reqs []ScheduleRequest) (tasks []task.Task, created bool, err error) {
+	var out struct {
+		Tasks []task.Task `json:"tasks"`
+	}
+	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks/batch", map[string]any{"tasks": reqs}, &out)
+	return out.Tasks, code == http.StatusCreated, err
+}
+
 // Get returns a task.
 func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err error) {
 	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id), nil, &t)

@@ -6,6 +6,7 @@ package frontend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -87,6 +88,56 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 	}
 	s.notify()
 	return t, true, nil
+}
+
+// ScheduleBatch creates up to task.MaxBatch tasks of one lambda, all or none: a request that is
+// wrong anywhere changes nothing, and its error names the task by its index. Like Schedule it is
+// idempotent: the same batch again returns the stored tasks with created false. A batch that
+// reuses a taken id with a different request, or mixes new tasks with existing ones, fails with
+// task.ErrConflict.
+func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task.Spec) (tasks []task.Task, created bool, err error) {
+	l, err := s.lambda(lambda)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(specs) == 0 || len(specs) > task.MaxBatch {
+		return nil, false, task.Errorf(task.ErrInvalid, "a batch holds 1 to %d tasks, got %d", task.MaxBatch, len(specs))
+	}
+	now := s.now().UTC()
+	tasks = make([]task.Task, len(specs))
+	for i, spec := range specs {
+		if tasks[i], err = task.New(spec, l, now, s.cfg); err != nil {
+			return nil, false, fmt.Errorf("tasks[%d]: %w", i, err)
+		}
+	}
+	switch err := s.store.CreateBatch(ctx, tasks); {
+	case errors.Is(err, task.ErrExists):
+		return s.replayBatch(ctx, lambda, tasks)
+	case err != nil:
+		return nil, false, err
+	}
+	s.notify()
+	return tasks, true, nil
+}
+
+// replayBatch answers a batch whose ids are taken: with the stored tasks if every one of them was
+// created by the same request (a client's retry), and task.ErrConflict otherwise.
+func (s *Service) replayBatch(ctx context.Context, lambda string, tasks []task.Task) ([]task.Task, bool, error) {
+	stored := make([]task.Task, len(tasks))
+	for i, t := range tasks {
+		old, err := s.store.Get(ctx, lambda, t.ID)
+		if errors.Is(err, task.ErrNotFound) {
+			return nil, false, task.Errorf(task.ErrConflict, "some tasks of the batch exist and task %q does not: no task of the batch was created", t.ID)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if old.Spec != t.Spec {
+			return nil, false, task.Errorf(task.ErrConflict, "tasks[%d]: task %q already exists with a different request", i, t.ID)
+		}
+		stored[i] = old
+	}
+	return stored, false, nil
 }
 
 // Get returns one task.

@@ -2,6 +2,7 @@
 // name, so on AWS an IAM policy can scope a client to its own lambdas.
 //
 //	POST /v1/lambdas/{lambda}/tasks               schedule: 201 new, 200 replay, 409 id reused
+//	POST /v1/lambdas/{lambda}/tasks/batch         {"tasks":[...]}: up to 100 schedules, all or none
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
@@ -31,6 +32,10 @@ import (
 // envelopeLimit is what a schedule body may carry on top of its payload.
 const envelopeLimit = 16 << 10
 
+// batchLimit bounds a batch body: the 6 MB a Lambda invocation's payload may hold, which the API
+// function's event must fit in. Each task's payload is still held to the payload limit.
+const batchLimit = 6 << 20
+
 type api struct {
 	svc *frontend.Service
 	log *slog.Logger
@@ -44,6 +49,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	}
 	a := &api{svc: svc, log: log, mux: http.NewServeMux()}
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks", a.schedule)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/batch", a.scheduleBatch)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks", a.list)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/cancel", a.cancel)
@@ -92,11 +98,8 @@ type scheduleRequest struct {
 	After       []string        `json:"after"`
 }
 
-func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
-	var req scheduleRequest
-	if !a.decode(w, r, int64(a.svc.PayloadLimit())+envelopeLimit, &req) {
-		return
-	}
+// spec returns the task.Spec of a schedule request.
+func (req scheduleRequest) spec() (task.Spec, error) {
 	spec := task.Spec{
 		ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
 		Collection: req.Collection, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
@@ -104,13 +107,25 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 	if req.Delay != nil {
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
-			a.fail(w, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", *req.Delay))
-			return
+			return spec, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", *req.Delay)
 		}
 		spec.Delay = &d
 	}
 	if string(req.Payload) == "null" {
 		spec.Payload = nil
+	}
+	return spec, nil
+}
+
+func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
+	var req scheduleRequest
+	if !a.decode(w, r, int64(a.svc.PayloadLimit())+envelopeLimit, &req) {
+		return
+	}
+	spec, err := req.spec()
+	if err != nil {
+		a.fail(w, err)
+		return
 	}
 	t, created, err := a.svc.Schedule(r.Context(), r.PathValue("lambda"), spec)
 	if err != nil {
@@ -123,6 +138,35 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/lambdas/"+t.Lambda+"/tasks/"+t.ID)
 	}
 	writeJSON(w, code, t)
+}
+
+// scheduleBatch answers 201 with every task created, or 200 with the stored tasks when the same
+// batch was sent before.
+func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Tasks []scheduleRequest `json:"tasks"`
+	}
+	if !a.decode(w, r, batchLimit, &req) {
+		return
+	}
+	specs := make([]task.Spec, len(req.Tasks))
+	for i, tr := range req.Tasks {
+		var err error
+		if specs[i], err = tr.spec(); err != nil {
+			a.fail(w, fmt.Errorf("tasks[%d]: %w", i, err))
+			return
+		}
+	}
+	tasks, created, err := a.svc.ScheduleBatch(r.Context(), r.PathValue("lambda"), specs)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, map[string]any{"tasks": tasks})
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {

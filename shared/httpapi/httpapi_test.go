@@ -107,3 +107,49 @@ func TestScheduleListAndLambdas(t *testing.T) {
 		t.Fatalf("lambdas: %d %v", status, out)
 	}
 }
+
+// TestScheduleBatch: a batch creates every task or none, names a bad task by its index, and
+// replays like a single schedule.
+func TestScheduleBatch(t *testing.T) {
+	srv := newServer(t)
+	const batch = `{"tasks":[{"id":"b1","payload":{"n":1}},{"id":"b2","delay":"1h","priority":"low"},{}]}`
+	status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", batch)
+	tasks, _ := out["tasks"].([]any)
+	if status != 201 || len(tasks) != 3 || tasks[0].(map[string]any)["id"] != "b1" || tasks[1].(map[string]any)["priority"] != "low" {
+		t.Fatalf("batch: %d %v", status, out)
+	}
+	if status, out := call(t, srv, "GET", "/v1/lambdas/echo/tasks/b2", ""); status != 200 || out["status"] != "new" {
+		t.Fatalf("get b2: %d %v", status, out)
+	}
+	// The same ids and requests again: a replay. The third task had no id, so it cannot be one.
+	if status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", `{"tasks":[{"id":"b1","payload":{"n":1}},{"id":"b2","delay":"1h","priority":"low"}]}`); status != 200 || len(out["tasks"].([]any)) != 2 {
+		t.Fatalf("replay: %d %v", status, out)
+	}
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+		msg    string
+	}{
+		{`{"tasks":[{"id":"b1","payload":{"n":2}}]}`, 409, "conflict", "tasks[0]"},
+		{`{"tasks":[{"id":"c1"},{"id":"b1","payload":{"n":1}}]}`, 409, "conflict", "c1"},
+		{`{"tasks":[{"id":"c2"},{"priority":"urgent"}]}`, 422, "invalid", "tasks[1]"},
+		{`{"tasks":[{"id":"c3"},{"delay":"soon"}]}`, 422, "invalid", "tasks[1]"},
+		{`{"tasks":[{"id":"c4"},{"id":"c4"}]}`, 422, "invalid", "twice"},
+		{`{"tasks":[]}`, 422, "invalid", "1 to 100"},
+		{`{"tasks":[` + strings.Repeat(`{},`, 100) + `{}]}`, 422, "invalid", "1 to 100"},
+		{`{"tasks":{}}`, 400, "malformed", ""},
+	} {
+		status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", tc.body)
+		msg, _ := out["error"].(map[string]any)["message"].(string)
+		if status != tc.status || errorCode(out) != tc.code || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%.60s: got %d %v, want %d %s naming %q", tc.body, status, out, tc.status, tc.code, tc.msg)
+		}
+	}
+	// Nothing of a rejected batch was stored.
+	for _, id := range []string{"c1", "c2", "c3", "c4"} {
+		if status, _ := call(t, srv, "GET", "/v1/lambdas/echo/tasks/"+id, ""); status != 404 {
+			t.Errorf("task %s of a rejected batch: %d, want 404", id, status)
+		}
+	}
+}
