@@ -40,6 +40,10 @@ type Execution struct {
 	Start   time.Time
 	End     time.Time // zero if it never reported an end: its worker was killed
 	Outcome string
+	// Fenced marks a run whose lease was taken over while it ran (its worker was frozen), so its
+	// heartbeats and result were refused. It is not an accepted execution: the overlap check
+	// leaves it out, and the test must show the refusal.
+	Fenced bool
 }
 
 // Kill is a worker the test killed, and when.
@@ -110,6 +114,7 @@ type Final struct {
 // Report is what Check found.
 type Report struct {
 	Tasks, Executions, Kills, Duplicates        int // duplicates: executions beyond one per task
+	Faults                                      int // injected by the test, which sets it
 	Lost, Overlaps, Backwards, Changed, OverMax []string
 }
 
@@ -120,8 +125,8 @@ func (r Report) OK() bool {
 
 // Summary is one line of figures, as `make chaos` prints per scenario.
 func (r Report) Summary() string {
-	return fmt.Sprintf("tasks=%d executions=%d kills=%d duplicates=%d overlaps=%d lost=%d backwards=%d changed=%d over_max=%d",
-		r.Tasks, r.Executions, r.Kills, r.Duplicates, len(r.Overlaps), len(r.Lost), len(r.Backwards), len(r.Changed), len(r.OverMax))
+	return fmt.Sprintf("tasks=%d executions=%d kills=%d faults=%d duplicates=%d overlaps=%d lost=%d backwards=%d changed=%d over_max=%d",
+		r.Tasks, r.Executions, r.Kills, r.Faults, r.Duplicates, len(r.Overlaps), len(r.Lost), len(r.Backwards), len(r.Changed), len(r.OverMax))
 }
 
 // Check checks executions, the workers killed, every observation of task statuses made during
@@ -149,8 +154,9 @@ func Check(execs []Execution, kills []Kill, observed [][]Final, finals []Final, 
 	for id, es := range byTask {
 		slices.SortFunc(es, func(a, b Execution) int { return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Attempt, b.Attempt)) })
 		r.Duplicates += len(es) - 1
-		for i := 1; i < len(es); i++ {
-			prev, cur := es[i-1], es[i]
+		accepted := slices.DeleteFunc(slices.Clone(es), func(e Execution) bool { return e.Fenced })
+		for i := 1; i < len(accepted); i++ {
+			prev, cur := accepted[i-1], accepted[i]
 			if cur.Start.Before(end(prev)) {
 				r.Overlaps = append(r.Overlaps, fmt.Sprintf("%s: attempt %d (worker %s, pid %d) started %s before attempt %d (worker %s, pid %d, ended=%v) ended",
 					id, cur.Attempt, cur.Worker, cur.PID, end(prev).Sub(cur.Start), prev.Attempt, prev.Worker, prev.PID, !prev.End.IsZero()))

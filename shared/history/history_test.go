@@ -36,6 +36,8 @@ func TestRead(t *testing.T) {
 	}
 }
 
+func fenced(e Execution) Execution { e.Fenced = true; return e }
+
 func nanos(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) }
 
 func TestCheck(t *testing.T) {
@@ -65,6 +67,8 @@ func TestCheck(t *testing.T) {
 			[]Final{done("a", 2)}, func(r Report) bool { return len(r.Overlaps) == 1 }},
 		{"overlap with a live worker", []Execution{ex("a", 1, "w1", 0, -1), ex("a", 2, "w2", 50, 60)}, nil, nil,
 			[]Final{done("a", 2)}, func(r Report) bool { return len(r.Overlaps) == 1 }},
+		{"fenced run left out", []Execution{fenced(ex("a", 1, "w1", 0, 40)), ex("a", 2, "w2", 10, 30)}, nil, nil,
+			[]Final{done("a", 2)}, func(r Report) bool { return r.OK() && r.Duplicates == 1 }},
 		{"backwards", []Execution{ex("a", 2, "w1", 0, 5), ex("a", 1, "w2", 10, 20)}, nil, nil,
 			[]Final{done("a", 2)}, func(r Report) bool { return len(r.Backwards) == 1 }},
 		{"released and rerun", []Execution{ex("a", 1, "w1", 0, 5), ex("a", 1, "w2", 10, 20)}, nil, nil,

@@ -1,20 +1,27 @@
 package local_test
 
+// The in-process chaos scenarios of the guarantees (docs/guarantees.md), each on the embedded
+// store and on DynamoDB and SQS: (b) a frozen lease holder, (c) lost heartbeats, (d) duplicate
+// and stale messages, (e) store faults, (f) a stale due index, and (h) a flood on one lambda.
+// Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
+
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/openatf/atf/shared/awstest"
+	"github.com/openatf/atf/shared/chaostest"
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/local"
@@ -24,100 +31,30 @@ import (
 	"github.com/openatf/atf/shared/worker"
 )
 
-// duplicating is a queue that delivers every message with 0 to 3 extra copies, and now and then
-// a message for a task that has already finished: scenario (d) of the guarantees.
-type duplicating struct {
-	task.Queue
-	mu       sync.Mutex
-	finished []task.Message
-	copies   int
+// backend is where a scenario keeps tasks and messages.
+type backend struct {
+	name  string // embedded or aws
+	store task.Store
+	queue task.Queue
+	aws   bool
 }
 
-func (q *duplicating) Send(ctx context.Context, msgs ...task.Message) error {
-	var out []task.Message
-	q.mu.Lock()
-	for _, m := range msgs {
-		for range 1 + rand.IntN(4) {
-			out = append(out, m)
-		}
-		if len(q.finished) > 0 && rand.IntN(4) == 0 {
-			out = append(out, q.finished[rand.IntN(len(q.finished))])
-		}
-		q.finished = append(q.finished, m)
-	}
-	q.copies += len(out) - len(msgs)
-	q.mu.Unlock()
-	return q.Queue.Send(ctx, out...)
-}
-
-// recorder is a handler that records its executions.
-type recorder struct {
-	mu    sync.Mutex
-	execs []history.Execution
-}
-
-func (r *recorder) Handle(ctx context.Context, t worker.Task) (json.RawMessage, error) {
-	e := history.Execution{Task: t.ID, Attempt: t.Attempt, Worker: "1", Start: time.Now()}
-	time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-	e.End, e.Outcome = time.Now(), "success"
-	r.mu.Lock()
-	r.execs = append(r.execs, e)
-	r.mu.Unlock()
-	return nil, nil
-}
-
-// testDuplicates runs n tasks through a queue that duplicates its messages. Exactly one claim of
-// each task may win: every task runs once, and nothing else is violated.
-func testDuplicates(t *testing.T, n int, store task.Store, queue task.Queue) {
-	rec := &recorder{}
-	mux := worker.NewMux()
-	mux.Handle("dup", rec)
-	dq := &duplicating{Queue: queue}
-	s, err := local.Start(t.Context(), local.Config{
-		Addr: "127.0.0.1:0", Mux: mux, Store: store, Queue: dq, Concurrency: 8,
-		Task:   task.Config{PollInterval: 50 * time.Millisecond},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+func embedded(t *testing.T, _ ...string) backend {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop(context.Background())
-	c := &client.Client{Endpoint: "http://" + s.Addr()}
-	for i := range n {
-		if _, _, err := c.Schedule(t.Context(), "dup", client.ScheduleRequest{ID: fmt.Sprintf("d-%04d", i)}); err != nil {
-			t.Fatal(err)
-		}
+	t.Cleanup(func() { store.Close() })
+	return backend{"embedded", store, memqueue.New(), false}
+}
+
+func emulated(t *testing.T, lambdas ...string) backend {
+	var ls []task.Lambda
+	for _, l := range lambdas {
+		ls = append(ls, task.Lambda{Name: l}.WithDefaults())
 	}
-	var finals []history.Final
-	for deadline := time.Now().Add(2*time.Minute + time.Duration(n)*50*time.Millisecond); ; time.Sleep(100 * time.Millisecond) {
-		finals = finals[:0]
-		done := 0
-		for p := (task.ListParams{Lambda: "dup", Limit: task.MaxListLimit}); ; {
-			tasks, next, err := c.List(t.Context(), p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, tk := range tasks {
-				finals = append(finals, history.Final{ID: tk.ID, Status: tk.Status, Attempts: tk.Attempts, MaxAttempts: tk.MaxAttempts})
-				if tk.Status.Terminal() {
-					done++
-				}
-			}
-			if p.Cursor = next; next == "" {
-				break
-			}
-		}
-		if done == n || time.Now().After(deadline) {
-			break
-		}
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	r := history.Check(rec.execs, nil, nil, finals, task.StatusSuccess)
-	fmt.Printf("chaos duplicates (%s): %s extra_messages=%d\n", t.Name(), r.Summary(), dq.copies)
-	if !r.OK() || r.Duplicates != 0 || r.Tasks != n || dq.copies == 0 {
-		t.Errorf("%s extra_messages=%d: want every task run exactly once\nlost %v\noverlaps %v", r.Summary(), dq.copies, r.Lost, r.Overlaps)
-	}
+	b := awstest.NewBackend(t, "atf-chaos", ls...)
+	return backend{"aws", b.Store, b.Queue, true}
 }
 
 // chaosTasks is short tasks, or under `make chaos` its ATF_CHAOS_TASKS divided by div: the
@@ -130,18 +67,274 @@ func chaosTasks(short, div int) int {
 	return short
 }
 
-// TestChaosDuplicates: scenario (d) on the embedded store and the in-process queue.
-func TestChaosDuplicates(t *testing.T) {
-	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
-	if err != nil {
-		t.Fatal(err)
+// size is a scenario's number of tasks on b: short in `make test`, long under `make chaos`.
+func size(b backend, short, long int) int {
+	if b.aws {
+		return max(min(chaosTasks(short/10, 100), long/20), 8)
 	}
-	defer store.Close()
-	testDuplicates(t, chaosTasks(500, 1), store, memqueue.New())
+	return min(chaosTasks(short, 1), long)
 }
 
-// TestChaosDuplicatesAWS: scenario (d) on DynamoDB and SQS.
-func TestChaosDuplicatesAWS(t *testing.T) {
-	b := awstest.NewBackend(t, "atf-dup", task.Lambda{Name: "dup"}.WithDefaults())
-	testDuplicates(t, min(chaosTasks(100, 100), 200), b.Store, b.Queue)
+// waitFor bounds a scenario of n tasks: generous, since a loaded machine runs fewer tasks a
+// second; what did not finish is reported as lost.
+func waitFor(b backend, n int) time.Duration {
+	per := 20 * time.Millisecond
+	if b.aws {
+		per = 300 * time.Millisecond
+	}
+	return time.Minute + time.Duration(n)*per
 }
+
+// runOnce runs n tasks of lambda on one stack and checks that each ran exactly once: what the
+// scenarios whose faults can cost no execution (duplicates, stale reads) must show.
+func runOnce(t *testing.T, b backend, lambda string, n int, store task.Store, queue task.Queue, req func(int) client.ScheduleRequest) (history.Report, *chaostest.History) {
+	h := &chaostest.History{}
+	mux := worker.NewMux()
+	mux.Handle(lambda, &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Duration(rand.IntN(3))*time.Millisecond, nil)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: store, Queue: queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	for i := range n {
+		r := req(i)
+		r.ID = fmt.Sprintf("%s-%05d", lambda, i)
+		if _, _, err := c.Schedule(t.Context(), lambda, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observed, final := chaostest.Wait(t, c, lambda, n, waitFor(b, n))
+	r := history.Check(h.Executions(), nil, observed, final, task.StatusSuccess)
+	if r.Duplicates != 0 || r.Tasks != n {
+		t.Errorf("%d tasks of %d, %d duplicate executions: want each task run exactly once", r.Tasks, n, r.Duplicates)
+	}
+	return r, h
+}
+
+// (d) Every message is delivered with 0 to 3 extra copies, plus messages for tasks already
+// finished: exactly one claim of each task wins, so each runs once.
+func testDuplicates(t *testing.T, b backend) {
+	q := &chaostest.Duplicating{Queue: b.queue}
+	r, _ := runOnce(t, b, "dup", size(b, 500, 20000), b.store, q, func(int) client.ScheduleRequest { return client.ScheduleRequest{} })
+	r.Faults = q.Copies()
+	chaostest.Report(t, "duplicates ("+b.name+")", r, "")
+	if q.Copies() == 0 {
+		t.Error("no extra messages were sent")
+	}
+}
+
+func TestChaosDuplicates(t *testing.T)    { testDuplicates(t, embedded(t)) }
+func TestChaosDuplicatesAWS(t *testing.T) { testDuplicates(t, emulated(t, "dup")) }
+
+// (f) Half the due-index reads answer as the index stood up to 2 s earlier, while tasks come
+// due over 2 s: the consumer tries to move tasks that have moved on, and each such write is
+// refused. No version of a task is moved from twice, and each task runs once.
+func testStaleDue(t *testing.T, b backend) {
+	moves := &chaostest.Moves{Store: b.store}
+	stale := &chaostest.StaleStore{Store: moves, MaxAge: 2 * time.Second}
+	start := time.Now().Add(time.Second)
+	r, _ := runOnce(t, b, "stale", size(b, 500, 20000), stale, b.queue, func(int) client.ScheduleRequest {
+		return client.ScheduleRequest{RunAt: start.Add(time.Duration(rand.IntN(2000)) * time.Millisecond).Format(time.RFC3339Nano)}
+	})
+	r.Faults = stale.Stale()
+	doubles := moves.Doubles()
+	chaostest.Report(t, "stale due index ("+b.name+")", r, fmt.Sprintf(" double_moves=%d", len(doubles)))
+	if len(doubles) > 0 {
+		t.Errorf("double transitions: %v", doubles[:min(len(doubles), 10)])
+	}
+	if stale.Stale() == 0 {
+		t.Error("no stale answer was given")
+	}
+}
+
+func TestChaosStaleDue(t *testing.T)    { testStaleDue(t, embedded(t)) }
+func TestChaosStaleDueAWS(t *testing.T) { testStaleDue(t, emulated(t, "stale")) }
+
+// (e) 5% of store calls fail, half of them after a write went through: nothing is lost. Runs
+// whose result could not be recorded run again (at least once), never at the same time.
+func testStoreFaults(t *testing.T, b backend) {
+	n := size(b, 1000, 5000)
+	moves := &chaostest.Moves{Store: b.store}
+	faulty := &chaostest.FaultyStore{Store: moves, Rate: 0.05}
+	h := &chaostest.History{}
+	mux := worker.NewMux()
+	mux.Handle("faults", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	chaostest.ScheduleAll(t, c, "faults", "faults", n, client.ScheduleRequest{})
+	observed, final := chaostest.Wait(t, c, "faults", n, waitFor(b, n))
+	r := history.Check(h.Executions(), nil, observed, final, task.StatusSuccess)
+	r.Faults = faulty.Faults()
+	doubles := moves.Doubles()
+	chaostest.Report(t, "store faults ("+b.name+")", r, fmt.Sprintf(" double_moves=%d", len(doubles)))
+	if len(doubles) > 0 || r.Tasks != n || r.Faults == 0 {
+		t.Errorf("%d tasks of %d, %d faults, double transitions %v", r.Tasks, n, r.Faults, doubles[:min(len(doubles), 10)])
+	}
+}
+
+func TestChaosStoreFaults(t *testing.T)    { testStoreFaults(t, embedded(t)) }
+func TestChaosStoreFaultsAWS(t *testing.T) { testStoreFaults(t, emulated(t, "faults")) }
+
+// chosen picks about a quarter of the tasks, the same on every call.
+func chosen(id string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32()%4 == 0
+}
+
+// (c) The heartbeats of a quarter of the tasks' first runs are lost after the run starts. Those
+// runs would take a minute; each must be cancelled after at most 3 lost heartbeats, before the
+// heartbeat timeout lets the task run again, and its second run succeeds.
+func testHeartbeatLoss(t *testing.T, b backend) {
+	n := size(b, 200, 2000)
+	lossy := &chaostest.HeartbeatLoss{Store: b.store, Lose: func(tk task.Task) bool { return tk.Attempts == 1 && chosen(tk.ID) }}
+	h := &chaostest.History{}
+	work := func(ctx context.Context, tk worker.Task) error {
+		if tk.Attempt == 1 && chosen(tk.ID) {
+			return chaostest.Sleep(time.Minute, nil)(ctx, tk)
+		}
+		return chaostest.Sleep(time.Millisecond, nil)(ctx, tk)
+	}
+	mux := worker.NewMux()
+	mux.Handle("hb", &chaostest.Recorder{History: h, Worker: "1", Work: work})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: lossy, Queue: b.queue, Concurrency: 16, Task: chaostest.Timing(b.aws)})
+	chaostest.ScheduleAll(t, c, "hb", "hb", n, client.ScheduleRequest{})
+	observed, final := chaostest.Wait(t, c, "hb", n, waitFor(b, n))
+	execs := h.Executions()
+	r := history.Check(execs, nil, observed, final, task.StatusSuccess)
+	lost := lossy.Lost()
+	for _, n := range lost {
+		r.Faults += n
+	}
+	cancelled := 0
+	for _, e := range execs {
+		if e.Attempt != 1 || !chosen(e.Task) {
+			continue
+		}
+		if e.Outcome != "cancelled" {
+			t.Errorf("%s: the run whose heartbeats were lost ended %q, want cancelled", e.Task, e.Outcome)
+		}
+		if lost[e.Task] > task.MaxMissedHeartbeats {
+			t.Errorf("%s: %d heartbeats lost before the run stopped, want at most %d", e.Task, lost[e.Task], task.MaxMissedHeartbeats)
+		}
+		cancelled++
+	}
+	chaostest.Report(t, "heartbeat loss ("+b.name+")", r, fmt.Sprintf(" cancelled=%d", cancelled))
+	if cancelled == 0 || r.Tasks != n {
+		t.Errorf("%d tasks of %d; %d runs cancelled", r.Tasks, n, cancelled)
+	}
+}
+
+func TestChaosHeartbeatLoss(t *testing.T)    { testHeartbeatLoss(t, embedded(t)) }
+func TestChaosHeartbeatLossAWS(t *testing.T) { testHeartbeatLoss(t, emulated(t, "hb")) }
+
+// (b) Two workers share the store and queues. Worker A is frozen, as by SIGSTOP, for three
+// heartbeat timeouts while it holds leases, then thawed; this repeats until every task is done.
+// Worker B's consumer times A's tasks out and B runs them again. Each task A lost must show:
+// A's heartbeat refused for a stale lease, A's run cancelled after at most 3 failed heartbeats
+// (it had much more work left), and the result of the latest attempt standing.
+func testPause(t *testing.T, b backend) {
+	n := size(b, 32, 320)
+	timing := chaostest.Timing(b.aws)
+	h := &chaostest.History{}
+	freezer := &chaostest.Freezer{}
+	logA := &chaostest.Log{}
+	run := 30 * timing.HeartbeatInterval // so a run is frozen mid-way, with much left to do
+	muxA, muxB := worker.NewMux(), worker.NewMux()
+	muxA.Handle("pause", &chaostest.Recorder{History: h, Worker: "A", Work: chaostest.Sleep(run, freezer)})
+	muxB.Handle("pause", &chaostest.Recorder{History: h, Worker: "B", Work: chaostest.Sleep(run, nil)})
+	ownerA := &chaostest.Owner{Store: b.store}
+	chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(ownerA), Queue: freezer.Queue(b.queue), Concurrency: 4, Task: timing, Logger: slog.New(logA)})
+	// B has slots to spare, so it claims A's tasks again before A thaws.
+	c := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 16, Task: timing})
+	chaostest.ScheduleAll(t, c, "pause", "pause", n, client.ScheduleRequest{})
+
+	// Freeze A while it runs tasks, again and again, until all are done.
+	type freeze struct{ from, to time.Time }
+	var freezes []freeze
+	var observed [][]history.Final
+	var final []history.Final
+	for deadline := time.Now().Add(waitFor(b, n)); ; {
+		time.Sleep(run / 2)
+		freezer.Freeze()
+		f := freeze{from: time.Now()}
+		time.Sleep(3 * timing.HeartbeatTimeout)
+		f.to = time.Now()
+		freezer.Thaw()
+		freezes = append(freezes, f)
+		last, err := chaostest.List(c, "pause")
+		if err != nil {
+			t.Fatal(err)
+		}
+		observed, final = append(observed, last), last
+		if done(last, n) || time.Now().After(deadline) {
+			break
+		}
+	}
+	// Let A's last runs end and report before judging them.
+	time.Sleep(3 * timing.HeartbeatTimeout)
+	o, last := chaostest.Wait(t, c, "pause", n, waitFor(b, n))
+	observed, final = append(observed, o...), last
+
+	// A lost a task if a later attempt of it ran. That run of A must have been refused and
+	// stopped, and B's result must stand.
+	execs := h.Executions()
+	latest := map[string]int{}
+	for _, e := range execs {
+		latest[e.Task] = max(latest[e.Task], e.Attempt)
+	}
+	takenOver, claimedWhileFrozen := 0, 0
+	for j, e := range execs {
+		if e.Worker != "A" || e.Attempt == latest[e.Task] {
+			continue
+		}
+		i := slices.IndexFunc(freezes, func(f freeze) bool { return e.Start.Before(f.from) && e.End.After(f.from) })
+		if i < 0 {
+			continue
+		}
+		takenOver++
+		if slices.ContainsFunc(execs, func(o history.Execution) bool {
+			return o.Task == e.Task && o.Worker == "B" && o.Attempt > e.Attempt && o.Start.Before(freezes[i].to)
+		}) {
+			claimedWhileFrozen++ // A thawed with B holding the lease, the hardest case
+		}
+		execs[j].Fenced = true
+		said := logA.Said(e.Task)
+		refused := slices.ContainsFunc(said, func(l chaostest.Line) bool { return errors.Is(l.Err, task.ErrStaleLease) })
+		failed := 0
+		for _, l := range said {
+			if l.Msg == "heartbeat failed" {
+				failed++
+			}
+		}
+		if !refused {
+			t.Errorf("%s: A ran attempt %d while frozen and lost it, but nothing of A's was refused for a stale lease: %v", e.Task, e.Attempt, said)
+		}
+		// It had far more than 3 heartbeats' work left at the thaw, so it must have been cancelled.
+		if e.Outcome != "cancelled" {
+			t.Errorf("%s: A's run of attempt %d ended %s, want cancelled by its executor: %v", e.Task, e.Attempt, e.Outcome, said)
+		}
+		if failed > task.MaxMissedHeartbeats {
+			t.Errorf("%s: A ran on through %d failed heartbeats", e.Task, failed)
+		}
+		tk, err := c.Get(t.Context(), "pause", e.Task)
+		var res chaostest.Result
+		if err != nil || json.Unmarshal(tk.Result, &res) != nil {
+			t.Errorf("%s: %v; result %s", e.Task, err, tk.Result)
+		} else if res.Attempt != tk.Attempts || res.Attempt == e.Attempt {
+			t.Errorf("%s: the stored result is attempt %d's (by %s), the task is at attempt %d, A lost attempt %d", e.Task, res.Attempt, res.Worker, tk.Attempts, e.Attempt)
+		}
+	}
+	if foreign := ownerA.Foreign(); len(foreign) > 0 {
+		t.Errorf("A's stale leases were accepted: %v", foreign[:min(len(foreign), 10)])
+	}
+	r := history.Check(execs, nil, observed, final, task.StatusSuccess)
+	r.Faults = len(freezes)
+	chaostest.Report(t, "frozen lease holder ("+b.name+")", r, fmt.Sprintf(" taken_over=%d claimed_while_frozen=%d", takenOver, claimedWhileFrozen))
+	if claimedWhileFrozen == 0 {
+		t.Errorf("%d leases of the frozen worker were taken over, none claimed again while it was frozen", takenOver)
+	}
+}
+
+
+func done(fs []history.Final, n int) bool {
+	return len(fs) == n && !slices.ContainsFunc(fs, func(f history.Final) bool { return !f.Status.Terminal() })
+}
+
+func TestChaosPause(t *testing.T)    { testPause(t, embedded(t)) }
+func TestChaosPauseAWS(t *testing.T) { testPause(t, emulated(t, "pause")) }

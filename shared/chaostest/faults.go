@@ -1,0 +1,264 @@
+// Package chaostest breaks atf on purpose, for the chaos scenarios of the guarantees (see
+// docs/guarantees.md): stores that fail, lie or lose heartbeats, queues that duplicate, a switch
+// that freezes a whole worker, and handlers that record what they ran in a shared history.
+// Each wrapper is backend-agnostic, so one scenario runs on the embedded store and on DynamoDB
+// and SQS alike.
+package chaostest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// errInjected is what a fault looks like to callers: throttling, the error every caller must
+// already survive.
+func errInjected(op string) error {
+	return task.Errorf(task.ErrThrottled, "injected fault in %s", op)
+}
+
+// FaultyStore fails a share (Rate) of its calls. Half the faults come before the call, so
+// nothing happened; half after a write went through, so the caller cannot tell whether it did.
+type FaultyStore struct {
+	task.Store
+	Rate   float64
+	faults atomic.Int64
+}
+
+// Faults is how many faults were injected.
+func (s *FaultyStore) Faults() int { return int(s.faults.Load()) }
+
+func (s *FaultyStore) roll() bool {
+	if rand.Float64() < s.Rate/2 {
+		s.faults.Add(1)
+		return true
+	}
+	return false
+}
+
+// write runs a write between two chances to fail.
+func (s *FaultyStore) write(op string, fn func() error) error {
+	if s.roll() {
+		return errInjected(op)
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	if s.roll() {
+		return errInjected(op)
+	}
+	return nil
+}
+
+func (s *FaultyStore) Create(ctx context.Context, t task.Task) error {
+	return s.write("create", func() error { return s.Store.Create(ctx, t) })
+}
+
+func (s *FaultyStore) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	return s.write("create batch", func() error { return s.Store.CreateBatch(ctx, tasks) })
+}
+
+func (s *FaultyStore) Update(ctx context.Context, t task.Task, prev int64) error {
+	return s.write("update", func() error { return s.Store.Update(ctx, t, prev) })
+}
+
+func (s *FaultyStore) SetGate(ctx context.Context, g task.Gate) error {
+	return s.write("set gate", func() error { return s.Store.SetGate(ctx, g) })
+}
+
+func (s *FaultyStore) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	if s.roll() || s.roll() {
+		return task.Task{}, errInjected("get")
+	}
+	return s.Store.Get(ctx, lambda, id)
+}
+
+func (s *FaultyStore) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	if s.roll() || s.roll() {
+		return nil, "", errInjected("list")
+	}
+	return s.Store.List(ctx, p)
+}
+
+func (s *FaultyStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	if s.roll() || s.roll() {
+		return nil, errInjected("due")
+	}
+	return s.Store.Due(ctx, p)
+}
+
+func (s *FaultyStore) Gates(ctx context.Context) ([]task.Gate, error) {
+	if s.roll() || s.roll() {
+		return nil, errInjected("gates")
+	}
+	return s.Store.Gates(ctx)
+}
+
+// StaleStore answers half its due queries with an earlier answer to the same query, up to
+// MaxAge old, as long as it has one: a due index that lags the table, as a DynamoDB GSI may. The tasks it returns
+// may have moved on since, so every move the consumer makes from them must be refused.
+type StaleStore struct {
+	task.Store
+	MaxAge time.Duration
+	mu     sync.Mutex
+	seen   map[string][]answer
+	stale  atomic.Int64
+}
+
+type answer struct {
+	at    time.Time
+	tasks []task.Task
+}
+
+// Stale is how many stale entries were returned: tasks the index no longer lists as they were.
+func (s *StaleStore) Stale() int { return int(s.stale.Load()) }
+
+func (s *StaleStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	fresh, err := s.Store.Due(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprint(p.Lambda, p.Priority, p.Statuses, p.Limit, p.SkipCollections)
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string][]answer{}
+	}
+	past := slices.DeleteFunc(s.seen[key], func(a answer) bool { return now.Sub(a.at) > s.MaxAge })
+	s.seen[key] = append(past, answer{now, fresh})
+	if len(past) == 0 || rand.IntN(2) == 0 {
+		return fresh, nil
+	}
+	old := past[rand.IntN(len(past))]
+	current := make(map[string]int64, len(fresh))
+	for _, t := range fresh {
+		current[t.ID] = t.Version
+	}
+	for _, t := range old.tasks {
+		if v, ok := current[t.ID]; !ok || v != t.Version {
+			s.stale.Add(1)
+		}
+	}
+	return slices.Clone(old.tasks), nil
+}
+
+// HeartbeatLoss loses every heartbeat after the first (which starts the task) of the runs Lose
+// picks, the way a broken network path between a worker and the store would. The worker
+// must stop such a run, since it can no longer show that it owns the task.
+type HeartbeatLoss struct {
+	task.Store
+	Lose    func(task.Task) bool
+	mu      sync.Mutex
+	started map[string]bool // leases whose run has started
+	lost    map[string]int  // heartbeats lost, by task
+}
+
+// Lost returns how many heartbeats were lost, by task id.
+func (s *HeartbeatLoss) Lost() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.lost)
+}
+
+func (s *HeartbeatLoss) Update(ctx context.Context, t task.Task, prev int64) error {
+	if t.Status != task.StatusProcessing || !s.Lose(t) {
+		return s.Store.Update(ctx, t, prev)
+	}
+	s.mu.Lock()
+	if s.started == nil {
+		s.started, s.lost = map[string]bool{}, map[string]int{}
+	}
+	if s.started[t.Lease] {
+		s.lost[t.ID]++
+		s.mu.Unlock()
+		return errInjected("heartbeat")
+	}
+	s.mu.Unlock()
+	if err := s.Store.Update(ctx, t, prev); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.started[t.Lease] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Moves records every write that went through. A conditional write must never let two moves
+// start from the same version of a task: that would be a double transition.
+type Moves struct {
+	task.Store
+	mu   sync.Mutex
+	from map[string]int // "<task>@<version>": writes from that version
+}
+
+func (s *Moves) Update(ctx context.Context, t task.Task, prev int64) error {
+	if err := s.Store.Update(ctx, t, prev); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.from == nil {
+		s.from = map[string]int{}
+	}
+	s.from[fmt.Sprintf("%s@%d", t.ID, prev)]++
+	return nil
+}
+
+// Doubles lists the versions that more than one write started from.
+func (s *Moves) Doubles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, n := range s.from {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s moved %d times", k, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Owner watches the writes of one worker: it may start, heartbeat or complete only attempts
+// that it claimed itself. A write for another's attempt means its stale lease was accepted.
+type Owner struct {
+	task.Store
+	mu      sync.Mutex
+	claimed map[string]bool // "<task>#<attempt>"
+	foreign []string
+}
+
+func (s *Owner) Update(ctx context.Context, t task.Task, prev int64) error {
+	if err := s.Store.Update(ctx, t, prev); err != nil {
+		return err
+	}
+	key := fmt.Sprintf("%s#%d", t.ID, t.Attempts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimed == nil {
+		s.claimed = map[string]bool{}
+	}
+	switch t.Status {
+	case task.StatusClaimed:
+		s.claimed[key] = true
+	case task.StatusProcessing, task.StatusSuccess: // only a lease holder writes these
+		if !s.claimed[key] {
+			s.foreign = append(s.foreign, fmt.Sprintf("%s: wrote %s for attempt %d, which it never claimed", t.ID, t.Status, t.Attempts))
+		}
+	}
+	return nil
+}
+
+// Foreign lists the writes the worker made for attempts it did not claim.
+func (s *Owner) Foreign() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.foreign)
+}
