@@ -331,7 +331,6 @@ func testPause(t *testing.T, b backend) {
 	}
 }
 
-
 func done(fs []history.Final, n int) bool {
 	return len(fs) == n && !slices.ContainsFunc(fs, func(f history.Final) bool { return !f.Status.Terminal() })
 }
