@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -65,7 +66,27 @@ type Store struct {
 	// writers in Go instead of letting them fail with SQLITE_BUSY; in WAL mode readers never wait
 	// for the writer, so they get a pool of their own.
 	w, r *sql.DB
+
+	// Updates are group-committed: one goroutine writes those waiting in one transaction, so
+	// concurrent transitions share a commit and its fsync instead of queueing for one each.
+	update    *sql.Stmt
+	get       *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
+	updates   chan *update
+	closed    chan struct{}
+	closeOnce sync.Once
+	writer    sync.WaitGroup
 }
+
+// update is one Update waiting for the group writer.
+type update struct {
+	t    task.Task
+	prev int64
+	done chan error // receives the outcome once the update is committed or has failed
+}
+
+// maxGroup bounds the updates of one commit, so that a long queue is not held back by one
+// very large transaction.
+const maxGroup = 256
 
 var _ task.Store = (*Store)(nil)
 
@@ -93,12 +114,29 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
-	return &Store{w: w, r: r}, nil
+	upd, err := w.Prepare(updateSQL)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	get, err := r.Prepare(`SELECT ` + columns + ` FROM tasks WHERE lambda = ? AND id = ?`)
+	if err != nil {
+		upd.Close()
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, update: upd, get: get, updates: make(chan *update), closed: make(chan struct{})}
+	s.writer.Go(s.writeUpdates)
+	return s, nil
 }
 
-// Close closes the database.
+// Close closes the database. Updates in flight finish first; later ones fail.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.writer.Wait()
+	return errors.Join(s.update.Close(), s.get.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -140,7 +178,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 
 // Get returns one task, or task.ErrNotFound.
 func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`, lambda, id)
+	row := s.get.QueryRowContext(ctx, lambda, id)
 	t, err := scanTask(row)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -151,25 +189,98 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	return t, nil
 }
 
+const updateSQL = `UPDATE tasks SET
+	collection = ?, priority = ?, status = ?, payload = ?, result = ?, error = ?, attempts = ?,
+	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
+	updated_at = ?, version = ?, lease = ?, spec = ?
+	WHERE lambda = ? AND id = ? AND version = ?`
+
 // Update writes t if the stored version is still prev. The check and the write are one
-// statement, so of racing updates exactly one matches the row.
+// statement, so of racing updates exactly one matches the row, also when both are in one group
+// commit. It returns once the write is committed (synced), as a lone transaction would.
 func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET
-		collection = ?, priority = ?, status = ?, payload = ?, result = ?, error = ?, attempts = ?,
-		max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
-		updated_at = ?, version = ?, lease = ?, spec = ?
-		WHERE lambda = ? AND id = ? AND version = ?`,
-		t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
-		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
-		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
-		t.Lambda, t.ID, prev)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+	u := &update{t: t, prev: prev, done: make(chan error, 1)}
+	select {
+	case s.updates <- u:
+	case <-s.closed:
+		return fmt.Errorf("sqlitestore: update %s/%s: the store is closed", t.Lambda, t.ID)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-	} else if n == 0 {
-		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+	select {
+	case err := <-u.done:
+		return err
+	case <-ctx.Done():
+		// As with a statement cut short: the write may or may not be committed.
+		return ctx.Err()
+	}
+}
+
+// writeUpdates commits the updates waiting, together, until the store closes.
+func (s *Store) writeUpdates() {
+	for {
+		var group []*update
+		select {
+		case u := <-s.updates:
+			group = append(group, u)
+		case <-s.closed:
+			return
+		}
+	more: // whatever arrived while the last commit was syncing
+		for len(group) < maxGroup {
+			select {
+			case u := <-s.updates:
+				group = append(group, u)
+			default:
+				break more
+			}
+		}
+		if err := s.commitGroup(group); err != nil {
+			// Something beyond a version mismatch failed: write each alone, so only the update
+			// at fault fails.
+			for _, u := range group {
+				u.done <- s.commitGroup([]*update{u})
+			}
+		}
+	}
+}
+
+// commitGroup writes the group in one transaction and answers each update, or returns the error
+// that failed the transaction without answering any.
+func (s *Store) commitGroup(group []*update) error {
+	ctx := context.Background() // no caller's cancellation may abort the others' writes
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: update: %w", err)
+	}
+	defer tx.Rollback()
+	stmt := tx.StmtContext(ctx, s.update)
+	matched := make([]bool, len(group))
+	for i, u := range group {
+		t := u.t
+		res, err := stmt.ExecContext(ctx,
+			t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
+			t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
+			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
+			t.Lambda, t.ID, u.prev)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		matched[i] = n > 0
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: update: %w", err)
+	}
+	for i, u := range group {
+		if matched[i] {
+			u.done <- nil
+		} else {
+			u.done <- task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", u.t.ID, u.t.Lambda)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +132,82 @@ func TestPragmas(t *testing.T) {
 		if err := c.db.QueryRowContext(t.Context(), "PRAGMA "+c.pragma).Scan(&got); err != nil || got != c.want {
 			t.Errorf("PRAGMA %s: got %q, %v; want %q", c.pragma, got, err, c.want)
 		}
+	}
+}
+
+// TestGroupCommit: updates that arrive together share commits, yet each keeps its own outcome:
+// every update of a distinct task lands, of racing updates from one version exactly one wins,
+// and all of it is there after a reopen. An update after Close fails.
+func TestGroupCommit(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	l := task.Lambda{Name: "group"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var tasks []task.Task
+	for i := range 101 {
+		tk, err := task.New(task.Spec{ID: "t" + strconv.Itoa(i)}, l, now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, tk)
+	}
+	if err := s.CreateBatch(ctx, tasks[:100]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tasks[100]); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			next, err := task.Enqueue(tasks[i], now, cfg)
+			if err == nil {
+				err = s.Update(ctx, next, tasks[i].Version)
+			}
+			errs[i] = err
+		})
+	}
+	var wins atomic.Int32
+	racer := tasks[100]
+	for i := range 20 {
+		wg.Go(func() {
+			next, err := task.Enqueue(racer, now.Add(time.Duration(i)), cfg)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			switch err := s.Update(ctx, next, racer.Version); {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, task.ErrConflict):
+				t.Errorf("racer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("update of %s: %v", tasks[i].ID, err)
+		}
+	}
+	if wins.Load() != 1 {
+		t.Errorf("%d racing updates from one version won, want 1", wins.Load())
+	}
+	s.Close()
+	if err := s.Update(ctx, tasks[0], tasks[0].Version); err == nil {
+		t.Error("an update after Close succeeded")
+	}
+
+	s = open(t, path)
+	defer s.Close()
+	counts, err := s.Counts(ctx, l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[task.StatusEnqueued] != 101 {
+		t.Errorf("after a reopen: %v, want all 101 enqueued", counts)
 	}
 }
