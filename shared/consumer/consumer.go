@@ -66,6 +66,8 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 // Stats counts what one sweep did.
 type Stats struct {
 	Enqueued, TimedOut, Dead, Dropped int
+	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
+	Full bool
 }
 
 // Wake makes a running consumer sweep now rather than at its next poll, as when a task was just
@@ -92,10 +94,17 @@ func (c *Consumer) Start() {
 			case <-timer.C:
 			case <-c.wake:
 			}
-			if _, err := c.Sweep(ctx); err != nil && ctx.Err() == nil {
+			st, err := c.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
 				c.log.Error("sweep failed", "err", err)
 			}
-			timer.Reset(c.cfg.PollInterval)
+			if st.Full {
+				// A backlog: sweep again at once rather than a poll interval later. Each sweep
+				// still takes every lambda in turn, each up to its quota.
+				timer.Reset(0)
+			} else {
+				timer.Reset(c.cfg.PollInterval)
+			}
 		}
 	}()
 }
@@ -160,6 +169,7 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 	}
 
 	quota := c.cfg.EnqueueQuota
+	defer func() { st.Full = st.Full || quota == 0 }()
 	ready := []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}
 	for _, p := range l.Priorities {
 		if quota == 0 {
@@ -180,14 +190,7 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 			return nil
 		}
 		var msgs []task.Message
-		for _, t := range due {
-			if slices.Contains(held, t.Collection) {
-				continue
-			}
-			next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) })
-			if err != nil {
-				continue
-			}
+		for _, next := range c.enqueue(ctx, due, held, now) {
 			quota--
 			if next.Status == task.StatusDead {
 				st.Dead++
@@ -206,6 +209,39 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 		st.Enqueued += len(msgs)
 	}
 	return nil
+}
+
+// enqueueWriters is how many enqueue writes a sweep has in flight at once. Each is a round trip
+// (a conditional PutItem, or a commit of the embedded store); one at a time they would cap a
+// lambda at a few hundred enqueues a second (docs/capacity.md).
+const enqueueWriters = 16
+
+// enqueue moves the due tasks that no gate holds to enqueued (or dead, past their deadline), up
+// to enqueueWriters at a time, and returns the moved tasks in due's order: earliest first.
+func (c *Consumer) enqueue(ctx context.Context, due []task.Task, held []string, now time.Time) []task.Task {
+	moved := make([]*task.Task, len(due))
+	slots := make(chan struct{}, enqueueWriters)
+	var wg sync.WaitGroup
+	for i, t := range due {
+		if slices.Contains(held, t.Collection) {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) }); err == nil {
+				moved[i] = &next
+			}
+		})
+	}
+	wg.Wait()
+	var out []task.Task
+	for _, t := range moved {
+		if t != nil {
+			out = append(out, *t)
+		}
+	}
+	return out
 }
 
 // drop ends the waiting tasks of a lambda, or of one of its collections, as dropped.

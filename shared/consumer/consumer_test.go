@@ -97,8 +97,8 @@ func TestEnqueuesDueTasksByPriorityUnderQuota(t *testing.T) {
 	e.schedule(t, "quiet", task.Spec{ID: "q"})
 	later := e.schedule(t, "quiet", task.Spec{ID: "later", Delay: ptr(time.Minute)})
 
-	if st := e.sweep(t); st.Enqueued != 6 {
-		t.Fatalf("first sweep enqueued %d, want 5 of flood (its quota) and 1 of quiet", st.Enqueued)
+	if st := e.sweep(t); st.Enqueued != 6 || !st.Full {
+		t.Fatalf("first sweep enqueued %d (full %v), want 5 of flood (its quota, so full) and 1 of quiet", st.Enqueued, st.Full)
 	}
 	if got := e.received(t, "flood", "high"); len(got) != 5 {
 		t.Fatalf("flood/high got %v, want the first 5 high tasks", got)
@@ -120,9 +120,14 @@ func TestEnqueuesDueTasksByPriorityUnderQuota(t *testing.T) {
 		t.Fatalf("a task not yet due is %s", s)
 	}
 	e.now = e.now.Add(time.Minute)
-	e.sweep(t)
+	if st := e.sweep(t); st.Enqueued != 6 || !st.Full {
+		t.Fatalf("third sweep enqueued %d (full %v), want 5 low tasks (full again) and later", st.Enqueued, st.Full)
+	}
 	if s := e.status(t, "quiet", later.ID); s != task.StatusEnqueued {
 		t.Fatalf("once due the task is %s, want enqueued", s)
+	}
+	if st := e.sweep(t); st.Enqueued != 1 || st.Full {
+		t.Fatalf("fourth sweep enqueued %d (full %v), want the last low task, under the quota", st.Enqueued, st.Full)
 	}
 }
 
@@ -188,6 +193,28 @@ func TestGates(t *testing.T) {
 	set("", task.GateOpen)
 	if st := e.sweep(t); st.Enqueued != 1 {
 		t.Fatalf("reopened lambda enqueued %d, want a1", st.Enqueued)
+	}
+}
+
+// TestEnqueuesManyInDueOrder: a sweep writes its enqueues concurrently, yet each due task is
+// enqueued once and the messages go out earliest first.
+func TestEnqueuesManyInDueOrder(t *testing.T) {
+	e := newEnv(t, 500, "bulk")
+	var want []string
+	for i := range 200 {
+		// Due in 200..1 ms: the last one created is due first.
+		tk := e.schedule(t, "bulk", task.Spec{ID: fmt.Sprintf("t%03d", i), RunAt: ptr(e.now.Add(time.Duration(200-i) * time.Millisecond))})
+		want = append([]string{tk.ID}, want...)
+	}
+	e.now = e.now.Add(time.Second)
+	if st := e.sweep(t); st.Enqueued != 200 {
+		t.Fatalf("enqueued %d of 200", st.Enqueued)
+	}
+	if got := e.received(t, "bulk", "normal"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("messages %v, want them earliest first %v", got, want)
+	}
+	if st := e.sweep(t); st.Enqueued != 0 {
+		t.Errorf("a second sweep enqueued %d again", st.Enqueued)
 	}
 }
 
