@@ -85,13 +85,14 @@ func ScheduleAll(t testing.TB, c *client.Client, lambda, prefix string, n int, r
 	return ids
 }
 
-// Wait lists lambda's tasks every 100 ms until all n are terminal, or timeout passes. It returns
+// Wait lists lambda's tasks every 100 ms (or less often, if listing takes long) until all n are terminal, or timeout passes. It returns
 // every listing, for history.Check, and the last. A listing that fails (as under injected
 // faults) is tried again.
 func Wait(t testing.TB, c *client.Client, lambda string, n int, timeout time.Duration) (observed [][]history.Final, last []history.Final) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
+		began := time.Now()
 		snapshot, err := List(c, lambda)
 		if err == nil {
 			observed, last = append(observed, snapshot), snapshot
@@ -109,7 +110,7 @@ func Wait(t testing.TB, c *client.Client, lambda string, n int, timeout time.Dur
 			t.Errorf("tasks of %s still running after %s (last list error: %v)", lambda, timeout, err)
 			return observed, last
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(max(100*time.Millisecond, 2*time.Since(began))) // listing many tasks is work too
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/chaostest"
 	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/memqueue"
@@ -66,6 +67,9 @@ func chaosTasks(short, div int) int {
 	}
 	return short
 }
+
+// long reports whether this is `make chaos`, which runs the long versions.
+func long() bool { return os.Getenv("ATF_CHAOS_TASKS") != "" }
 
 // size is a scenario's number of tasks on b: short in `make test`, long under `make chaos`.
 func size(b backend, short, long int) int {
@@ -337,3 +341,94 @@ func done(fs []history.Final, n int) bool {
 
 func TestChaosPause(t *testing.T)    { testPause(t, embedded(t)) }
 func TestChaosPauseAWS(t *testing.T) { testPause(t, emulated(t, "pause")) }
+
+// (h) Lambda flood gets a backlog of due tasks (5,000; 50,000 under `make chaos`) while lambda
+// steady gets a task every 20 ms, due 200 ms after it is scheduled. Steady's tasks must not
+// queue behind the flood: every one starts while the flood is still draining. The long
+// version also holds steady's p95 delivery latency (start minus run_at) to 1 s.
+func TestChaosFlood(t *testing.T) {
+	b := embedded(t)
+	n := 5000
+	if long() {
+		n = 50000
+	}
+	h := &chaostest.History{}
+	mux := worker.NewMux()
+	mux.Handle("flood", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
+	mux.Handle("steady", &chaostest.Recorder{History: h, Worker: "1"})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(false)})
+	for i := 0; i < n; i += task.MaxBatch {
+		var reqs []client.ScheduleRequest
+		for j := i; j < min(i+task.MaxBatch, n); j++ {
+			reqs = append(reqs, client.ScheduleRequest{ID: fmt.Sprintf("flood-%05d", j)})
+		}
+		if _, _, err := c.ScheduleBatch(t.Context(), "flood", reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Steady's tasks, while the flood drains.
+	runAt := map[string]time.Time{}
+	for i := 0; i < 1000; i++ {
+		if i%25 == 0 { // counting is a scan of the flood: not too often
+			counts, err := c.Lambdas(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if waiting(counts, "flood") < n/10 {
+				break
+			}
+		}
+		id, at := fmt.Sprintf("steady-%04d", i), time.Now().Add(200*time.Millisecond)
+		if _, _, err := c.Schedule(t.Context(), "steady", client.ScheduleRequest{ID: id, RunAt: at.Format(time.RFC3339Nano)}); err != nil {
+			t.Fatal(err)
+		}
+		runAt[id] = at
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, floodFinal := chaostest.Wait(t, c, "flood", n, waitFor(b, n))
+	_, steadyFinal := chaostest.Wait(t, c, "steady", len(runAt), waitFor(b, len(runAt)))
+
+	var lastFlood time.Time
+	var latencies []time.Duration
+	var steadyExecs []history.Execution
+	for _, e := range h.Executions() {
+		if at, ok := runAt[e.Task]; ok {
+			latencies = append(latencies, e.Start.Sub(at))
+			steadyExecs = append(steadyExecs, e)
+		} else if e.Start.After(lastFlood) {
+			lastFlood = e.Start
+		}
+	}
+	r := history.Check(h.Executions(), nil, nil, slices.Concat(floodFinal, steadyFinal), task.StatusSuccess)
+	slices.Sort(latencies)
+	p := func(q float64) time.Duration { return latencies[min(len(latencies)-1, int(q*float64(len(latencies))))] }
+	if len(latencies) == 0 {
+		t.Fatal("no steady task ran")
+	}
+	chaostest.Report(t, "isolation flood (embedded)", r, fmt.Sprintf(" flood=%d steady=%d steady_p50_ms=%d steady_p95_ms=%d steady_max_ms=%d",
+		n, len(runAt), p(0.5).Milliseconds(), p(0.95).Milliseconds(), latencies[len(latencies)-1].Milliseconds()))
+	for _, e := range steadyExecs {
+		if !e.Start.Before(lastFlood) {
+			t.Errorf("%s started at %s, after the flood's last task started (%s): it waited behind the flood", e.Task, e.Start.Format(time.StampMilli), lastFlood.Format(time.StampMilli))
+		}
+	}
+	if long() && p(0.95) > time.Second {
+		t.Errorf("steady's p95 delivery latency is %s under the flood, want at most 1s", p(0.95))
+	}
+}
+
+// waiting counts a lambda's tasks that have not finished.
+func waiting(ls []frontend.LambdaInfo, lambda string) int {
+	n := 0
+	for _, l := range ls {
+		if l.Name == lambda {
+			for s, c := range l.Counts {
+				if !s.Terminal() {
+					n += c
+				}
+			}
+		}
+	}
+	return n
+}
