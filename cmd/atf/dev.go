@@ -49,6 +49,7 @@ func dev(args []string) error {
 	poll := fs.Duration("poll", 0, fmt.Sprintf("how often the consumer sweeps for due tasks (default %s, %s on aws)", devPoll, awsPoll))
 	grace := fs.Duration("grace", 10*time.Second, "on shutdown, how long running tasks may finish before they are stopped and released")
 	heartbeat := fs.Duration("heartbeat", task.DefaultHeartbeatInterval, "heartbeat interval (the heartbeat timeout is 6 times it)")
+	enqueueTimeout := fs.Duration("enqueue-timeout", task.DefaultEnqueueTimeout, "how long a task may wait in its queue unclaimed before it is enqueued again (it covers a message lost, as when atf dev dies between enqueuing a task and sending its message)")
 	maxAttempts := fs.Int("max-attempts", task.DefaultMaxAttempts, "default max attempts of a task")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if pos, err := parse(fs, args); err != nil {
@@ -74,7 +75,7 @@ func dev(args []string) error {
 		Addr: *addr, DBPath: *db, HandlersDir: *handlers, Concurrency: *concurrency, Timeout: *timeout,
 		Task: task.Config{
 			PollInterval: *poll, HeartbeatInterval: *heartbeat, HeartbeatTimeout: 6 * *heartbeat,
-			ClaimTimeout: 6 * *heartbeat, MaxAttempts: *maxAttempts,
+			ClaimTimeout: 6 * *heartbeat, EnqueueTimeout: *enqueueTimeout, MaxAttempts: *maxAttempts,
 		},
 		Logger: log,
 	}
