@@ -4,13 +4,16 @@ package main
 // Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,7 +62,7 @@ func TestChaosKill(t *testing.T) {
 func TestChaosKillAWS(t *testing.T) {
 	n, kills := 100, 10
 	if os.Getenv("ATF_CHAOS_TASKS") != "" {
-		n, kills = 400, 40
+		n, kills = 200, 40
 	}
 	testChaosKill(t, "aws", slices.Concat(onAWS(t), []string{"--enqueue-timeout", "5s"}), 2, n, kills)
 }
@@ -114,7 +117,7 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	deadline := time.Now().Add(2*time.Minute + time.Duration(n)*per)
 	for {
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
-		snapshot, done := finals(t, devs[0].client, n)
+		snapshot, done := finals(t, devs[0].client, "rec", n)
 		observed = append(observed, snapshot)
 		if done {
 			break
@@ -150,11 +153,11 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	}
 }
 
-// finals lists every task of the rec lambda and reports whether all are terminal.
-func finals(t *testing.T, c *client.Client, n int) ([]history.Final, bool) {
+// finals lists every task of lambda and reports whether all are terminal.
+func finals(t *testing.T, c *client.Client, lambda string, n int) ([]history.Final, bool) {
 	t.Helper()
 	var out []history.Final
-	p := task.ListParams{Lambda: "rec", Limit: task.MaxListLimit}
+	p := task.ListParams{Lambda: lambda, Limit: task.MaxListLimit}
 	for {
 		tasks, next, err := c.List(context.Background(), p)
 		if err != nil {
@@ -173,4 +176,156 @@ func finals(t *testing.T, c *client.Client, n int) ([]history.Final, bool) {
 		done = done && f.Status.Terminal()
 	}
 	return out, done
+}
+
+// slowScript is a lambda like recordScript that takes 2 s and returns who ran which attempt.
+const slowScript = `#!/bin/sh
+echo "start $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$" >> "$ATF_HISTORY"
+sleep 2
+echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$ success" >> "$ATF_HISTORY"
+echo "{\"worker\":\"$ATF_WORKER\",\"attempt\":$ATF_ATTEMPT}"
+`
+
+// TestChaosStopAWS is scenario (b) with real processes, on DynamoDB and SQS: of two atf dev
+// processes sharing the table and queues, A is SIGSTOPped with its handlers while they hold
+// leases, for longer than the heartbeat timeout, then SIGCONTinued. B times A's tasks out and
+// runs them again. For each task A lost: A's heartbeat is refused for a stale lease, A stops
+// the handler within 3 heartbeats, and B's result stands. (On the embedded store one process
+// owns the database, so no other can take a lease over; TestChaosPause in shared/local freezes
+// a worker in process there.)
+func TestChaosStopAWS(t *testing.T) {
+	n := 8
+	if os.Getenv("ATF_CHAOS_TASKS") != "" {
+		n = 16
+	}
+	dir := t.TempDir()
+	handlers, hist := filepath.Join(dir, "handlers"), filepath.Join(dir, "history")
+	os.Mkdir(handlers, 0o755)
+	if err := os.WriteFile(filepath.Join(handlers, "slow.sh"), []byte(slowScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ATF_HISTORY", hist)
+	store := slices.Concat(onAWS(t), []string{"--enqueue-timeout", "5s"})
+	t.Setenv("ATF_WORKER", "A")
+	a := startDev(t, handlers, store, "--concurrency", "4")
+	t.Setenv("ATF_WORKER", "B")
+	b := startDev(t, handlers, store, "--concurrency", "8")
+	for i := range n {
+		schedule(t, b.client, "slow", client.ScheduleRequest{ID: fmt.Sprintf("s-%03d", i)})
+	}
+
+	var stops []history.Kill // when A was stopped
+	var observed [][]history.Final
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if running(t, hist, "A") {
+			stops = append(stops, history.Kill{Worker: "A", At: time.Now()})
+			pids := tree(a.cmd.Process.Pid)
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGSTOP)
+			}
+			time.Sleep(4 * time.Second) // the heartbeat timeout is 1.2 s
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		snapshot, done := finals(t, b.client, "slow", n)
+		observed = append(observed, snapshot)
+		if done || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(time.Second) // A's last words
+
+	execs, err := history.Read(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]int{}
+	for _, e := range execs {
+		latest[e.Task] = max(latest[e.Task], e.Attempt)
+	}
+	logA := a.log()
+	takenOver := 0
+	for i, e := range execs {
+		stopped := slices.ContainsFunc(stops, func(s history.Kill) bool {
+			return e.Start.Before(s.At) && (e.End.IsZero() || e.End.After(s.At))
+		})
+		if e.Worker != "A" || e.Attempt == latest[e.Task] || !stopped {
+			continue
+		}
+		takenOver++
+		execs[i].Fenced = true
+		said := linesAbout(logA, e.Task)
+		if !strings.Contains(said, "the lease is no longer held") {
+			t.Errorf("%s: A lost attempt %d, but nothing of A's was refused for its stale lease:\n%s", e.Task, e.Attempt, said)
+		}
+		if !e.End.IsZero() && !strings.Contains(said, "could not record result") && !strings.Contains(said, "stopped handler: lease lost") {
+			t.Errorf("%s: A's run of attempt %d ended and its result was not refused:\n%s", e.Task, e.Attempt, said)
+		}
+		if c := strings.Count(said, `msg="heartbeat failed"`); c > 3 {
+			t.Errorf("%s: A ran on through %d failed heartbeats", e.Task, c)
+		}
+		tk, err := b.client.Get(context.Background(), "slow", e.Task)
+		var res struct{ Worker string }
+		if err != nil || json.Unmarshal(tk.Result, &res) != nil || res.Worker != "B" {
+			t.Errorf("%s: %v; the result that stands is %s, want B's", e.Task, err, tk.Result)
+		}
+	}
+	a.stop(syscall.SIGTERM)
+	b.stop(syscall.SIGTERM)
+	r := history.Check(execs, nil, observed, observed[len(observed)-1], task.StatusSuccess)
+	r.Faults = len(stops)
+	fmt.Printf("chaos stopped lease holder (aws): %s taken_over=%d\n", r.Summary(), takenOver)
+	if !r.OK() || takenOver == 0 {
+		t.Errorf("%s taken_over=%d\nlost %v\noverlaps %v", r.Summary(), takenOver, r.Lost, r.Overlaps)
+	}
+}
+
+// running reports whether worker has a run in the history that has not ended.
+func running(t *testing.T, hist, worker string) bool {
+	execs, err := history.Read(hist)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(execs, func(e history.Execution) bool { return e.Worker == worker && e.End.IsZero() })
+}
+
+// tree returns pid and its descendants, parents first.
+func tree(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its last ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// linesAbout returns the lines of a log that name task id.
+func linesAbout(log, id string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "task_id="+id+" ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

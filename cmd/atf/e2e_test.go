@@ -78,6 +78,7 @@ type devProcess struct {
 	cmd    *exec.Cmd
 	client *client.Client
 	done   chan struct{}
+	log    func() string // what it logged so far
 }
 
 var upLine = regexp.MustCompile(`api=(http://\S+)`)
@@ -113,6 +114,11 @@ func startDev(t *testing.T, handlers string, store []string, extra ...string) *d
 	endpoint := make(chan string, 1)
 	var logMu sync.Mutex
 	var log strings.Builder
+	p.log = func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return log.String()
+	}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {

@@ -133,7 +133,7 @@ func testStaleDue(t *testing.T, b backend) {
 	moves := &chaostest.Moves{Store: b.store}
 	stale := &chaostest.StaleStore{Store: moves, MaxAge: 2 * time.Second}
 	start := time.Now().Add(time.Second)
-	r, _ := runOnce(t, b, "stale", size(b, 500, 20000), stale, b.queue, func(int) client.ScheduleRequest {
+	r, _ := runOnce(t, b, "stale", size(b, 500, 5000), stale, b.queue, func(int) client.ScheduleRequest {
 		return client.ScheduleRequest{RunAt: start.Add(time.Duration(rand.IntN(2000)) * time.Millisecond).Format(time.RFC3339Nano)}
 	})
 	r.Faults = stale.Stale()
