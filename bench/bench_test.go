@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/openatf/atf/shared/dynamostore"
+)
+
+func TestPercentile(t *testing.T) {
+	var hundred []float64
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, float64(i))
+	}
+	for _, c := range []struct {
+		values []float64
+		p      float64
+		want   float64
+	}{
+		{hundred, 50, 50}, {hundred, 95, 95}, {hundred, 99, 99}, {hundred, 100, 100}, {hundred, 0.1, 1},
+		{[]float64{7}, 99, 7}, {[]float64{1, 2}, 50, 1}, {nil, 50, 0},
+	} {
+		if got := Percentile(c.values, c.p); got != c.want {
+			t.Errorf("p%v of %d values: %v, want %v", c.p, len(c.values), got, c.want)
+		}
+	}
+	l := Summarise([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond})
+	if l.Count != 3 || l.P50 != 2 || l.Max != 3 {
+		t.Errorf("summary %+v, want sorted milliseconds", l)
+	}
+}
+
+func TestCost(t *testing.T) {
+	u := Usage{
+		APIRequests: 1e6, WriteUnits: 2e6, ReadUnits: 4e6, StorageGBMonths: 2, SQSRequests: 3e6,
+		EventBridgeEvents: 1e6, LogBytes: 1 << 30,
+		Lambda: map[string]LambdaUse{"status": {Invocations: 1e6, GBSeconds: 1000}, "api": {Invocations: 1e6}},
+	}
+	want := map[string]float64{
+		SvcAPIGateway: 3.50, SvcLambda: 0.40 + 1000*0.0000133334, SvcDynamoDB: 2*0.625 + 4*0.125 + 2*0.25,
+		SvcSQS: 1.20, SvcEventBridge: 0, SvcLogs: 0.50,
+	}
+	got := u.Cost()
+	sum := 0.0
+	for s, w := range want {
+		if math.Abs(got[s]-w) > 1e-9 {
+			t.Errorf("%s: $%v, want $%v", s, got[s], w)
+		}
+		sum += w
+	}
+	if math.Abs(Total(got)-sum) > 1e-9 {
+		t.Errorf("total $%v, want $%v", Total(got), sum)
+	}
+	// A task's usage times a million is a million tasks' usage.
+	per := Usage{WriteUnits: 19, Lambda: map[string]LambdaUse{"status": {Invocations: 3}}}
+	if c := per.Scale(1e6).Cost(); math.Abs(c[SvcDynamoDB]-19*0.625) > 1e-9 || math.Abs(c[SvcLambda]-0.60) > 1e-9 {
+		t.Errorf("a million tasks of 19 WRU and 3 invocations: %v", c)
+	}
+	if g := GBSeconds(1000, 512); g != 0.5 {
+		t.Errorf("1 s at 512 MB is %v GB-s, want 0.5", g)
+	}
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+// TestUnits: write units by DynamoDB's rules, on the store's own table and indexes.
+func TestUnits(t *testing.T) {
+	sh := newShadow(dynamostore.TableInput("t"))
+	task := func(status, dueSK string) item {
+		it := item{"pk": s("task#l#a"), "sk": s("task"), "id": s("a"), "status": s(status),
+			"list_pk": s("list#l#0"), "list_sk": s("1#a"), "version": &types.AttributeValueMemberN{Value: "3"}}
+		if dueSK != "" {
+			it["due_pk"], it["due_sk"] = s("due#l#0"), s(dueSK)
+		}
+		return it
+	}
+	key := sh.key(task("new", "w#1"))
+	for _, c := range []struct {
+		name         string
+		item         item
+		ok, transact bool
+		want         float64
+	}{
+		{"created in a transaction: twice the table, each index once", task("new", "w#1"), true, true, 4},
+		{"enqueued: the due entry moves, the list entry's status changes", task("enqueued", "w#2"), true, false, 4},
+		{"a refused write: the table only", task("claimed", "r#3"), false, false, 1},
+		{"rewritten unchanged: the table only", task("enqueued", "w#2"), true, false, 1},
+		{"finished: the due entry goes, the list entry changes", task("success", ""), true, false, 3},
+	} {
+		if got := sh.writeUnits(key, c.item, c.ok, c.transact); got != c.want {
+			t.Errorf("%s: %v WRU, want %v", c.name, got, c.want)
+		}
+	}
+	big := task("new", "w#1")
+	big["payload"] = &types.AttributeValueMemberB{Value: make([]byte, 3000)}
+	if got := sh.writeUnits(sh.key(big)+"x", big, false, false); got != 4 {
+		t.Errorf("a refused 3 KB write: %v WRU, want 4", got)
+	}
+	if r := readUnits(5000, true); r != 2 {
+		t.Errorf("a consistent read of 5 KB: %v RRU, want 2", r)
+	}
+	if r := readUnits(0, false); r != 0.5 {
+		t.Errorf("an empty eventually consistent query: %v RRU, want 0.5", r)
+	}
+	if n := numberSize("1795395540000000000"); n != 6 { // 9 significant digits: 5 bytes, and 1
+		t.Errorf("numberSize: %d", n)
+	}
+}
+
+// TestResultsJSON: results.json carries the fields, each a number, and the calls per
+// task as an object of numbers.
+func TestResultsJSON(t *testing.T) {
+	river, asynq := 3000.0, 6000.0
+	r := Results{
+		AtfEmbeddedTasksPerS: 2000, RiverTasksPerS: &river, AsynqTasksPerS: &asynq,
+		AtfEmbeddedLatencyP50MS: 20, AtfEmbeddedLatencyP95MS: 40, AtfEmbeddedLatencyP99MS: 60,
+		AtfEmulatedLatencyP95MS: 1100, ScheduleRequestsPerS: 1800, USDPerMillionImmediate: 14,
+		USDPerMillionSingle: 18, USDPerMillionDelayed1h: 14, USDPerMillionTwoRetries: 39, IdleUSDPerMonth: 30,
+		AWSCallsPerImmediateTask: map[string]float64{"DynamoDB.PutItem": 4},
+		Peers:                    &PeerResult{RiverTasksPerS: river, AsynqTasksPerS: asynq},
+		Cases:                    []CaseResult{{costCase: costCases[0], Calls: map[string]OpCount{"DynamoDB.PutItem": {Calls: 4, Write: 15}}}},
+		Idle:                     &IdleResult{Total: 30},
+	}
+	r.judge()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		"atf_embedded_tasks_per_s", "river_tasks_per_s", "asynq_tasks_per_s", "atf_embedded_latency_p50_ms",
+		"atf_embedded_latency_p95_ms", "atf_embedded_latency_p99_ms", "atf_emulated_latency_p95_ms",
+		"schedule_requests_per_s", "aws_usd_per_million_immediate", "aws_usd_per_million_immediate_single",
+		"aws_usd_per_million_delayed_1h", "aws_usd_per_million_two_retries", "idle_usd_per_month",
+	} {
+		if _, ok := got[f].(float64); !ok {
+			t.Errorf("%s is %#v, want a number", f, got[f])
+		}
+	}
+	calls, ok := got["aws_calls_per_immediate_task"].(map[string]any)
+	if !ok || len(calls) == 0 {
+		t.Fatalf("aws_calls_per_immediate_task is %#v, want an object", got["aws_calls_per_immediate_task"])
+	}
+	for op, v := range calls {
+		if _, ok := v.(float64); !ok {
+			t.Errorf("aws_calls_per_immediate_task[%s] is %#v, want a number", op, v)
+		}
+	}
+	var b strings.Builder
+	r.Print(&b)
+	for _, want := range []string{"atf/River 0.67", "atf/asynq 0.33", "| embedded p99 delivery latency | ≤ 100 ms | 60 ms | met |", "**missed**"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -1,0 +1,273 @@
+// Command bench measures atf: embedded throughput next to River and asynq, delivery latency on
+// the embedded backend and on the emulators, the schedule API's rate, and what a task costs on
+// AWS, priced from the calls the function handlers make on the emulators. It prints a table and
+// writes bench/results.json. `make bench` runs it with the emulators and the peers' servers up;
+// docs/benchmarks.md explains each number and what limits it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openatf/atf/shared/registry"
+)
+
+// sizes are the counts of one run.
+type sizes struct {
+	tasks        int           // embedded and peer burn-down
+	latency      time.Duration // of the steady embedded stream
+	rate         float64       // its tasks a second
+	emuLatency   time.Duration
+	emuRate      float64
+	requests     int // schedule API requests
+	costTasks    int // tasks per AWS cost case
+	idleSweeps   int
+	scheduleConc int
+}
+
+var (
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 20, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 20, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8}
+)
+
+func main() {
+	quickFlag := flag.Bool("quick", false, "smaller counts (make bench QUICK=1)")
+	concurrency := flag.Int("concurrency", 16, "handler slots of atf's lambda, and the peers' workers")
+	out := flag.String("out", "bench/results.json", "where to write the results")
+	peers := flag.String("peers", "bench/peers", "the peers' module; skipped if missing")
+	regPath := flag.String("registry", registry.File, "the lambda registry whose lambdas the idle consumer sweeps")
+	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
+	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, aws")
+	flag.Parse()
+	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
+	log.SetFlags(0)
+	log.SetPrefix("bench: ")
+	sz := full
+	if *quickFlag {
+		sz = quick
+	}
+	if *emuRate > 0 {
+		sz.emuRate = *emuRate
+	}
+	ctx := context.Background()
+	began := time.Now()
+	r := Results{Quick: *quickFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
+
+	var err error
+	if part("throughput") {
+		log.Printf("embedded throughput: %d tasks, concurrency %d", sz.tasks, *concurrency)
+		if r.Throughput, err = embeddedThroughput(ctx, sz.tasks, *concurrency); err != nil {
+			log.Fatalf("embedded throughput: %v", err)
+		}
+		r.AtfEmbeddedTasksPerS = r.Throughput.TasksPerS
+		log.Printf("embedded throughput: %.0f tasks/s", r.AtfEmbeddedTasksPerS)
+	}
+	r.PeersNote = "not asked for"
+	if part("peers") {
+		if p, note := runPeers(ctx, *peers, sz.tasks, *concurrency); p != nil {
+			r.Peers, r.RiverTasksPerS, r.AsynqTasksPerS, r.PeersNote = p, &p.RiverTasksPerS, &p.AsynqTasksPerS, ""
+		} else {
+			r.PeersNote = note
+			log.Printf("peers: not run (%s)", note)
+		}
+	}
+	if part("latency") {
+		log.Printf("embedded latency: %.0f tasks/s for %s", sz.rate, sz.latency)
+		if r.Latency, err = embeddedLatency(ctx, sz.rate, sz.latency, *concurrency); err != nil {
+			log.Fatalf("embedded latency: %v", err)
+		}
+		r.AtfEmbeddedLatencyP50MS, r.AtfEmbeddedLatencyP95MS, r.AtfEmbeddedLatencyP99MS = r.Latency.Latency.P50, r.Latency.Latency.P95, r.Latency.Latency.P99
+	}
+	if part("schedule") {
+		log.Printf("schedule API: %d requests", sz.requests)
+		if r.Schedule, err = scheduleThroughput(ctx, sz.requests, sz.scheduleConc); err != nil {
+			log.Fatalf("schedule API: %v", err)
+		}
+		r.ScheduleRequestsPerS = r.Schedule.RequestsPerS
+	}
+	r.AWSNote = "not asked for"
+	if part("aws") {
+		r.AWSNote = ""
+		if err := runAWS(ctx, &r, sz, *concurrency, *regPath, *envPath); err != nil {
+			log.Fatalf("AWS: %v", err)
+		}
+	}
+
+	r.WallS = time.Since(began).Seconds()
+	r.judge()
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*out, append(data, '\n'), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println()
+	r.Print(os.Stdout)
+	fmt.Printf("\nwrote %s in %.0f s\n", *out, r.WallS)
+}
+
+// runAWS measures on the emulators: latency through the function handlers, the cost cases and
+// the idle consumer. Without emulators it notes why and measures nothing.
+func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int, regPath, envPath string) error {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		r.AWSNote = err.Error()
+		log.Printf("AWS: not measured: %v", err)
+		return nil
+	}
+	if sz.emuLatency == 0 {
+		return nil
+	}
+	log.Printf("emulated latency: %.0f tasks/s for %s", sz.emuRate, sz.emuLatency)
+	lat, err := emulatedLatency(ctx, cfg, sz.emuRate, sz.emuLatency, concurrency)
+	if err != nil {
+		return fmt.Errorf("emulated latency: %w", err)
+	}
+	r.Emulated, r.AtfEmulatedLatencyP95MS = &lat, lat.Latency.P95
+
+	// The benchmark's lambda as a team would declare it; the registry fills in the function's
+	// memory and batch size.
+	reg, err := registry.Parse([]byte(`{"lambdas": [{"name": "` + lambdaName + `", "concurrency": 10}]}`))
+	if err != nil {
+		return err
+	}
+	h, err := newHarness(ctx, cfg, reg.Lambdas[0])
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	if _, err := h.runCase(ctx, costCase{Name: "warmup", Batch: 10}, 10); err != nil { // queue URLs, connections
+		return err
+	}
+	for _, c := range costCases {
+		log.Printf("AWS cost: %s, %d tasks", c.Title, sz.costTasks)
+		res, err := h.runCase(ctx, c, sz.costTasks)
+		if err != nil {
+			return err
+		}
+		r.Cases = append(r.Cases, res)
+	}
+	r.USDPerMillionImmediate, r.USDPerMillionSingle = r.Cases[0].TotalPerMillon, r.Cases[1].TotalPerMillon
+	r.USDPerMillionDelayed1h, r.USDPerMillionTwoRetries = r.Cases[2].TotalPerMillon, r.Cases[3].TotalPerMillon
+	r.AWSCallsPerImmediateTask = map[string]float64{}
+	for op, x := range r.Cases[0].Calls {
+		r.AWSCallsPerImmediateTask[op] = x.Calls
+	}
+
+	envReg, err := registry.Load(regPath)
+	if err != nil {
+		return err
+	}
+	shards, err := devShards(envPath)
+	if err != nil {
+		return err
+	}
+	log.Printf("idle consumer: %d sweeps", sz.idleSweeps)
+	idle, err := idleCost(ctx, cfg, envReg, shards, sz.idleSweeps)
+	if err != nil {
+		return fmt.Errorf("idle: %w", err)
+	}
+	r.Idle, r.IdleUSDPerMonth = &idle, idle.Total
+	return nil
+}
+
+// costCases are the issue's cases, in the order results.json and the table list them.
+var costCases = []costCase{
+	{Name: "immediate_batch", Title: "immediate, scheduled in batches of 100", Batch: 100,
+		Explain: "runs at once; the API function takes 100 tasks per request"},
+	{Name: "immediate_single", Title: "immediate, scheduled one per request", Batch: 1,
+		Explain: "runs at once; one API request, and one API function invocation, per task"},
+	{Name: "delayed_1h", Title: "delayed by one hour, in batches of 100", Batch: 100, Delay: "1h",
+		Explain: "scheduled with delay 1h; the harness's clock then jumps the hour, so the consumer finds the tasks due"},
+	{Name: "two_retries", Title: "two retries, in batches of 100", Batch: 100, Failures: 2,
+		Explain: "the handler fails the first two attempts retriably; the third succeeds after the default backoff"},
+}
+
+// devShards reads the shard count of environment dev.
+func devShards(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var envs map[string]struct {
+		Shards int `json:"shards"`
+	}
+	if err := json.Unmarshal(data, &envs); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return envs["dev"].Shards, nil
+}
+
+// runPeers runs the peers' module with the same workload, if it is there and its servers are up.
+func runPeers(ctx context.Context, dir string, tasks, concurrency int) (*PeerResult, string) {
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return nil, dir + " missing"
+	}
+	if os.Getenv("ATF_BENCH_PG") == "" || os.Getenv("ATF_BENCH_REDIS") == "" {
+		return nil, "ATF_BENCH_PG or ATF_BENCH_REDIS not set: start bench/peers/services"
+	}
+	log.Printf("peers: River and asynq, %d tasks, concurrency %d", tasks, concurrency)
+	cmd := exec.CommandContext(ctx, "go", "-C", dir, "run", ".", "-tasks", strconv.Itoa(tasks), "-concurrency", strconv.Itoa(concurrency))
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, "the peers failed: " + err.Error()
+	}
+	var last string
+	for sc := bufio.NewScanner(&stdout); sc.Scan(); {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			last = line
+		}
+	}
+	var p PeerResult
+	if err := json.Unmarshal([]byte(last), &p); err != nil {
+		return nil, "the peers' last line is not JSON: " + err.Error()
+	}
+	if p.Tasks != tasks || p.Concurrency != concurrency {
+		return nil, fmt.Sprintf("the peers ran %d tasks at concurrency %d, not %d at %d", p.Tasks, p.Concurrency, tasks, concurrency)
+	}
+	return &p, ""
+}
+
+// machine describes this computer from /proc.
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: strings.TrimPrefix(runtime.Version(), "go")}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %f kB", &kb); err == nil {
+			m.MemoryGB = kb / (1 << 20)
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(data)); len(f) >= 3 {
+			m.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
+	return m
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Results is bench/results.json. The fields up to AWSCallsPerImmediateTask are the headline
+// numbers; the rest say how each was measured.
+type Results struct {
+	AtfEmbeddedTasksPerS     float64            `json:"atf_embedded_tasks_per_s"`
+	RiverTasksPerS           *float64           `json:"river_tasks_per_s"` // null when the peers did not run
+	AsynqTasksPerS           *float64           `json:"asynq_tasks_per_s"`
+	AtfEmbeddedLatencyP50MS  float64            `json:"atf_embedded_latency_p50_ms"`
+	AtfEmbeddedLatencyP95MS  float64            `json:"atf_embedded_latency_p95_ms"`
+	AtfEmbeddedLatencyP99MS  float64            `json:"atf_embedded_latency_p99_ms"`
+	AtfEmulatedLatencyP95MS  float64            `json:"atf_emulated_latency_p95_ms"`
+	ScheduleRequestsPerS     float64            `json:"schedule_requests_per_s"`
+	USDPerMillionImmediate   float64            `json:"aws_usd_per_million_immediate"` // batches of 100
+	USDPerMillionSingle      float64            `json:"aws_usd_per_million_immediate_single"`
+	USDPerMillionDelayed1h   float64            `json:"aws_usd_per_million_delayed_1h"`
+	USDPerMillionTwoRetries  float64            `json:"aws_usd_per_million_two_retries"`
+	IdleUSDPerMonth          float64            `json:"idle_usd_per_month"`
+	AWSCallsPerImmediateTask map[string]float64 `json:"aws_calls_per_immediate_task"`
+
+	Quick      bool         `json:"quick"`
+	Started    string       `json:"started"`
+	WallS      float64      `json:"wall_s"`
+	Machine    Machine      `json:"machine"`
+	Throughput Throughput   `json:"embedded_throughput"`
+	Peers      *PeerResult  `json:"peers"`
+	PeersNote  string       `json:"peers_note,omitempty"`
+	Latency    LatencyRun   `json:"embedded_latency"`
+	Emulated   *LatencyRun  `json:"emulated_latency"`
+	Schedule   ScheduleRun  `json:"schedule"`
+	Cases      []CaseResult `json:"aws_cases"`
+	Idle       *IdleResult  `json:"idle"`
+	AWSNote    string       `json:"aws_note,omitempty"`
+	Prices     Prices       `json:"prices"`
+	Targets    []Target     `json:"targets"`
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	CPU      string  `json:"cpu"`
+	Cores    int     `json:"cores"`
+	MemoryGB float64 `json:"memory_gb"`
+	Kernel   string  `json:"kernel"`
+	Go       string  `json:"go"`
+	LoadAvg  string  `json:"load_average_at_start"`
+}
+
+// PeerResult is the last line of bench/peers' output.
+type PeerResult struct {
+	RiverTasksPerS  float64 `json:"river_tasks_per_s"`
+	AsynqTasksPerS  float64 `json:"asynq_tasks_per_s"`
+	Tasks           int     `json:"tasks"`
+	Concurrency     int     `json:"concurrency"`
+	Batch           int     `json:"batch"`
+	RiverVersion    string  `json:"river_version"`
+	AsynqVersion    string  `json:"asynq_version"`
+	PostgresVersion string  `json:"postgres_version"`
+	RedisVersion    string  `json:"redis_version"`
+}
+
+// Prices records the prices used, with the date they were checked.
+type Prices struct {
+	Checked                     string  `json:"checked"`
+	APIGatewayRESTPerMillion    float64 `json:"api_gateway_rest_per_million"`
+	LambdaRequestsPerMillion    float64 `json:"lambda_requests_per_million"`
+	LambdaArmPerGBSecond        float64 `json:"lambda_arm_per_gb_second"`
+	DynamoDBWritePerMillion     float64 `json:"dynamodb_write_per_million"`
+	DynamoDBReadPerMillion      float64 `json:"dynamodb_read_per_million"`
+	DynamoDBStoragePerGBMonth   float64 `json:"dynamodb_storage_per_gb_month"`
+	SQSStandardPerMillion       float64 `json:"sqs_standard_per_million"`
+	EventBridgeRulePerMillion   float64 `json:"eventbridge_scheduled_rule_per_million"`
+	CloudWatchLogsPerGB         float64 `json:"cloudwatch_logs_per_gb"`
+	APIMemoryMB, StatusMemoryMB int     `json:"-"`
+}
+
+func currentPrices() Prices {
+	return Prices{
+		Checked: PricesChecked, APIGatewayRESTPerMillion: APIGatewayRESTPerMillion,
+		LambdaRequestsPerMillion: LambdaRequestsPerMillion, LambdaArmPerGBSecond: LambdaArmPerGBSecond,
+		DynamoDBWritePerMillion: DynamoDBWritePerMillion, DynamoDBReadPerMillion: DynamoDBReadPerMillion,
+		DynamoDBStoragePerGBMonth: DynamoDBStoragePerGBMo, SQSStandardPerMillion: SQSStandardPerMillion,
+		EventBridgeRulePerMillion: EventBridgeScheduledRulePerMillion, CloudWatchLogsPerGB: CloudWatchLogsPerGB,
+	}
+}
+
+// Target is one of the issue's targets and whether this run met it.
+type Target struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  *bool  `json:"met"` // null when it could not be measured
+}
+
+// The targets of the issue.
+const (
+	targetP99MS           = 100.0
+	targetRiverRatio      = 1.0
+	targetAsynqRatio      = 1.5
+	targetUSDPerMillion   = 2.50
+	targetIdleUSDPerMonth = 5.0
+)
+
+func verdict(ok bool) *bool { return &ok }
+
+// judge fills r.Targets from the measurements.
+func (r *Results) judge() {
+	r.Targets = []Target{{
+		Name: "embedded p99 delivery latency", Want: fmt.Sprintf("≤ %.0f ms", targetP99MS),
+		Got: fmt.Sprintf("%.0f ms", r.AtfEmbeddedLatencyP99MS), Met: verdict(r.AtfEmbeddedLatencyP99MS <= targetP99MS),
+	}}
+	river := Target{Name: "embedded throughput vs River", Want: "≥ 1 × River", Got: "peers not run"}
+	asynq := Target{Name: "embedded throughput vs asynq", Want: "≥ 1.5 × asynq", Got: "peers not run"}
+	if r.RiverTasksPerS != nil && r.AsynqTasksPerS != nil {
+		rr, ra := r.AtfEmbeddedTasksPerS / *r.RiverTasksPerS, r.AtfEmbeddedTasksPerS / *r.AsynqTasksPerS
+		river.Got, river.Met = fmt.Sprintf("%.2f × River", rr), verdict(rr >= targetRiverRatio)
+		asynq.Got, asynq.Met = fmt.Sprintf("%.2f × asynq", ra), verdict(ra >= targetAsynqRatio)
+	}
+	cost := Target{Name: "AWS cost, immediate no-op tasks in batches of 100", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillion), Got: "not measured"}
+	idle := Target{Name: "consumer idle cost per environment", Want: fmt.Sprintf("≤ $%.2f a month", targetIdleUSDPerMonth), Got: "not measured"}
+	if len(r.Cases) > 0 {
+		cost.Got, cost.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionImmediate), verdict(r.USDPerMillionImmediate <= targetUSDPerMillion)
+	}
+	if r.Idle != nil {
+		idle.Got, idle.Met = fmt.Sprintf("$%.2f a month", r.IdleUSDPerMonth), verdict(r.IdleUSDPerMonth <= targetIdleUSDPerMonth)
+	}
+	r.Targets = append(r.Targets, river, asynq, cost, idle)
+}
+
+// num formats a number with thousands separators and no decimals.
+func num(v float64) string {
+	s := fmt.Sprintf("%.0f", math.Abs(v))
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if v < 0 {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func usd(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
+}
+
+// Print writes the table: markdown, so docs/benchmarks.md can quote it as it is.
+func (r *Results) Print(w io.Writer) {
+	mode := "full run"
+	if r.Quick {
+		mode = "QUICK run (smaller counts)"
+	}
+	fmt.Fprintf(w, "atf benchmarks: %s, %s, %s (%d cores), Go %s, load average at start %s\n\n",
+		mode, r.Started, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.LoadAvg)
+
+	t := r.Throughput
+	fmt.Fprintln(w, "| measurement | result |")
+	fmt.Fprintln(w, "|---|---|")
+	fmt.Fprintf(w, "| atf embedded throughput: %s no-op tasks scheduled in batches of %d, concurrency %d | %s tasks/s |\n",
+		num(float64(t.Tasks)), t.Batch, t.Concurrency, num(r.AtfEmbeddedTasksPerS))
+	if p := r.Peers; p != nil {
+		fmt.Fprintf(w, "| River %s on Postgres %s, same workload and concurrency | %s tasks/s (atf/River %.2f) |\n",
+			p.RiverVersion, firstWord(p.PostgresVersion), num(p.RiverTasksPerS), r.AtfEmbeddedTasksPerS/p.RiverTasksPerS)
+		fmt.Fprintf(w, "| asynq %s on Redis %s, same workload and concurrency | %s tasks/s (atf/asynq %.2f) |\n",
+			p.AsynqVersion, p.RedisVersion, num(p.AsynqTasksPerS), r.AtfEmbeddedTasksPerS/p.AsynqTasksPerS)
+	} else {
+		fmt.Fprintf(w, "| peers: not run (%s) | |\n", r.PeersNote)
+	}
+	l := r.Latency
+	fmt.Fprintf(w, "| atf embedded delivery latency (handler start − run_at), %s tasks/s steady for %.0f s, %s tasks | p50 %.0f · p95 %.0f · p99 %.0f · max %.0f ms |\n",
+		num(l.Rate), l.Seconds, num(float64(l.Latency.Count)), l.Latency.P50, l.Latency.P95, l.Latency.P99, l.Latency.Max)
+	if e := r.Emulated; e != nil {
+		fmt.Fprintf(w, "| atf delivery latency on the emulators (function handlers, DynamoDB Local + moto), %s tasks/s for %.0f s | p50 %.0f · p95 %.0f · p99 %.0f · max %.0f ms |\n",
+			num(e.Rate), e.Seconds, e.Latency.P50, e.Latency.P95, e.Latency.P99, e.Latency.Max)
+	}
+	s := r.Schedule
+	fmt.Fprintf(w, "| schedule API (embedded), one task per request, %d clients | %s requests/s (in batches of 100: %s tasks/s) |\n",
+		s.Clients, num(s.RequestsPerS), num(s.BatchTasksPerS))
+	fmt.Fprintln(w)
+
+	if len(r.Cases) > 0 {
+		fmt.Fprintf(w, "AWS cost per million no-op tasks, us-east-1 list prices checked %s (share of the total)\n\n", PricesChecked)
+		fmt.Fprintf(w, "| case | total | %s |\n", strings.Join(services, " | "))
+		fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(services)))
+		for _, c := range r.Cases {
+			fmt.Fprintf(w, "| %s | **%s** |%s\n", c.Title, usd(c.TotalPerMillon), shares(c.USDPerMillion, c.TotalPerMillon))
+		}
+		if i := r.Idle; i != nil {
+			fmt.Fprintf(w, "| consumer idle, per month: %d lambdas (%d queues), %d shards | **%s** |%s\n",
+				len(i.Lambdas), i.Priorities, i.Shards, usd(i.Total), shares(i.USDPerMonth, i.Total))
+		}
+		fmt.Fprintln(w)
+		c := r.Cases[0]
+		fmt.Fprintf(w, "AWS calls per task, %s (capacity units computed from item sizes; DynamoDB Local's own report in brackets)\n\n", c.Title)
+		fmt.Fprintln(w, "| operation | calls | write units | read units |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+		for _, op := range slices.Sorted(maps.Keys(c.Calls)) {
+			x := c.Calls[op]
+			wu, ru := "", ""
+			if strings.HasPrefix(op, "DynamoDB.") {
+				wu = fmt.Sprintf("%.2f (%.2f)", x.Write, x.ReportedWrite)
+				ru = fmt.Sprintf("%.2f (%.2f)", x.Read, x.ReportedRead)
+			}
+			fmt.Fprintf(w, "| %s | %.3f | %s | %s |\n", op, x.Calls, wu, ru)
+		}
+		fmt.Fprintf(w, "| total DynamoDB | | %.2f | %.2f |\n\n", c.Usage.WriteUnits, c.Usage.ReadUnits)
+	} else if r.AWSNote != "" {
+		fmt.Fprintf(w, "AWS cost: not measured (%s)\n\n", r.AWSNote)
+	}
+
+	fmt.Fprintln(w, "| target | wanted | this run | |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, t := range r.Targets {
+		mark := "not measured"
+		if t.Met != nil {
+			mark = map[bool]string{true: "met", false: "**missed**"}[*t.Met]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, mark)
+	}
+}
+
+// shares is the table cells of a cost by service: dollars and share of the total.
+func shares(cost map[string]float64, total float64) string {
+	var b strings.Builder
+	for _, s := range services {
+		share := 0.0
+		if total > 0 {
+			share = cost[s] / total * 100
+		}
+		fmt.Fprintf(&b, " %s (%.0f%%) |", usd(cost[s]), share)
+	}
+	return b.String()
+}
+
+func firstWord(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
+	}
+	return s
+}
