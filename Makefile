@@ -64,8 +64,21 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf ./shared/local \
 	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:'
 
-bench: ## run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
+# command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
+# latency, and the AWS cost per task on the emulators. The emulators and the peers' servers are
+# stopped again if this started them.
+BENCH_CONCURRENCY ?= 16
+BENCH_GO_FLAGS := $(if $(QUICK),-count=1 -benchtime=100x,-count=5)
+bench: ## benchmarks, not part of make test: prints the table, writes bench/results.json (QUICK=1: smaller counts)
+	@set -eo pipefail; mkdir -p $(BIN); \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
+	peers=; cleanup() { [ -z "$$peers" ] || bench/peers/services stop >/dev/null 2>&1; [ -n "$$was_up" ] || localstack/emulators stop; }; \
+	trap cleanup EXIT; \
+	if [ -x bench/peers/services ]; then env=$$(bench/peers/services start) && eval "$$env" && peers=1; fi; \
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_GO_FLAGS) ./shared/task ./shared/sqlitestore ./shared/dynamostore | tee $(BIN)/bench-go.txt; \
+	$(GO) run ./bench $(if $(QUICK),-quick) -concurrency $(BENCH_CONCURRENCY)
 
 FUZZTIME ?= 30s
 
