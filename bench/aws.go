@@ -371,9 +371,12 @@ type CaseResult struct {
 	Calls   map[string]OpCount `json:"calls_per_task"` // by Service.Operation
 	// IdleSweeps and EmptyReceives happened during the case but belong to the idle cost: sweeps
 	// that moved nothing, receives that found nothing.
-	IdleSweeps     int                `json:"idle_sweeps"`
-	EmptyReceives  float64            `json:"empty_receives"`
-	Usage          Usage              `json:"usage_per_task"`
+	IdleSweeps    int     `json:"idle_sweeps"`
+	EmptyReceives float64 `json:"empty_receives"`
+	Usage         Usage   `json:"usage_per_task"`
+	// LogBytes is what each function logged per task: its own records, then the platform's
+	// START, END and REPORT lines and API Gateway's access log records (estimated).
+	LogBytes       map[string]float64 `json:"log_bytes_per_task"`
 	USDPerMillion  map[string]float64 `json:"usd_per_million_by_service"`
 	TotalPerMillon float64            `json:"usd_per_million"`
 }
@@ -458,24 +461,29 @@ func (h *harness) result(c costCase, n int, took time.Duration, ids map[string]b
 		}
 	}
 	u.Lambda = map[string]LambdaUse{}
-	logs := 0.0
+	logs := map[string]float64{"consumer": float64(sweeps.workLogs) * per}
+	platform := 0.0
 	for _, f := range []*function{h.apiFn, h.statusFn, h.workerFn} {
 		s := f.snapshot()
 		u.Lambda[f.name] = LambdaUse{Invocations: float64(s.invocations) * per, GBSeconds: GBSeconds(s.billedMS, f.memoryMB) * per}
 		calls["Lambda.Invoke("+f.name+")"] = OpCount{Calls: float64(s.invocations) * per}
-		logs += float64(s.logBytes) + float64(s.invocations*LambdaPlatformLogBytes)
+		logs[f.name] = float64(s.logBytes) * per
+		platform += float64(s.invocations*LambdaPlatformLogBytes) * per
 	}
-	logs += float64(sweeps.workLogs)
 	apiRequests := float64(h.apiFn.snapshot().invocations)
 	calls["APIGateway.Request"] = OpCount{Calls: apiRequests * per}
 	u.APIRequests = apiRequests * per
-	u.LogBytes = (logs + apiRequests*APIAccessLogBytes) * per
+	logs["lambda platform (estimated)"] = platform
+	logs["api gateway access log (estimated)"] = apiRequests * APIAccessLogBytes * per
+	for _, b := range logs {
+		u.LogBytes += b
+	}
 	retention := dynamostore.DefaultRetention.Hours() / 730 // months a finished task is kept
 	u.StorageGBMonths = float64(h.shadow.storedBytes(ids)) * per / (1 << 30) * retention
 	cost := u.Scale(1e6).Cost()
 	return CaseResult{
 		costCase: c, Tasks: n, Seconds: took.Seconds(), Calls: calls, IdleSweeps: sweeps.idle,
-		EmptyReceives: empty, Usage: u, USDPerMillion: cost, TotalPerMillon: Total(cost),
+		EmptyReceives: empty, Usage: u, LogBytes: logs, USDPerMillion: cost, TotalPerMillon: Total(cost),
 	}
 }
 
