@@ -67,21 +67,23 @@ type Store struct {
 	// for the writer, so they get a pool of their own.
 	w, r *sql.DB
 
-	// Updates are group-committed: one goroutine writes those waiting in one transaction, so
-	// concurrent transitions share a commit and its fsync instead of queueing for one each.
-	update    *sql.Stmt
-	get       *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
-	updates   chan *update
-	closed    chan struct{}
-	closeOnce sync.Once
-	writer    sync.WaitGroup
+	// Task writes are group-committed: one goroutine writes those waiting in one transaction, so
+	// concurrent transitions and creations share a commit and its fsync instead of queueing for
+	// one each.
+	update, insert *sql.Stmt
+	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
+	updates        chan *update
+	closed         chan struct{}
+	closeOnce      sync.Once
+	writer         sync.WaitGroup
 }
 
-// update is one Update waiting for the group writer.
+// update is one Update, or one CreateBatch, waiting for the group writer.
 type update struct {
-	t    task.Task
-	prev int64
-	done chan error // receives the outcome once the update is committed or has failed
+	t      task.Task
+	prev   int64
+	create []task.Task // a CreateBatch: these tasks, all or none
+	done   chan error  // receives the outcome once the write is committed or has failed
 }
 
 // maxGroup bounds the updates of one commit, so that a long queue is not held back by one
@@ -127,7 +129,15 @@ func Open(path string) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, get: get, updates: make(chan *update), closed: make(chan struct{})}
+	ins, err := w.Prepare(insertSQL)
+	if err != nil {
+		get.Close()
+		upd.Close()
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -136,7 +146,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
-	return errors.Join(s.update.Close(), s.get.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -144,37 +154,21 @@ func (s *Store) Create(ctx context.Context, t task.Task) error {
 	return s.CreateBatch(ctx, []task.Task{t})
 }
 
-// CreateBatch stores every task in one transaction, or none of them.
+// CreateBatch stores every task in one transaction, or none of them. It is group-committed with
+// the writes waiting alongside it, and returns once it is synced.
 func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if err := task.CheckBatch(tasks); err != nil {
 		return err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: create: %w", err)
+	if len(tasks) == 0 {
+		return nil
 	}
-	defer tx.Rollback()
-	for _, t := range tasks {
-		res, err := tx.ExecContext(ctx, `INSERT INTO tasks (`+columns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (lambda, id) DO NOTHING`,
-			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
-			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
-		} else if n == 0 {
-			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: create: %w", err)
-	}
-	return nil
+	return s.write(ctx, &update{create: tasks, done: make(chan error, 1)}, tasks[0])
 }
+
+const insertSQL = `INSERT INTO tasks (` + columns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, or task.ErrNotFound.
 func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
@@ -199,11 +193,15 @@ const updateSQL = `UPDATE tasks SET
 // statement, so of racing updates exactly one matches the row, also when both are in one group
 // commit. It returns once the write is committed (synced), as a lone transaction would.
 func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
-	u := &update{t: t, prev: prev, done: make(chan error, 1)}
+	return s.write(ctx, &update{t: t, prev: prev, done: make(chan error, 1)}, t)
+}
+
+// write hands u to the group writer and waits for its outcome.
+func (s *Store) write(ctx context.Context, u *update, t task.Task) error {
 	select {
 	case s.updates <- u:
 	case <-s.closed:
-		return fmt.Errorf("sqlitestore: update %s/%s: the store is closed", t.Lambda, t.ID)
+		return fmt.Errorf("sqlitestore: write %s/%s: the store is closed", t.Lambda, t.ID)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -254,9 +252,16 @@ func (s *Store) commitGroup(group []*update) error {
 		return fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, s.update)
-	matched := make([]bool, len(group))
+	stmt, insert := tx.StmtContext(ctx, s.update), tx.StmtContext(ctx, s.insert)
+	outcome := make([]error, len(group))
 	for i, u := range group {
+		if u.create != nil {
+			var err error
+			if outcome[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+				return err
+			}
+			continue
+		}
 		t := u.t
 		res, err := stmt.ExecContext(ctx,
 			t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
@@ -270,19 +275,50 @@ func (s *Store) commitGroup(group []*update) error {
 		if err != nil {
 			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
-		matched[i] = n > 0
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: update: %w", err)
-	}
-	for i, u := range group {
-		if matched[i] {
-			u.done <- nil
-		} else {
-			u.done <- task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", u.t.ID, u.t.Lambda)
+		if n == 0 {
+			outcome[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 		}
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: write: %w", err)
+	}
+	for i, u := range group {
+		u.done <- outcome[i]
+	}
 	return nil
+}
+
+// createIn inserts a batch inside the group's transaction, within a savepoint: a taken id undoes
+// the batch alone, and is its outcome (task.ErrExists). The error is one that fails the group.
+func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
+		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	}
+	for _, t := range tasks {
+		res, err := insert.ExecContext(ctx,
+			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
+			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
+			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		if n == 0 {
+			for _, q := range []string{`ROLLBACK TO batch`, `RELEASE batch`} {
+				if _, err := tx.ExecContext(ctx, q); err != nil {
+					return nil, fmt.Errorf("sqlitestore: create: %w", err)
+				}
+			}
+			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda), nil
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE batch`); err != nil {
+		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	}
+	return nil, nil
 }
 
 // List returns a page of one lambda's tasks in creation order. The cursor is the position of

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -135,8 +136,9 @@ func TestPragmas(t *testing.T) {
 	}
 }
 
-// TestGroupCommit: updates that arrive together share commits, yet each keeps its own outcome:
-// every update of a distinct task lands, of racing updates from one version exactly one wins,
+// TestGroupCommit: writes that arrive together share commits, yet each keeps its own outcome:
+// every update of a distinct task lands, of racing updates from one version exactly one wins, a
+// batch with a taken id creates nothing while the batches beside it create all they hold,
 // and all of it is there after a reopen. An update after Close fails.
 func TestGroupCommit(t *testing.T) {
 	ctx := t.Context()
@@ -196,6 +198,31 @@ func TestGroupCommit(t *testing.T) {
 	if wins.Load() != 1 {
 		t.Errorf("%d racing updates from one version won, want 1", wins.Load())
 	}
+	// Batches created together: one with a taken id creates nothing, the others all they hold.
+	batchErrs := make([]error, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			var batch []task.Task
+			for j := range 5 {
+				tk, err := task.New(task.Spec{ID: fmt.Sprintf("c%d-%d", i, j)}, l, now, cfg)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				batch = append(batch, tk)
+			}
+			if i == 3 {
+				batch[4].ID = "t0" // taken
+			}
+			batchErrs[i] = s.CreateBatch(ctx, batch)
+		})
+	}
+	wg.Wait()
+	for i, err := range batchErrs {
+		if (i == 3) != errors.Is(err, task.ErrExists) || (i != 3 && err != nil) {
+			t.Errorf("batch %d: %v", i, err)
+		}
+	}
 	s.Close()
 	if err := s.Update(ctx, tasks[0], tasks[0].Version); err == nil {
 		t.Error("an update after Close succeeded")
@@ -207,7 +234,7 @@ func TestGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[task.StatusEnqueued] != 101 {
-		t.Errorf("after a reopen: %v, want all 101 enqueued", counts)
+	if counts[task.StatusEnqueued] != 101 || counts[task.StatusNew] != 45 {
+		t.Errorf("after a reopen: %v, want all 101 enqueued and the 9 good batches' 45 tasks new", counts)
 	}
 }
