@@ -39,8 +39,8 @@ type sizes struct {
 }
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 20, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 20, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8}
 )
 
 func main() {
