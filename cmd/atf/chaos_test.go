@@ -88,7 +88,11 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 		devs[i], workers[i] = start(), strconv.Itoa(starts)
 	}
 
-	// Schedule everything first, from 8 clients at once.
+	// Schedule everything first, from 8 clients at once, behind a paused gate: the kills must
+	// come while the tasks run, however slowly a loaded machine takes the schedules.
+	if _, err := devs[0].client.SetGate(context.Background(), "rec", "", task.GatePause); err != nil {
+		t.Fatal(err)
+	}
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -105,6 +109,9 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	wg.Wait()
 	if t.Failed() {
 		return
+	}
+	if _, err := devs[0].client.SetGate(context.Background(), "rec", "", task.GateOpen); err != nil {
+		t.Fatal(err)
 	}
 
 	var kills []history.Kill
