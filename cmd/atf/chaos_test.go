@@ -254,10 +254,7 @@ func TestChaosStopAWS(t *testing.T) {
 	for {
 		if running(t, hist, "A") {
 			stops = append(stops, history.Kill{Worker: "A", At: time.Now()})
-			pids := tree(a.cmd.Process.Pid)
-			for _, pid := range pids {
-				syscall.Kill(pid, syscall.SIGSTOP)
-			}
+			pids := stopTree(a.cmd.Process.Pid)
 			time.Sleep(4 * time.Second) // the heartbeat timeout is 1.2 s
 			for _, pid := range pids {
 				syscall.Kill(pid, syscall.SIGCONT)
@@ -324,6 +321,24 @@ func running(t *testing.T, hist, worker string) bool {
 		t.Fatal(err)
 	}
 	return slices.ContainsFunc(execs, func(e history.Execution) bool { return e.Worker == worker && e.End.IsZero() })
+}
+
+// stopTree SIGSTOPs pid, then its descendants, until none is left running (a child may have
+// been forking as its parent stopped), and returns them all, parents first.
+func stopTree(pid int) []int {
+	syscall.Kill(pid, syscall.SIGSTOP)
+	stopped := map[int]bool{pid: true}
+	out := []int{pid}
+	for more := true; more; {
+		more = false
+		for _, p := range tree(pid) {
+			if !stopped[p] {
+				syscall.Kill(p, syscall.SIGSTOP)
+				stopped[p], more, out = true, true, append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // tree returns pid and its descendants, parents first.

@@ -142,8 +142,25 @@ func (q *frozenQueue) Extend(ctx context.Context, d task.Delivery, v time.Durati
 
 // History collects the executions of every Recorder that shares it.
 type History struct {
-	mu    sync.Mutex
-	execs []history.Execution
+	mu      sync.Mutex
+	execs   []history.Execution
+	running map[string]int // runs in progress, by worker
+}
+
+// Running is how many runs of worker are in progress.
+func (h *History) Running(worker string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running[worker]
+}
+
+func (h *History) started(worker string, by int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running == nil {
+		h.running = map[string]int{}
+	}
+	h.running[worker] += by
 }
 
 // Executions returns a copy of what was recorded so far.
@@ -170,6 +187,8 @@ type Result struct {
 
 func (r *Recorder) Handle(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 	e := history.Execution{Task: t.ID, Attempt: t.Attempt, Worker: r.Worker, Start: time.Now()}
+	r.History.started(r.Worker, 1)
+	defer r.History.started(r.Worker, -1)
 	var err error
 	if r.Work != nil {
 		err = r.Work(ctx, t)
