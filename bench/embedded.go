@@ -113,9 +113,10 @@ type Throughput struct {
 	Runs        int     `json:"handler_runs"` // more than Tasks would be duplicate runs
 }
 
-// embeddedThroughput burns down n no-op tasks as the peers do: one goroutine schedules them in
-// batches of 100 through the HTTP API while the stack runs them; the clock stops when the API
-// counts n successes.
+// embeddedThroughput burns down n no-op tasks as the peers do: one goroutine schedules them all
+// in batches of 100 through the HTTP API behind a paused gate, then opens the gate, so that the
+// workers start on the full backlog; the clock runs from the first schedule request until the
+// API counts n successes.
 func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, error) {
 	var ran atomic.Int64
 	e, err := startEmbedded(ctx, concurrency, func(context.Context, worker.Task) (json.RawMessage, error) {
@@ -126,6 +127,9 @@ func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, er
 		return Throughput{}, err
 	}
 	defer e.stop()
+	if _, err := e.client.SetGate(ctx, lambdaName, "", task.GatePause); err != nil {
+		return Throughput{}, err
+	}
 	start := time.Now()
 	reqs := make([]client.ScheduleRequest, batchSize)
 	for left := n; left > 0; left -= batchSize {
@@ -134,6 +138,9 @@ func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, er
 		}
 	}
 	scheduled := time.Since(start)
+	if _, err := e.client.SetGate(ctx, lambdaName, "", task.GateOpen); err != nil {
+		return Throughput{}, err
+	}
 	err = waitUntil(ctx, 10*time.Millisecond, func() (bool, error) {
 		if ran.Load() < int64(n) {
 			return false, nil
