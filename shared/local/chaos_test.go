@@ -419,7 +419,9 @@ func TestChaosFlood(t *testing.T) {
 	chaostest.Report(t, "isolation flood (embedded)", r, fmt.Sprintf(" flood=%d steady=%d steady_p50_ms=%d steady_p95_ms=%d steady_max_ms=%d",
 		n, len(runAt), p(0.5).Milliseconds(), p(0.95).Milliseconds(), latencies[len(latencies)-1].Milliseconds()))
 	for _, e := range steadyExecs {
-		if !e.Start.Before(lastFlood) {
+		// A task that came due only as the flood ended (the last ones are scheduled 200 ms ahead
+		// while the flood's last tenth drains) cannot have waited behind it.
+		if runAt[e.Task].Add(100*time.Millisecond).Before(lastFlood) && !e.Start.Before(lastFlood) {
 			t.Errorf("%s started at %s, after the flood's last task started (%s): it waited behind the flood", e.Task, e.Start.Format(time.StampMilli), lastFlood.Format(time.StampMilli))
 		}
 	}
