@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -96,13 +97,7 @@ func Wait(t testing.TB, c *client.Client, lambda string, n int, timeout time.Dur
 		snapshot, err := List(c, lambda)
 		if err == nil {
 			observed, last = append(observed, snapshot), snapshot
-			done := 0
-			for _, f := range snapshot {
-				if f.Status.Terminal() {
-					done++
-				}
-			}
-			if done == n {
+			if Done(snapshot, n) {
 				return observed, last
 			}
 		}
@@ -131,6 +126,32 @@ func List(c *client.Client, lambda string) ([]history.Final, error) {
 		}
 		p.Cursor = next
 	}
+}
+
+// Done reports whether finals holds n tasks, all terminal.
+func Done(finals []history.Final, n int) bool {
+	return len(finals) == n && !slices.ContainsFunc(finals, func(f history.Final) bool { return !f.Status.Terminal() })
+}
+
+// Unfinished counts lambda's tasks that are not terminal, from the API's counts: cheaper than
+// listing them all.
+func Unfinished(c *client.Client, lambda string) (int, error) {
+	ls, err := c.Lambdas(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range ls {
+		if l.Name != lambda {
+			continue
+		}
+		for s, k := range l.Counts {
+			if !s.Terminal() {
+				n += k
+			}
+		}
+	}
+	return n, nil
 }
 
 // Report prints the scenario's summary line, as `make chaos` collects them, and fails the test

@@ -23,7 +23,6 @@ import (
 	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/chaostest"
 	"github.com/openatf/atf/shared/client"
-	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/memqueue"
@@ -276,7 +275,7 @@ func testPause(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 		observed, final = append(observed, last), last
-		if done(last, n) || time.Now().After(deadline) {
+		if chaostest.Done(last, n) || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -345,10 +344,6 @@ func testPause(t *testing.T, b backend) {
 	}
 }
 
-func done(fs []history.Final, n int) bool {
-	return len(fs) == n && !slices.ContainsFunc(fs, func(f history.Final) bool { return !f.Status.Terminal() })
-}
-
 func TestChaosPause(t *testing.T)    { testPause(t, embedded(t)) }
 func TestChaosPauseAWS(t *testing.T) { testPause(t, emulated(t, "pause")) }
 
@@ -381,11 +376,11 @@ func TestChaosFlood(t *testing.T) {
 	runAt := map[string]time.Time{}
 	for i := 0; i < 1000; i++ {
 		if i%25 == 0 { // counting is a scan of the flood: not too often
-			counts, err := c.Lambdas(t.Context())
+			left, err := chaostest.Unfinished(c, "flood")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if waiting(counts, "flood") < n/10 {
+			if left < n/10 {
 				break
 			}
 		}
@@ -428,19 +423,4 @@ func TestChaosFlood(t *testing.T) {
 	if long() && p(0.95) > time.Second {
 		t.Errorf("steady's p95 delivery latency is %s under the flood, want at most 1s", p(0.95))
 	}
-}
-
-// waiting counts a lambda's tasks that have not finished.
-func waiting(ls []frontend.LambdaInfo, lambda string) int {
-	n := 0
-	for _, l := range ls {
-		if l.Name == lambda {
-			for s, c := range l.Counts {
-				if !s.Terminal() {
-					n += c
-				}
-			}
-		}
-	}
-	return n
 }
