@@ -167,7 +167,7 @@ func serve(ctx context.Context, stop func(), cfg config, log *slog.Logger) error
 	st := awsfn.Status(cfg.env, clients, log)
 	ctl := controller.Start(controller.Config{
 		Lambda: cfg.lambda, Handler: cfg.handler, Queue: clients.Queue, Status: st,
-		Executor: executor.New(st, cfg.env.Task.HeartbeatInterval, log),
+		Executor: executor.New(st, executor.Config{Task: cfg.env.Task, Logger: log}),
 		IdleWait: idleWait, Prefetch: cfg.prefetch, Logger: log,
 	})
 	log.Info("executor is up", "lambda", cfg.lambda.Name, "priorities", cfg.lambda.Priorities,

@@ -262,3 +262,46 @@ func (s *Owner) Foreign() []string {
 	defer s.mu.Unlock()
 	return slices.Clone(s.foreign)
 }
+
+// SlowStatus makes the status controller slow, as a status function that is slow to answer or
+// times out: every claim and heartbeat (a write to claimed or processing) waits a random time up
+// to Max. For a share (Rate) of the runs, every heartbeat after the start then hangs from 2/3 of
+// Max to Max and fails without writing, as a status function that times out on its store: the
+// heartbeats of those runs fail slowly from then on. A wait ignores the caller's deadline on
+// purpose: a call that hangs does not stop for it.
+type SlowStatus struct {
+	task.Store
+	Max    time.Duration
+	Rate   float64
+	calls  atomic.Int64
+	faults atomic.Int64
+	mu     sync.Mutex
+	bad    map[string]bool // leases whose heartbeats fail, by lease; false: started, healthy
+}
+
+// Calls is how many status writes were slowed, and Faults how many of them failed.
+func (s *SlowStatus) Calls() int  { return int(s.calls.Load()) }
+func (s *SlowStatus) Faults() int { return int(s.faults.Load()) }
+
+func (s *SlowStatus) Update(ctx context.Context, t task.Task, prev int64) error {
+	if t.Status != task.StatusClaimed && t.Status != task.StatusProcessing {
+		return s.Store.Update(ctx, t, prev)
+	}
+	s.calls.Add(1)
+	s.mu.Lock()
+	if s.bad == nil {
+		s.bad = map[string]bool{}
+	}
+	bad, started := s.bad[t.Lease]
+	if !started && t.Status == task.StatusProcessing {
+		s.bad[t.Lease] = rand.Float64() < s.Rate // decided at the start, which goes through
+	}
+	s.mu.Unlock()
+	if !bad {
+		time.Sleep(rand.N(s.Max + 1))
+		return s.Store.Update(ctx, t, prev)
+	}
+	time.Sleep(s.Max*2/3 + rand.N(s.Max/3+1))
+	s.faults.Add(1)
+	return errInjected("status call timed out")
+}

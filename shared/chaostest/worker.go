@@ -49,17 +49,44 @@ func (q *Duplicating) Send(ctx context.Context, msgs ...task.Message) error {
 // wrapped store and queue, and every step of the handlers that Pass it, waits. The worker
 // neither heartbeats nor reports nor makes progress; calls already sent complete on the other
 // side, but their answers arrive only after Thaw, when the worker carries on as if nothing
-// happened.
-type Freezer struct{ mu sync.RWMutex }
+// happened. Only the executor's clock runs on: a handler it stops during the freeze, because
+// its lease is running out, ends (see Sleep).
+type Freezer struct {
+	mu     sync.Mutex
+	thawed chan struct{} // closed by Thaw; nil while not frozen
+}
 
 // Freeze stops the worker; Thaw lets it go on.
-func (f *Freezer) Freeze() { f.mu.Lock() }
-func (f *Freezer) Thaw()   { f.mu.Unlock() }
+func (f *Freezer) Freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.thawed = make(chan struct{})
+}
+
+func (f *Freezer) Thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.thawed)
+	f.thawed = nil
+}
 
 // Pass returns at once, or once thawed.
-func (f *Freezer) Pass() {
-	f.mu.RLock()
-	f.mu.RUnlock() //nolint:staticcheck // an empty critical section is the point: wait out a freeze
+func (f *Freezer) Pass() { f.PassOrStop(context.Background()) }
+
+// PassOrStop returns at once, or once thawed, or with ctx's error once ctx ends.
+func (f *Freezer) PassOrStop(ctx context.Context) error {
+	f.mu.Lock()
+	thawed := f.thawed
+	f.mu.Unlock()
+	if thawed == nil {
+		return nil
+	}
+	select {
+	case <-thawed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Store wraps s so that its calls stop while frozen.
@@ -211,13 +238,16 @@ func (r *Recorder) Handle(ctx context.Context, t worker.Task) (json.RawMessage, 
 
 // Sleep is Work that takes d in 10 ms steps, or until cancelled. Each step first Passes f (if
 // not nil), so the time a worker spends frozen does not count: it has as much left to do
-// after Thaw as before Freeze.
+// after Thaw as before Freeze. A run cancelled while frozen ends at once: its executor, whose
+// clock the freeze does not stop, gave up its lease.
 func Sleep(d time.Duration, f *Freezer) func(context.Context, worker.Task) error {
 	const step = 10 * time.Millisecond
 	return func(ctx context.Context, _ worker.Task) error {
 		for range d / step {
 			if f != nil {
-				f.Pass()
+				if err := f.PassOrStop(ctx); err != nil {
+					return err
+				}
 			}
 			select {
 			case <-ctx.Done():

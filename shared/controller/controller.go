@@ -454,8 +454,8 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // run claims the task of d and runs it. The message is deleted once the claim is settled either
 // way: from then on the store's timeouts, not the queue, keep the task alive.
 func (c *Controller) run(ctx context.Context, d task.Delivery) {
-	t, err := c.cfg.Status.Claim(ctx, d.Lambda, d.TaskID)
-	claimed := err == nil // on error t may be the task as read, with its current owner's lease
+	t, err := c.cfg.Executor.Claim(ctx, d.Lambda, d.TaskID, d.Receipt)
+	claimed := err == nil
 	switch {
 	case claimed:
 	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):

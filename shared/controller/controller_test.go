@@ -82,7 +82,7 @@ func (h *harness) handle(ctx context.Context, t worker.Task) (json.RawMessage, e
 func (h *harness) start(c Config) *Controller {
 	c.Lambda, c.Queue, c.Status, c.Logger = h.lambda, h.queue, h.status, quiet
 	c.Handler = worker.HandlerFunc(h.handle)
-	c.Executor = executor.New(c.Status, time.Second, quiet)
+	c.Executor = executor.New(c.Status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet})
 	if c.IdleWait == 0 {
 		c.IdleWait = 10 * time.Millisecond
 	}
@@ -450,7 +450,7 @@ func TestStopWhileReceiveFails(t *testing.T) {
 	h := newHarness(t, 1)
 	ctl := Start(Config{
 		Lambda: h.lambda, Queue: failingQueue{memqueue.New()}, Status: h.status, Handler: worker.HandlerFunc(h.handle),
-		Executor: executor.New(h.status, time.Second, quiet), IdleWait: time.Hour, Prefetch: 1, Logger: quiet,
+		Executor: executor.New(h.status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet}), IdleWait: time.Hour, Prefetch: 1, Logger: quiet,
 	})
 	time.Sleep(20 * time.Millisecond)
 	begin := time.Now()

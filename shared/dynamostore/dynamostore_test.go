@@ -270,7 +270,7 @@ func TestResultTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsc := status.New(s, status.Config{})
-	claimed, err := hsc.Claim(ctx, l.Name, "r1")
+	claimed, err := hsc.Claim(ctx, l.Name, "r1", "")
 	if err != nil {
 		t.Fatal(err)
 	}

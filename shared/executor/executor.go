@@ -1,8 +1,12 @@
 // Package executor runs one claimed task: it starts the handler, heartbeats while it runs, and
-// reports the outcome. It keeps the no-concurrent-execution guarantee on its side: after
-// task.MaxMissedHeartbeats failed heartbeats in a row (or one that says the lease is gone) it stops
-// the handler, because it can no longer prove it owns the task. The heartbeat timeout exceeds
-// that many intervals, so the handler is stopped before anyone else may claim the task.
+// reports the outcome. It keeps the no-concurrent-execution guarantee on its side, by the clock
+// rather than by counting failures: the store lets another worker claim the task HeartbeatTimeout
+// after the last heartbeat it recorded, so the executor stops the handler at the start of its
+// last successful heartbeat + HeartbeatTimeout − LeaseMargin, however slow or broken the status
+// calls in between. Every status call has a deadline within that time. A handler that does not
+// return within half the margin after it was stopped cannot be stopped in-process (Go cannot kill
+// a goroutine): the executor then abandons it, which by default ends the process. The timing
+// argument is in docs/guarantees.md.
 package executor
 
 import (
@@ -10,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/openatf/atf/shared/status"
@@ -20,7 +25,9 @@ import (
 // Status is the heartbeat and status controller as an executor sees it: in-process locally
 // (*status.Controller), a function invocation on AWS.
 type Status interface {
-	Claim(ctx context.Context, lambda, id string) (task.Task, error)
+	// Claim claims an enqueued task for one delivery of its message (its receipt): see
+	// status.Controller.Claim.
+	Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error)
 	Heartbeat(ctx context.Context, lambda, id, lease string) error
 	SetResult(ctx context.Context, lambda, id, lease string, r status.Result) (task.Task, error)
 	Release(ctx context.Context, lambda, id, lease string) error
@@ -28,48 +35,96 @@ type Status interface {
 
 var _ Status = (*status.Controller)(nil)
 
-// reportTimeout bounds the final result or release call, which runs even during shutdown.
+// reportTimeout bounds the final result or release call, which runs even during shutdown. It
+// needs no tighter bound: the handler has returned, and a result that comes too late is refused.
 const reportTimeout = 10 * time.Second
+
+// ExitAbandoned is the exit code of a process that ended because a handler it could not stop
+// still ran when its lease ran out.
+const ExitAbandoned = 70
+
+// Config configures an Executor.
+type Config struct {
+	// Task holds the timings: HeartbeatInterval, HeartbeatTimeout, ClaimTimeout and LeaseMargin.
+	// Zero fields take their defaults; they must be the status controller's.
+	Task   task.Config
+	Logger *slog.Logger // slog.Default() if nil
+	// Abandon is called when a stopped handler has not returned within half the lease margin:
+	// it must make sure the handler runs no more. The default logs and ends the process with
+	// ExitAbandoned (a Lambda invocation then fails and an ECS task is replaced); the other tasks
+	// the process held come back through their timeouts.
+	Abandon func(t task.Task)
+}
 
 // Executor runs claimed tasks.
 type Executor struct {
-	status   Status
-	interval time.Duration
-	log      *slog.Logger
+	status  Status
+	cfg     task.Config
+	log     *slog.Logger
+	abandon func(task.Task)
 }
 
-// New returns an Executor that heartbeats every interval (task.DefaultHeartbeatInterval if zero).
-func New(s Status, interval time.Duration, log *slog.Logger) *Executor {
-	if interval <= 0 {
-		interval = task.DefaultHeartbeatInterval
+// New returns an Executor.
+func New(s Status, c Config) *Executor {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
-	if log == nil {
-		log = slog.Default()
+	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon}
+	if e.abandon == nil {
+		e.abandon = func(t task.Task) {
+			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
+				"lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
+			os.Exit(ExitAbandoned)
+		}
 	}
-	return &Executor{status: s, interval: interval, log: log}
+	return e
+}
+
+// Claim claims the task of a message delivery, within the claim timeout less the lease margin:
+// a claim answered later than that may already have timed out, and its heartbeat is refused.
+func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ClaimTimeout-e.cfg.LeaseMargin)
+	defer cancel()
+	return e.status.Claim(ctx, lambda, id, delivery)
 }
 
 // errLeaseLost is the cause given to a handler's context when the executor stops it.
 var errLeaseLost = errors.New("lease lost: heartbeats failed, another worker may run the task")
 
+// outcome is how a handler returned.
+type outcome struct {
+	result []byte
+	err    error
+}
+
+// beat is the outcome of one heartbeat call, and when it was sent.
+type beat struct {
+	sent time.Time
+	err  error
+}
+
 // Run runs the claimed task t with h, bounded by l.Timeout. Cancelling ctx means the executor is
 // shutting down: the handler is stopped and the task released, untried, for another worker.
 func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t task.Task) {
 	log := e.log.With("lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
-	if err := e.status.Heartbeat(ctx, t.Lambda, t.ID, t.Lease); err != nil {
-		// Not started: the claim timeout hands the task to someone else.
+	// The first heartbeat starts the task. A claim times out ClaimTimeout after it was written,
+	// so a start that cannot be sure to land before that gives up and lets the timeout act.
+	sent := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.ClaimTimeout-e.cfg.LeaseMargin)
+	err := e.status.Heartbeat(sctx, t.Lambda, t.ID, t.Lease)
+	cancel()
+	if err != nil {
 		log.Warn("could not start task", "err", err)
 		return
 	}
+	// The store recorded the heartbeat after it was sent, so the lease holds at least until
+	// sent + HeartbeatTimeout: the handler must be gone a margin before that.
+	stopAt := e.stopAt(sent)
 
 	hctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, l.Timeout, fmt.Errorf("handler timed out after %s", l.Timeout))
 	defer cancelTimeout()
-	type outcome struct {
-		result []byte
-		err    error
-	}
 	done := make(chan outcome, 1)
 	go func() {
 		r, err := worker.Run(hctx, h, worker.Task{
@@ -79,34 +134,76 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 		done <- outcome{r, err}
 	}()
 
-	ticker := time.NewTicker(e.interval)
+	ticker := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer ticker.Stop()
+	deadline := time.NewTimer(time.Until(stopAt))
+	defer deadline.Stop()
+	// One heartbeat at a time, each bounded by the lease's end: a slow call never delays the
+	// stop, and a tick that comes while one is out is skipped.
+	beats := make(chan beat, 1)
+	inFlight := false
 	missed := 0
 	for {
 		select {
 		case <-ticker.C:
-			err := e.status.Heartbeat(ctx, t.Lambda, t.ID, t.Lease)
+			if inFlight {
+				continue
+			}
+			inFlight = true
+			go func(sent, until time.Time) {
+				bctx, cancel := context.WithDeadline(ctx, until)
+				defer cancel()
+				err := e.status.Heartbeat(bctx, t.Lambda, t.ID, t.Lease)
+				if err != nil {
+					// Logged here, so an answer that comes after the stop is still seen.
+					log.Warn("heartbeat failed", "err", err)
+				}
+				beats <- beat{sent, err}
+			}(time.Now(), stopAt)
+		case b := <-beats:
+			inFlight = false
 			switch {
-			case err == nil:
+			case b.err == nil:
 				missed = 0
-			case errors.Is(err, task.ErrStaleLease):
+				stopAt = e.stopAt(b.sent)
+				deadline.Reset(time.Until(stopAt))
+				continue
+			case errors.Is(b.err, task.ErrStaleLease):
 				missed = task.MaxMissedHeartbeats
 			default:
 				missed++
 			}
-			if err != nil {
-				log.Warn("heartbeat failed", "err", err, "missed", missed)
-			}
 			if missed >= task.MaxMissedHeartbeats {
-				stop(errLeaseLost)
-				<-done
-				log.Error("stopped handler: lease lost")
+				e.stop(log, t, stop, done, "heartbeats failed")
 				return
 			}
+		case <-deadline.C:
+			e.stop(log, t, stop, done, "no heartbeat succeeded in time")
+			return
 		case o := <-done:
 			e.finish(ctx, log, t, o.result, o.err)
 			return
 		}
+	}
+}
+
+// stopAt is when a handler must be stopped, given the send time of its last good heartbeat.
+func (e *Executor) stopAt(sent time.Time) time.Time {
+	return sent.Add(e.cfg.HeartbeatTimeout - e.cfg.LeaseMargin)
+}
+
+// stop cancels the handler and waits for it half the lease margin; the other half covers the
+// clock skew between the status controller and the consumer. A handler still running then is
+// abandoned: it ignores its context, and the task may be claimed again soon.
+func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCauseFunc, done <-chan outcome, why string) {
+	cancel(errLeaseLost)
+	grace := time.NewTimer(e.cfg.LeaseMargin / 2)
+	defer grace.Stop()
+	select {
+	case <-done:
+		log.Error("stopped handler: lease lost", "reason", why)
+	case <-grace.C:
+		e.abandon(t)
 	}
 }
 

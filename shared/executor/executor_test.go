@@ -66,7 +66,7 @@ func (s setup) claimNext(t *testing.T, id string) task.Task {
 		if _, err := s.cons.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if tk, err := s.hsc.Claim(context.Background(), s.l.Name, id); err == nil {
+		if tk, err := s.hsc.Claim(context.Background(), s.l.Name, id, ""); err == nil {
 			return tk
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -108,14 +108,14 @@ func TestFencing(t *testing.T) {
 		return json.RawMessage(`"second"`), nil
 	})
 
-	faulty := executor.New(&failingHeartbeats{Status: s.hsc}, s.cfg.HeartbeatInterval, nil)
+	faulty := executor.New(&failingHeartbeats{Status: s.hsc}, executor.Config{Task: s.cfg})
 	first := s.claimNext(t, "t1")
 	firstDone := make(chan struct{})
 	go func() { faulty.Run(ctx, s.l, handler, first); close(firstDone) }()
 
 	second := s.claimNext(t, "t1") // only possible once the heartbeat timeout has passed
 	claimedAgain := time.Now()
-	executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, handler, second)
+	executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, handler, second)
 	<-firstDone
 
 	mu.Lock()
@@ -161,7 +161,7 @@ func TestOutcomes(t *testing.T) {
 				t.Fatal(err)
 			}
 			claimed := s.claimNext(t, "t")
-			executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, worker.HandlerFunc(
+			executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, worker.HandlerFunc(
 				func(context.Context, worker.Task) (json.RawMessage, error) { return json.RawMessage(`1`), tc.err }), claimed)
 			got, _ := s.store.Get(ctx, s.l.Name, "t")
 			if got.Status != tc.want {
@@ -183,7 +183,7 @@ func TestShutdownReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	go func() { <-started; cancel() }()
-	executor.New(s.hsc, s.cfg.HeartbeatInterval, nil).Run(ctx, s.l, worker.HandlerFunc(
+	executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, worker.HandlerFunc(
 		func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 			close(started)
 			<-ctx.Done()
@@ -193,4 +193,106 @@ func TestShutdownReleases(t *testing.T) {
 	if got.Status != task.StatusNew || got.Attempts != 0 {
 		t.Fatalf("after shutdown: %s with %d attempts, want new with 0", got.Status, got.Attempts)
 	}
+}
+
+// slowHeartbeats injects a slow fault: after the first (the start), every heartbeat hangs for
+// hang, whatever its context says, and then fails, as a status function that times out does.
+type slowHeartbeats struct {
+	executor.Status
+	hang  time.Duration
+	calls atomic.Int32
+}
+
+func (f *slowHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	if f.calls.Add(1) == 1 {
+		return f.Status.Heartbeat(ctx, lambda, id, lease)
+	}
+	time.Sleep(f.hang)
+	return errors.New("injected: status function timed out")
+}
+
+// TestSlowHeartbeatsStopInTime: heartbeats that each hang longer than the heartbeat timeout and
+// then fail never reach three failures in time; the handler must still be stopped before the
+// task can be claimed again, by the clock, not by counting failures.
+func TestSlowHeartbeatsStopInTime(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	tk, err := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan time.Time, 1)
+	handler := worker.HandlerFunc(func(ctx context.Context, wt worker.Task) (json.RawMessage, error) {
+		if wt.Attempt == 1 {
+			<-ctx.Done()
+			stopped <- time.Now()
+		}
+		return nil, nil
+	})
+	slow := executor.New(&slowHeartbeats{Status: s.hsc, hang: 2 * s.cfg.HeartbeatTimeout}, executor.Config{Task: s.cfg})
+	first := s.claimNext(t, "t1")
+	firstDone := make(chan struct{})
+	go func() { slow.Run(ctx, s.l, handler, first); close(firstDone) }()
+
+	s.claimNext(t, "t1") // only possible once the heartbeat timeout has passed
+	claimedAgain := time.Now()
+	select {
+	case at := <-stopped:
+		if at.After(claimedAgain) {
+			t.Fatalf("the first run stopped %s after the task was claimed again", at.Sub(claimedAgain))
+		}
+	default:
+		t.Fatal("the first run was still running when the task was claimed again")
+	}
+	<-firstDone
+}
+
+// stalledHeartbeats: after the first (the start), every heartbeat is refused for a stale lease.
+type staleHeartbeats struct {
+	executor.Status
+	calls atomic.Int32
+}
+
+func (f *staleHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	if f.calls.Add(1) == 1 {
+		return f.Status.Heartbeat(ctx, lambda, id, lease)
+	}
+	return task.Errorf(task.ErrStaleLease, "injected: the lease is gone")
+}
+
+// TestAbandonStuckHandler: a Go handler that ignores its context cannot be stopped in-process;
+// once its lease is lost, the executor gives it half the lease margin and then abandons it
+// (by default the process ends), instead of waiting while the task runs again elsewhere.
+func TestAbandonStuckHandler(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	tk, _ := task.New(task.Spec{ID: "stuck"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	abandoned := make(chan task.Task, 1)
+	e := executor.New(&staleHeartbeats{Status: s.hsc}, executor.Config{Task: s.cfg, Abandon: func(t task.Task) { abandoned <- t }})
+	claimed := s.claimNext(t, "stuck")
+	ran := make(chan struct{})
+	go func() {
+		e.Run(ctx, s.l, worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) {
+			<-release // ignores its context
+			return nil, nil
+		}), claimed)
+		close(ran)
+	}()
+	select {
+	case got := <-abandoned:
+		if got.ID != "stuck" || got.Lease != claimed.Lease {
+			t.Fatalf("abandoned %s (lease %s), want the stuck run", got.ID, got.Lease)
+		}
+	case <-time.After(30 * time.Second): // a hang guard: the grace is half of 25 ms
+		t.Fatal("the executor never abandoned a handler that ignores its context after its lease was lost")
+	}
+	<-ran
 }

@@ -40,7 +40,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger}), c.Logger)})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
-		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Heartbeat: c.Task.HeartbeatInterval, Logger: c.Logger})
+		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: c.Task, Logger: c.Logger})
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		}
 	}
 	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger})
-	exec := executor.New(hsc, c.Task.HeartbeatInterval, c.Logger)
+	exec := executor.New(hsc, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{

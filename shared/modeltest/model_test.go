@@ -719,7 +719,7 @@ func (m *machine) claim(id string, predict bool) *worker {
 	if found {
 		m.hist.seen(id, running(pre.Status), pre.Lease)
 	}
-	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id)
+	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "")
 	if err != nil {
 		m.logf("claim of %s refused: %s", id, kind(err))
 		m.tally.refusedClaims++

@@ -143,7 +143,7 @@ func (s *fakeStatus) results() int {
 	return s.done
 }
 
-func (s *fakeStatus) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
+func (s *fakeStatus) Claim(ctx context.Context, lambda, id, _ string) (task.Task, error) {
 	s.mu.Lock()
 	s.claims = append(s.claims, id)
 	s.mu.Unlock()

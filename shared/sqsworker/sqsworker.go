@@ -31,9 +31,12 @@ type Config struct {
 	Handler worker.Handler
 	// Status is the heartbeat and status controller: the status function on AWS. Required.
 	Status executor.Status
-	// Heartbeat is the executor's heartbeat interval; task.DefaultHeartbeatInterval if zero. The
-	// store's heartbeat and claim timeouts must exceed task.MaxMissedHeartbeats times it.
-	Heartbeat time.Duration
+	// Task holds the timings the executor keeps (heartbeat interval and timeout, claim timeout,
+	// lease margin): the status controller's. Zero fields take their defaults.
+	Task task.Config
+	// Abandon replaces the executor's default for a stopped handler that does not return: see
+	// executor.Config. Tests set it; the function leaves it nil, which ends the process.
+	Abandon func(task.Task)
 	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
 	// are claimed; DefaultMargin if zero.
 	Margin time.Duration
@@ -60,8 +63,9 @@ func New(c Config) (*Handler, error) {
 	if c.Status == nil {
 		return nil, errors.New("sqsworker: Status is required")
 	}
-	if c.Heartbeat < 0 {
-		return nil, fmt.Errorf("sqsworker: Heartbeat must not be negative, got %s", c.Heartbeat)
+	c.Task = c.Task.WithDefaults()
+	if err := c.Task.Validate(); err != nil {
+		return nil, fmt.Errorf("sqsworker: %w", err)
 	}
 	if c.Margin < 0 {
 		return nil, fmt.Errorf("sqsworker: Margin must not be negative, got %s", c.Margin)
@@ -73,7 +77,7 @@ func New(c Config) (*Handler, error) {
 		c.Logger = slog.Default()
 	}
 	// The executor adds the lambda, task id and attempt to its own records.
-	return &Handler{cfg: c, exec: executor.New(c.Status, c.Heartbeat, c.Logger), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
 }
 
 // errOutOfTime is the cause a handler's context carries when the invocation is about to end.
@@ -140,7 +144,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return false
 	}
 
-	t, err := h.cfg.Status.Claim(ctx, h.cfg.Lambda.Name, msg.TaskID)
+	t, err := h.exec.Claim(ctx, h.cfg.Lambda.Name, msg.TaskID, m.ReceiptHandle)
 	switch {
 	case err == nil:
 	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):

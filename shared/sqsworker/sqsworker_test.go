@@ -100,12 +100,12 @@ type recorder struct {
 	releases      atomic.Int32
 }
 
-func (r *recorder) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
+func (r *recorder) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
 	if id == r.failClaim {
 		return task.Task{}, errors.New("injected: status function unreachable")
 	}
 	time.Sleep(r.claimDelay)
-	return r.Status.Claim(ctx, lambda, id)
+	return r.Status.Claim(ctx, lambda, id, delivery)
 }
 
 func (r *recorder) Heartbeat(ctx context.Context, lambda, id, lease string) error {
@@ -161,8 +161,8 @@ func newHandler(t *testing.T, c sqsworker.Config) *sqsworker.Handler {
 	if c.Lambda.Name == "" {
 		c.Lambda = echo
 	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = cfg.HeartbeatInterval
+	if c.Task.HeartbeatInterval == 0 {
+		c.Task = cfg
 	}
 	h, err := sqsworker.New(c)
 	must(t, err)
@@ -515,7 +515,9 @@ func TestDeadlineClaimedTooLate(t *testing.T) {
 	defer cancel()
 	rec := &recorder{Status: e.hsc, claimDelay: 250 * time.Millisecond}
 	ph := &payloadHandler{}
-	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Margin: 200 * time.Millisecond}).Handle(ctx, event("slow-claim"))
+	long := cfg // a claim may take longer than the invocation has left, not than its timeout
+	long.ClaimTimeout = time.Second
+	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 200 * time.Millisecond}).Handle(ctx, event("slow-claim"))
 	must(t, err)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batchItemFailures %v, want none: the claim settled", failures(resp))
@@ -600,7 +602,8 @@ func TestNewNamesTheWrongField(t *testing.T) {
 		{sqsworker.Config{Lambda: echo, Status: s}, "Handler"},
 		{sqsworker.Config{Lambda: echo, Handler: h}, "Status"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Margin: -time.Second}, "Margin"},
-		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Heartbeat: -time.Second}, "Heartbeat"},
+		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatInterval: -time.Second}}, "HeartbeatInterval"},
+		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatTimeout: 10 * time.Second, LeaseMargin: 8 * time.Second}}, "LeaseMargin"},
 	} {
 		if _, err := sqsworker.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want an error naming %s", err, tc.want)

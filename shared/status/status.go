@@ -68,21 +68,44 @@ func New(store task.Store, c Config) *Controller {
 
 // Claim gives an enqueued task to the caller with a fresh lease. It fails with task.ErrConflict
 // if the task is not enqueued (a duplicate message, or a task already claimed or finished), and
-// task.ErrNotFound if it does not exist: in both cases the caller drops its message.
+// task.ErrNotFound if it does not exist: in both cases the caller drops its message. On an error
+// the task returned is empty: a caller never sees another holder's lease.
+//
+// delivery names the message delivery the claim is for (its receipt). A claim sent again for the
+// same delivery while the task is still claimed by it (a retried call whose first answer was
+// lost) is answered with that claim again, the same lease, and counts no second attempt. An
+// empty delivery always makes a new claim.
 //
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
 // claimed: the delivery latency that the stack's metric filter and alarm watch.
-func (c *Controller) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
-	lease := task.NewLease()
+func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
 	now := c.now().UTC()
+	again := false
 	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		return task.Claim(t, lease, now, c.cfg)
+		if delivery == "" {
+			return task.Claim(t, task.NewLease(), now, c.cfg)
+		}
+		if t.Status == task.StatusClaimed && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
+			again = true
+			return t, errClaimedAlready
+		}
+		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
 	})
-	if err == nil && t.Attempts == 1 {
+	switch {
+	case again:
+		c.log.Info("claim repeated for the same delivery; answered with its lease", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
+		return t, nil
+	case err != nil:
+		return task.Task{}, err
+	}
+	if t.Attempts == 1 {
 		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
 	}
-	return t, err
+	return t, nil
 }
+
+// errClaimedAlready ends the transition of a claim repeated for its delivery: nothing to write.
+var errClaimedAlready = errors.New("claimed already for this delivery")
 
 // Heartbeat records that the lease holder is still running the task; the first one starts it.
 // It fails with task.ErrStaleLease once the lease is no longer the task's.

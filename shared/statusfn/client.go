@@ -32,9 +32,10 @@ var _ executor.Status = (*Client)(nil)
 // NewClient returns a Client that calls the status function through inv.
 func NewClient(inv Invoker) *Client { return &Client{inv: inv} }
 
-// Claim claims an enqueued task; the task returned carries its lease.
-func (c *Client) Claim(ctx context.Context, lambda, id string) (task.Task, error) {
-	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id})
+// Claim claims an enqueued task for one delivery of its message; the task returned carries its
+// lease. A call retried for the same delivery gets the same claim.
+func (c *Client) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery})
 	if err != nil {
 		return task.Task{}, err
 	}

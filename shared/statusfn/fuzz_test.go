@@ -153,7 +153,7 @@ func invalidRequest(r statusfn.Request) bool {
 	default:
 		return true
 	}
-	return r.V != statusfn.Version || task.ValidateName("lambda", r.Lambda) != nil ||
+	return r.V != statusfn.Version || len(r.Delivery) > statusfn.MaxDelivery || task.ValidateName("lambda", r.Lambda) != nil ||
 		task.ValidateID("task_id", r.TaskID) != nil || r.Op != statusfn.OpClaim && r.Lease == ""
 }
 

@@ -64,7 +64,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		t, err := h.status.Claim(ctx, req.Lambda, req.TaskID)
+		t, err := h.status.Claim(ctx, req.Lambda, req.TaskID, req.Delivery)
 		if err != nil {
 			return Response{}, err
 		}

@@ -5,12 +5,16 @@
 //
 // A request names the op, the task and, except for a claim, the lease the claim returned:
 //
-//	{"v": 1, "op": "claim", "lambda": "echo", "task_id": "t1"}
+//	{"v": 1, "op": "claim", "lambda": "echo", "task_id": "t1", "delivery": "AQEB..."}
 //	{"v": 1, "op": "heartbeat", "lambda": "echo", "task_id": "t1", "lease": "Q7B2..."}
 //	{"v": 1, "op": "set_result", "lambda": "echo", "task_id": "t1", "lease": "Q7B2...",
 //	 "outcome": "success", "result": {"hi": "there"}}
 //	{"v": 1, "op": "set_result", ..., "outcome": "retriable", "error": "upstream timed out"}
 //	{"v": 1, "op": "release", "lambda": "echo", "task_id": "t1", "lease": "Q7B2..."}
+//
+// A claim names the delivery of the task's message it is for (the SQS receipt handle). A claim
+// sent again for the same delivery, as when the Lambda client retries a call whose answer was
+// lost, is answered with the same claim and lease, and counts no second attempt.
 //
 // A response carries the task for claim and set_result, and for claim the lease beside it, since
 // a task's JSON never shows its lease. Or it carries an error:
@@ -63,12 +67,17 @@ type Request struct {
 	Lambda string `json:"lambda"`
 	TaskID string `json:"task_id"`
 	Lease  string `json:"lease,omitempty"` // all but claim
+	// Delivery names the message delivery a claim is for (its receipt): see Client.Claim.
+	Delivery string `json:"delivery,omitempty"`
 
 	// How the run ended, for set_result.
 	Outcome status.Outcome  `json:"outcome,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   string          `json:"error,omitempty"`
 }
+
+// MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
+const MaxDelivery = 1024
 
 // Response is the answer to a Request: Error is set, or the op succeeded.
 type Response struct {
@@ -143,6 +152,9 @@ func (r Request) validate() error {
 	}
 	if err := task.ValidateID("task_id", r.TaskID); err != nil {
 		return err
+	}
+	if len(r.Delivery) > MaxDelivery {
+		return task.Errorf(task.ErrInvalid, "delivery is %d bytes; at most %d", len(r.Delivery), MaxDelivery)
 	}
 	if r.Op != OpClaim && r.Lease == "" {
 		return task.Errorf(task.ErrInvalid, "%s needs the lease that the claim returned", r.Op)

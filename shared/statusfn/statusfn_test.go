@@ -15,12 +15,19 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/openatf/atf/shared/executor"
 	"github.com/openatf/atf/shared/sqlitestore"
 	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/statusfn"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 )
 
 // eventLease is the lease every sample event in events/status carries.
@@ -291,7 +298,7 @@ func TestClient(t *testing.T) {
 	ctx := context.Background()
 	e.fixture(t, "t1", task.StatusEnqueued, "")
 
-	claimed, err := c.Claim(ctx, "echo", "t1")
+	claimed, err := c.Claim(ctx, "echo", "t1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +331,7 @@ func TestClient(t *testing.T) {
 	if err := c.Release(ctx, "echo", "t1", claimed.Lease); !errors.Is(err, task.ErrStaleLease) {
 		t.Errorf("release after the result: %v", err)
 	}
-	if _, err := c.Claim(ctx, "echo", "t1"); !errors.Is(err, task.ErrConflict) {
+	if _, err := c.Claim(ctx, "echo", "t1", ""); !errors.Is(err, task.ErrConflict) {
 		t.Errorf("claim of a finished task: %v", err)
 	}
 }
@@ -339,10 +346,10 @@ func TestClientErrors(t *testing.T) {
 	e.fixture(t, "new-1", task.StatusNew, "")
 	e.fixture(t, "run-1", task.StatusProcessing, eventLease)
 
-	if _, err := c.Claim(ctx, "echo", "new-1"); !errors.Is(err, task.ErrConflict) || !strings.Contains(err.Error(), "new") {
+	if _, err := c.Claim(ctx, "echo", "new-1", ""); !errors.Is(err, task.ErrConflict) || !strings.Contains(err.Error(), "new") {
 		t.Errorf("claim of a task not enqueued: %v", err)
 	}
-	if _, err := c.Claim(ctx, "echo", "missing-1"); !errors.Is(err, task.ErrNotFound) {
+	if _, err := c.Claim(ctx, "echo", "missing-1", ""); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("claim of a missing task: %v", err)
 	}
 	if _, err := c.SetResult(ctx, "echo", "run-1", eventLease, status.Result{Outcome: "maybe"}); !errors.Is(err, task.ErrInvalid) {
@@ -380,14 +387,68 @@ func TestClientRunsExecutor(t *testing.T) {
 	c := newClient(e)
 	ctx := context.Background()
 	e.fixture(t, "t1", task.StatusEnqueued, "")
-	claimed, err := c.Claim(ctx, "echo", "t1")
+	claimed, err := c.Claim(ctx, "echo", "t1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	echoes := worker.HandlerFunc(func(_ context.Context, wt worker.Task) (json.RawMessage, error) { return wt.Payload, nil })
 	// An interval longer than the test: the start is the only heartbeat.
-	executor.New(c, time.Hour, slog.New(slog.DiscardHandler)).Run(ctx, echo, echoes, claimed)
+	executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour, ClaimTimeout: 2 * time.Hour}, Logger: slog.New(slog.DiscardHandler)}).Run(ctx, echo, echoes, claimed)
 	if got := e.get(t, "t1"); got.Status != task.StatusSuccess || string(got.Result) != `{"to":"someone"}` {
 		t.Errorf("after the run: %+v", got)
+	}
+}
+
+// lossyLambda serves the Lambda Invoke API with the status function's Handler, as AWS would,
+// except that the answer to the first invocation is lost after the function ran: a 500, which
+// the SDK's retryer sends again.
+func lossyLambda(t *testing.T, h *statusfn.Handler) (*httptest.Server, *atomic.Int32) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req statusfn.Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, _ := h.Handle(r.Context(), req)
+		if calls.Add(1) == 1 {
+			w.Header().Set("X-Amzn-ErrorType", "ServiceException")
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, `{"Type":"Service","message":"injected: the answer was lost"}`)
+			return
+		}
+		json.NewEncoder(w).Encode(resp)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// TestClaimRetriedBySDK: the Lambda client's own retry repeats a claim whose first attempt was
+// written. The retry must get that claim back, so the worker runs the task, rather than a
+// conflict that acknowledges the message while nobody runs it.
+func TestClaimRetriedBySDK(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fixture(t, "t1", task.StatusEnqueued, "")
+	srv, calls := lossyLambda(t, e.h)
+	client := awslambda.New(awslambda.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
+	c := statusfn.NewClient(statusfn.LambdaInvoker{Client: client, Function: "atf-status"})
+	ctx := context.Background()
+	claimed, err := c.Claim(ctx, "echo", "t1", "receipt-of-this-delivery")
+	if err != nil {
+		t.Fatalf("claim retried by the SDK: %v", err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("the function was invoked %d times, want 2 (the SDK retried)", calls.Load())
+	}
+	stored := e.get(t, "t1")
+	if claimed.Lease != stored.Lease || stored.Status != task.StatusClaimed || stored.Attempts != 1 {
+		t.Fatalf("claimed lease %s; stored %s, lease %s, %d attempts", claimed.Lease, stored.Status, stored.Lease, stored.Attempts)
+	}
+	if err := c.Heartbeat(ctx, "echo", "t1", claimed.Lease); err != nil {
+		t.Fatalf("the retried claim's lease cannot start the task: %v", err)
 	}
 }

@@ -16,9 +16,12 @@ const (
 	// DefaultHeartbeatInterval is how often an executor reports that a task is still running.
 	DefaultHeartbeatInterval = 5 * time.Second
 	// DefaultHeartbeatTimeout is how long after its last heartbeat a running task is considered
-	// lost. It must exceed MaxMissedHeartbeats × HeartbeatInterval, so an executor has stopped its
-	// handler before anyone else may claim the task.
+	// lost. Less the lease margin, it must exceed MaxMissedHeartbeats × HeartbeatInterval: a
+	// handler gets that many heartbeats before its executor must stop it.
 	DefaultHeartbeatTimeout = 30 * time.Second
+	// leaseMarginShare: unless set, the lease margin is this share of the heartbeat timeout
+	// (5 s of the default 30 s).
+	leaseMarginShare = 6
 	// DefaultMaxAttempts is how many times a task runs before it is dead.
 	DefaultMaxAttempts = 5
 	// DefaultPollInterval is how often the consumer sweeps for due tasks.
@@ -48,12 +51,18 @@ type Config struct {
 	ClaimTimeout      time.Duration
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
-	MaxAttempts       int
-	PollInterval      time.Duration
-	PayloadLimit      int
-	BackoffBase       time.Duration
-	BackoffMax        time.Duration
-	EnqueueQuota      int
+	// LeaseMargin is how long before its lease can run out an executor has stopped its handler:
+	// the handler is stopped at the start of its last successful heartbeat + HeartbeatTimeout −
+	// LeaseMargin, and must be gone within half the margin; the other half covers the clock
+	// skew between the status controller and the consumer (docs/guarantees.md). Zero means
+	// HeartbeatTimeout / 6.
+	LeaseMargin  time.Duration
+	MaxAttempts  int
+	PollInterval time.Duration
+	PayloadLimit int
+	BackoffBase  time.Duration
+	BackoffMax   time.Duration
+	EnqueueQuota int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -67,6 +76,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.ClaimTimeout, DefaultClaimTimeout)
 	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	set(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	set(&c.LeaseMargin, c.HeartbeatTimeout/leaseMarginShare)
 	set(&c.PollInterval, DefaultPollInterval)
 	set(&c.BackoffBase, DefaultBackoffBase)
 	set(&c.BackoffMax, DefaultBackoffMax)
@@ -89,16 +99,19 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"EnqueueTimeout", c.EnqueueTimeout}, {"ClaimTimeout", c.ClaimTimeout},
-		{"HeartbeatInterval", c.HeartbeatInterval}, {"HeartbeatTimeout", c.HeartbeatTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"HeartbeatTimeout", c.HeartbeatTimeout}, {"LeaseMargin", c.LeaseMargin},
 		{"PollInterval", c.PollInterval}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("task config: %s must be positive, got %s", d.name, d.v)
 		}
 	}
-	if c.HeartbeatTimeout <= MaxMissedHeartbeats*c.HeartbeatInterval {
-		return fmt.Errorf("task config: HeartbeatTimeout (%s) must exceed %d × HeartbeatInterval (%s)",
-			c.HeartbeatTimeout, MaxMissedHeartbeats, c.HeartbeatInterval)
+	if c.HeartbeatTimeout-c.LeaseMargin <= MaxMissedHeartbeats*c.HeartbeatInterval {
+		return fmt.Errorf("task config: HeartbeatTimeout (%s) less LeaseMargin (%s) must exceed %d × HeartbeatInterval (%s)",
+			c.HeartbeatTimeout, c.LeaseMargin, MaxMissedHeartbeats, c.HeartbeatInterval)
+	}
+	if c.ClaimTimeout <= c.LeaseMargin {
+		return fmt.Errorf("task config: ClaimTimeout (%s) must exceed LeaseMargin (%s)", c.ClaimTimeout, c.LeaseMargin)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
 		return fmt.Errorf("task config: MaxAttempts must be in 1..%d, got %d", MaxAttemptsLimit, c.MaxAttempts)

@@ -2,8 +2,10 @@ package task
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
+	"strconv"
 	"time"
 )
 
@@ -22,3 +24,13 @@ func NewID(now time.Time) string {
 // NewLease returns a fresh fencing token. Each claim gets its own, so a worker that lost its
 // claim can no longer heartbeat or report a result.
 func NewLease() string { return rand.Text() }
+
+// DeliveryLease is the lease of a claim made for one delivery of a task's message (its receipt,
+// unique to each receive): the attempt-th claim of task id of lambda. A claim sent again for the
+// same delivery, as when its answer was lost and the call was retried, finds the task claimed
+// with this lease and gets the same claim back, rather than losing the attempt to a claim nobody
+// runs. Another delivery, a duplicate message included, can never compute it.
+func DeliveryLease(lambda, id, delivery string, attempt int) string {
+	h := sha256.Sum256([]byte(lambda + "\x00" + id + "\x00" + strconv.Itoa(attempt) + "\x00" + delivery))
+	return idEncoding.EncodeToString(h[:16])
+}

@@ -240,6 +240,19 @@ func TestConfig(t *testing.T) {
 		t.Errorf("heartbeat timeout within 3 intervals: %v", err)
 	}
 	bad = cfg
+	bad.LeaseMargin = bad.HeartbeatTimeout - 3*bad.HeartbeatInterval
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "LeaseMargin") {
+		t.Errorf("a lease margin that leaves room for only 3 heartbeats: %v", err)
+	}
+	bad = cfg
+	bad.ClaimTimeout = bad.LeaseMargin
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "ClaimTimeout") {
+		t.Errorf("a claim timeout as short as the lease margin: %v", err)
+	}
+	if d := (Config{}).WithDefaults(); d.LeaseMargin != DefaultHeartbeatTimeout/6 || d.Validate() != nil {
+		t.Errorf("default lease margin %s, want a sixth of the heartbeat timeout", d.LeaseMargin)
+	}
+	bad = cfg
 	bad.MaxAttempts = 0
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "MaxAttempts") {
 		t.Errorf("max attempts 0: %v", err)

@@ -34,7 +34,7 @@ func Main(h worker.Handler) {
 		log.Fatalf("%s must name the status function", awsfn.EnvStatusFunction)
 	}
 	hsc := awsfn.Status(env, clients, logger)
-	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Heartbeat: env.Task.HeartbeatInterval, Logger: logger})
+	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: env.Task, Logger: logger})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestFunctions(t *testing.T) {
 	// The worker function, fed by the queue, claims through the status function and runs it.
 	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(store, status.Config{Task: cfg, Logger: quiet}), quiet)})
 	fn, err := sqsworker.New(sqsworker.Config{
-		Lambda: echo, Status: hsc, Heartbeat: cfg.HeartbeatInterval, Margin: time.Second, Logger: quiet,
+		Lambda: echo, Status: hsc, Task: cfg, Margin: time.Second, Logger: quiet,
 		Handler: worker.HandlerFunc(func(ctx context.Context, t worker.Task) (json.RawMessage, error) { return t.Payload, nil }),
 	})
 	if err != nil {
