@@ -84,6 +84,11 @@ type Controller struct {
 	// receiving counts the fetcher's receives in flight, by priority index: messages that have
 	// left their queue but are not in the buffer yet.
 	receiving []int
+	// fetcherParked is set when the fetcher's last look found the buffer covering the free slots
+	// (and Prefetch): it receives nothing until a slot frees. Only tests read it, to see that
+	// the controller chose not to receive.
+	fetcherParked bool
+	observe       observer
 
 	fetchKick chan struct{} // the fetcher may have room for more messages
 	takeKick  chan struct{} // the dispatcher may have a message and a free slot
@@ -97,8 +102,22 @@ type Controller struct {
 	fetchDone, dispatchDone, keepDone chan struct{} // closed when each goroutine returns
 }
 
+// observer is a test seam: hooks called where the controller has finished with something, so a
+// test can assert that something did not happen without waiting a while for it. Its hooks are
+// nil outside tests.
+type observer struct {
+	// settled is called when the controller is done with a delivery it took from the buffer:
+	// the claim was answered, the message deleted or handed back, and a claimed task has run.
+	settled func(task.Delivery)
+	// draining is called when Stop has handed back the buffered messages and begins to wait for
+	// the running tasks.
+	draining func()
+}
+
 // Start starts the controller; Stop ends it.
-func Start(c Config) *Controller {
+func Start(c Config) *Controller { return start(c, observer{}) }
+
+func start(c Config, o observer) *Controller {
 	if c.IdleWait <= 0 {
 		c.IdleWait = DefaultIdleWait
 	}
@@ -119,6 +138,7 @@ func Start(c Config) *Controller {
 		fetchKick: make(chan struct{}, 1), takeKick: make(chan struct{}, 1),
 		stopRecv: stopRecv, stopPoll: stopPoll, stopTasks: stopTasks,
 		fetchDone: make(chan struct{}), dispatchDone: make(chan struct{}), keepDone: make(chan struct{}),
+		observe: o,
 	}
 	go ctl.fetch(recvCtx, pollCtx)
 	go ctl.dispatch(recvCtx, pollCtx, taskCtx)
@@ -156,6 +176,9 @@ func (c *Controller) Stop(ctx context.Context) {
 			c.release(held)
 			c.log.Info("released buffered messages", "messages", len(held))
 		}
+		if c.observe.draining != nil {
+			c.observe.draining()
+		}
 		c.tasks.Wait()
 		<-c.fetchDone
 		c.stopTasks()
@@ -184,6 +207,7 @@ func (c *Controller) want() (n int, empty bool) {
 	if c.buf.len() < free || room >= max(1, c.cfg.Prefetch/2) {
 		n = max(room, 0)
 	}
+	c.fetcherParked = n == 0
 	return n, c.buf.len() == 0
 }
 
@@ -309,6 +333,9 @@ func (c *Controller) dispatch(stop, poll, taskCtx context.Context) {
 		go func() {
 			defer c.done()
 			c.run(taskCtx, h.d)
+			if c.observe.settled != nil {
+				c.observe.settled(h.d)
+			}
 		}()
 	}
 }

@@ -46,7 +46,7 @@ func newHarness(t *testing.T, concurrency int) *harness {
 	}
 	t.Cleanup(func() { store.Close() })
 	h := &harness{
-		t: t, store: store, queue: &countingQueue{Queue: memqueue.New(), received: map[string]int{}, extended: map[string]int{}},
+		t: t, store: store, queue: &countingQueue{Queue: memqueue.New(), received: map[string]int{}, extended: map[string]int{}, refused: map[string]int{}, deleted: map[string]bool{}},
 		lambda: task.Lambda{Name: "l", Concurrency: concurrency, Timeout: time.Minute}.WithDefaults(),
 		cfg:    task.Config{}.WithDefaults(),
 		block:  map[string]chan struct{}{},
@@ -73,20 +73,26 @@ func (h *harness) handle(ctx context.Context, t worker.Task) (json.RawMessage, e
 		select {
 		case <-ch:
 		case <-ctx.Done():
+		}
+		// A task stopped before it was let go fails, even if both happened by the time it looks.
+		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 	}
 	return json.RawMessage(`{}`), nil
 }
 
-func (h *harness) start(c Config) *Controller {
+func (h *harness) start(c Config) *Controller { return h.startObserved(c, observer{}) }
+
+// startObserved starts a controller with the test hooks of o.
+func (h *harness) startObserved(c Config, o observer) *Controller {
 	c.Lambda, c.Queue, c.Status, c.Logger = h.lambda, h.queue, h.status, quiet
 	c.Handler = worker.HandlerFunc(h.handle)
 	c.Executor = executor.New(c.Status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet})
 	if c.IdleWait == 0 {
 		c.IdleWait = 10 * time.Millisecond
 	}
-	ctl := Start(c)
+	ctl := start(c, o)
 	h.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -167,12 +173,23 @@ func buffered(c *Controller) int {
 	return c.buf.len()
 }
 
-// countingQueue counts what the controller receives and extends, by task id.
+// parked reports whether the fetcher has decided to receive nothing until a slot frees, and how
+// many messages the buffer holds.
+func parked(c *Controller) (bool, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fetcherParked, c.buf.len()
+}
+
+// countingQueue counts what the controller receives and extends, by task id, the extensions the
+// queue refused, and the receipts it deleted.
 type countingQueue struct {
 	*memqueue.Queue
 	mu       sync.Mutex
 	received map[string]int
 	extended map[string]int
+	refused  map[string]int
+	deleted  map[string]bool
 }
 
 func (q *countingQueue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Delivery, error) {
@@ -187,9 +204,24 @@ func (q *countingQueue) Receive(ctx context.Context, p task.ReceiveParams) ([]ta
 
 func (q *countingQueue) Extend(ctx context.Context, d task.Delivery, v time.Duration) error {
 	err := q.Queue.Extend(ctx, d, v)
-	if err == nil && v > 0 {
+	if v > 0 {
 		q.mu.Lock()
-		q.extended[d.TaskID]++
+		switch {
+		case err == nil:
+			q.extended[d.TaskID]++
+		case errors.Is(err, task.ErrNotFound):
+			q.refused[d.TaskID]++
+		}
+		q.mu.Unlock()
+	}
+	return err
+}
+
+func (q *countingQueue) Delete(ctx context.Context, d task.Delivery) error {
+	err := q.Queue.Delete(ctx, d)
+	if err == nil {
+		q.mu.Lock()
+		q.deleted[d.Receipt] = true
 		q.mu.Unlock()
 	}
 	return err
@@ -199,6 +231,19 @@ func (q *countingQueue) counts(id string) (received, extended int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.received[id], q.extended[id]
+}
+
+// refusals returns how many extensions of id's message the queue refused: it was visible again.
+func (q *countingQueue) refusals(id string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.refused[id]
+}
+
+func (q *countingQueue) wasDeleted(d task.Delivery) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.deleted[d.Receipt]
 }
 
 // visible receives, without waiting, every visible message of a priority (hiding them).
@@ -263,11 +308,22 @@ func TestStrictPriorityWithBuffer(t *testing.T) {
 			for _, m := range tc.waiting {
 				h.enqueue(m[0], m[1])
 			}
-			waitFor(t, "the buffer to fill", 5*time.Second, func() bool { return buffered(ctl) == tc.buffered })
-			// The buffer never holds more than Prefetch beyond the free slots.
-			time.Sleep(50 * time.Millisecond)
-			if n := buffered(ctl); n != tc.buffered {
-				t.Fatalf("buffer holds %d messages, want %d", n, tc.buffered)
+			waitFor(t, "the buffer to fill", 5*time.Second, func() bool { return buffered(ctl) >= tc.buffered })
+			if tc.buffered == tc.prefetch {
+				// The buffer covers the busy slot and the prefetch: the fetcher must stop
+				// receiving there and leave the other waiting messages in their queues.
+				waitFor(t, "the fetcher to stop receiving", 5*time.Second, func() bool { p, _ := parked(ctl); return p })
+				if _, n := parked(ctl); n != tc.buffered {
+					t.Fatalf("the fetcher stopped with %d messages buffered, want %d", n, tc.buffered)
+				}
+				received := 0
+				for _, m := range tc.waiting {
+					n, _ := h.queue.counts(m[0])
+					received += n
+				}
+				if received != tc.buffered {
+					t.Fatalf("received %d of the waiting messages, want %d: the buffer holds at most Prefetch beyond the free slots", received, tc.buffered)
+				}
 			}
 			for _, m := range tc.late {
 				h.enqueue(m[0], m[1])
@@ -287,7 +343,7 @@ func TestStrictPriorityWithBuffer(t *testing.T) {
 // stays hidden (no one else can take it) and runs once.
 func TestBufferedMessageExtended(t *testing.T) {
 	t.Parallel()
-	const visibility = 600 * time.Millisecond
+	const visibility = time.Second
 	h := newHarness(t, 1)
 	unblock := h.blocker("first")
 	h.enqueue("first", "normal")
@@ -296,10 +352,15 @@ func TestBufferedMessageExtended(t *testing.T) {
 	h.enqueue("waiting", "normal")
 	waitFor(t, "the message to be buffered", 5*time.Second, func() bool { return buffered(ctl) == 1 })
 
-	for end := time.Now().Add(4 * visibility); time.Now().Before(end); time.Sleep(visibility / 6) {
-		if ids := h.visible("normal"); len(ids) > 0 {
-			t.Fatalf("buffered message became visible: %v", ids)
-		}
+	// The queue extends a message only while it is still hidden, and the controller extends it
+	// when less than half its visibility is left: three extensions in a row mean it stayed
+	// hidden, from one receive, for more than its visibility.
+	waitFor(t, "three extensions of the buffered message", 20*visibility, func() bool {
+		_, extended := h.queue.counts("waiting")
+		return extended >= 3 || h.queue.refusals("waiting") > 0
+	})
+	if n := h.queue.refusals("waiting"); n > 0 {
+		t.Fatalf("the buffered message became visible before it was extended (%d extensions refused)", n)
 	}
 	unblock()
 	tk := h.waitStatus("waiting", task.StatusSuccess)
@@ -355,9 +416,9 @@ func TestStopWaitsForRunning(t *testing.T) {
 	h := newHarness(t, 2)
 	unblock := h.blocker("slow")
 	h.enqueue("slow", "normal")
-	ctl := h.start(Config{Prefetch: 2})
+	// The task ends while Stop waits for it; the handler fails if it was stopped before.
+	ctl := h.startObserved(Config{Prefetch: 2}, observer{draining: unblock})
 	waitFor(t, "the task to start", 5*time.Second, func() bool { return len(h.startedIDs()) == 1 })
-	time.AfterFunc(200*time.Millisecond, unblock)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ctl.Stop(ctx)
@@ -373,22 +434,24 @@ func TestStopWaitsForRunning(t *testing.T) {
 // not exist, are deleted rather than left to come back, and the running task does not run again.
 func TestDuplicatesDeleted(t *testing.T) {
 	t.Parallel()
-	const visibility = 200 * time.Millisecond
 	h := newHarness(t, 2)
 	unblock := h.blocker("dup")
 	h.enqueue("dup", "normal")
-	h.start(Config{Prefetch: 2, Visibility: visibility})
+	settled := make(chan task.Delivery, 3)
+	h.startObserved(Config{Prefetch: 2}, observer{settled: func(d task.Delivery) { settled <- d }})
 	waitFor(t, "the task to start", 5*time.Second, func() bool { return len(h.startedIDs()) == 1 })
 	h.send("dup", "normal")
 	h.send("ghost", "normal")
-	waitFor(t, "the duplicates to be received", 5*time.Second, func() bool {
-		dup, _ := h.queue.counts("dup")
-		ghost, _ := h.queue.counts("ghost")
-		return dup == 2 && ghost == 1
-	})
-	time.Sleep(3 * visibility)
-	if ids := h.visible("normal"); len(ids) > 0 {
-		t.Fatalf("messages came back after their visibility: %v", ids)
+	// The first message of dup settles only once its task ends; the two others settle first.
+	for range 2 {
+		select {
+		case d := <-settled:
+			if !h.queue.wasDeleted(d) {
+				t.Fatalf("message of %s was settled and not deleted: it would come back after its visibility", d.TaskID)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the duplicate messages were not settled")
+		}
 	}
 	unblock()
 	if tk := h.waitStatus("dup", task.StatusSuccess); tk.Attempts != 1 {
@@ -437,26 +500,38 @@ func TestStopReleasesUnstartedTask(t *testing.T) {
 	}
 }
 
-// failingQueue fails every Receive.
-type failingQueue struct{ *memqueue.Queue }
+// failingQueue fails every Receive, and closes failed at the first.
+type failingQueue struct {
+	*memqueue.Queue
+	once   sync.Once
+	failed chan struct{}
+}
 
-func (failingQueue) Receive(context.Context, task.ReceiveParams) ([]task.Delivery, error) {
+func (q *failingQueue) Receive(context.Context, task.ReceiveParams) ([]task.Delivery, error) {
+	q.once.Do(func() { close(q.failed) })
 	return nil, errors.New("queue is down")
 }
 
-// TestStopWhileReceiveFails: a controller whose queue fails still stops at once.
+// TestStopWhileReceiveFails: a controller whose queue fails rests an IdleWait (an hour here)
+// before it tries again, and Stop ends that rest rather than waiting it out.
 func TestStopWhileReceiveFails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 1)
+	q := &failingQueue{Queue: memqueue.New(), failed: make(chan struct{})}
 	ctl := Start(Config{
-		Lambda: h.lambda, Queue: failingQueue{memqueue.New()}, Status: h.status, Handler: worker.HandlerFunc(h.handle),
+		Lambda: h.lambda, Queue: q, Status: h.status, Handler: worker.HandlerFunc(h.handle),
 		Executor: executor.New(h.status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet}), IdleWait: time.Hour, Prefetch: 1, Logger: quiet,
 	})
-	time.Sleep(20 * time.Millisecond)
-	begin := time.Now()
-	ctl.Stop(context.Background())
-	ctl.Stop(context.Background()) // a second Stop is a no-op
-	if took := time.Since(begin); took > time.Second {
-		t.Fatalf("Stop took %s", took)
+	<-q.failed
+	stopped := make(chan struct{})
+	go func() {
+		ctl.Stop(context.Background())
+		ctl.Stop(context.Background()) // a second Stop is a no-op
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop is waiting out the rest after a failed receive")
 	}
 }
