@@ -83,7 +83,10 @@ type update struct {
 	t      task.Task
 	prev   int64
 	create []task.Task // a CreateBatch: these tasks, all or none
-	done   chan error  // receives the outcome once the write is committed or has failed
+	// done receives the outcome once the write is committed or has failed. The writer answers
+	// each update exactly once and done has room for that answer, so answering never blocks the
+	// writer, also when the caller has stopped waiting.
+	done chan error
 }
 
 // maxGroup bounds the updates of one commit, so that a long queue is not held back by one
@@ -142,7 +145,9 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database. Updates in flight finish first; later ones fail.
+// Close closes the database. Updates in flight finish first; later ones fail. A group whose
+// commit failed is not retried update by update once Close is called: its updates fail, so Close
+// waits for one commit at most, not one per update.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
@@ -214,7 +219,8 @@ func (s *Store) write(ctx context.Context, u *update, t task.Task) error {
 	}
 }
 
-// writeUpdates commits the updates waiting, together, until the store closes.
+// writeUpdates commits the updates waiting, together, until the store closes. It alone answers
+// the updates, each exactly once.
 func (s *Store) writeUpdates() {
 	for {
 		var group []*update
@@ -233,32 +239,51 @@ func (s *Store) writeUpdates() {
 				break more
 			}
 		}
-		if err := s.commitGroup(group); err != nil {
-			// Something beyond a version mismatch failed: write each alone, so only the update
-			// at fault fails.
-			for _, u := range group {
-				u.done <- s.commitGroup([]*update{u})
+		outcomes, err := s.commitGroup(group)
+		if err == nil {
+			for i, u := range group {
+				u.done <- outcomes[i]
+			}
+			continue
+		}
+		// Something beyond a version mismatch failed: write each alone, so only the update at
+		// fault fails.
+		for _, u := range group {
+			select {
+			case <-s.closed:
+				u.done <- fmt.Errorf("sqlitestore: the store closed before this write was retried alone: %w", err)
+			default:
+				u.done <- s.commitAlone(u)
 			}
 		}
 	}
 }
 
-// commitGroup writes the group in one transaction and answers each update, or returns the error
-// that failed the transaction without answering any.
-func (s *Store) commitGroup(group []*update) error {
+// commitAlone writes one update in a transaction of its own and returns its outcome.
+func (s *Store) commitAlone(u *update) error {
+	outcomes, err := s.commitGroup([]*update{u})
+	if err != nil {
+		return err
+	}
+	return outcomes[0]
+}
+
+// commitGroup writes the group in one transaction and returns the outcome of each update, or the
+// error that failed the transaction. It answers none of them.
+func (s *Store) commitGroup(group []*update) ([]error, error) {
 	ctx := context.Background() // no caller's cancellation may abort the others' writes
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: update: %w", err)
+		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
 	stmt, insert := tx.StmtContext(ctx, s.update), tx.StmtContext(ctx, s.insert)
-	outcome := make([]error, len(group))
+	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcome[i], err = createIn(ctx, tx, insert, u.create); err != nil {
-				return err
+			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -269,23 +294,20 @@ func (s *Store) commitGroup(group []*update) error {
 			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
 			t.Lambda, t.ID, u.prev)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
 		if n == 0 {
-			outcome[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+			outcomes[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: write: %w", err)
+		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
-	for i, u := range group {
-		u.done <- outcome[i]
-	}
-	return nil
+	return outcomes, nil
 }
 
 // createIn inserts a batch inside the group's transaction, within a savepoint: a taken id undoes
