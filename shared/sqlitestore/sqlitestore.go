@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,14 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (lambda, status, created_at, id);
--- Terminal tasks have no trigger; leaving them out keeps the sweep's index small.
-CREATE INDEX IF NOT EXISTS tasks_due ON tasks (lambda, next_trigger_at) WHERE next_trigger_at IS NOT NULL;
+-- The sweep's index: a lane, then trigger order, as dynamostore's due_sk (see laneSQL). Status
+-- and collection come last, so the sweep's filters on them read the index, not the rows. Terminal
+-- tasks have no trigger; leaving them out keeps the index small.
+CREATE INDEX IF NOT EXISTS tasks_due_lane ON tasks (lambda, ` + laneSQL + `, next_trigger_at, id, status, collection)
+	WHERE next_trigger_at IS NOT NULL;
+-- The sweep's index before the lanes, on (lambda, next_trigger_at): a file made by an older atf
+-- loses it here and gains tasks_due_lane above.
+DROP INDEX IF EXISTS tasks_due;
 
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
@@ -56,6 +63,13 @@ CREATE TABLE IF NOT EXISTS gates (
 	updated_at INTEGER,
 	PRIMARY KEY (lambda, collection)
 );`
+
+// laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
+// processing) share the lane 'r', and waiting tasks have one lane per priority, 'w#<priority>'.
+// The consumer's due queries each read one lane in trigger order and stop at their limit, so
+// neither the waiting backlog slows the timeout sweep nor one priority's backlog another's.
+// Queries must use this very expression for SQLite to match it with the index.
+const laneSQL = `(CASE WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec`
@@ -76,6 +90,8 @@ type Store struct {
 	closed         chan struct{}
 	closeOnce      sync.Once
 	writer         sync.WaitGroup
+
+	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 }
 
 // update is one Update, or one CreateBatch, waiting for the group writer.
@@ -382,10 +398,18 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 
 // Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses
 // means any status; a limit of zero means no limit.
+//
+// A query within one lane (running statuses only, or waiting statuses of one priority: every
+// query of the consumer) reads that lane of tasks_due_lane in order and stops at its limit. Any
+// other reads and sorts the lambda's whole due range.
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
 	q := `SELECT ` + columns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
+	if lane, ok := dueLane(p); ok {
+		q += ` AND ` + laneSQL + ` = ?`
+		args = append(args, lane)
+	}
 	if len(p.Statuses) > 0 {
 		q += ` AND status IN (` + placeholders(len(p.Statuses)) + `)`
 		for _, st := range p.Statuses {
@@ -413,6 +437,20 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 		return nil, fmt.Errorf("sqlitestore: due %s: %w", p.Lambda, err)
 	}
 	return tasks, nil
+}
+
+// dueLane returns the one lane (see laneSQL) that holds every task p selects, if there is one.
+func dueLane(p task.DueParams) (string, bool) {
+	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
+	running := slices.ContainsFunc(task.Running, wanted)
+	waiting := slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !slices.Contains(task.Running, s) })
+	switch {
+	case running && !waiting:
+		return "r", true
+	case waiting && !running && p.Priority != "":
+		return "w#" + p.Priority, true
+	}
+	return "", false
 }
 
 // Counts returns how many tasks of the lambda are in each status.
@@ -477,6 +515,9 @@ func (s *Store) Gates(ctx context.Context) ([]task.Gate, error) {
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, error) {
+	if s.traced != nil {
+		s.traced(q, args)
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
