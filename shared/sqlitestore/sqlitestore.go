@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,14 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (lambda, status, created_at, id);
--- Terminal tasks have no trigger; leaving them out keeps the sweep's index small.
-CREATE INDEX IF NOT EXISTS tasks_due ON tasks (lambda, next_trigger_at) WHERE next_trigger_at IS NOT NULL;
+-- The sweep's index: a lane, then trigger order, as dynamostore's due_sk (see laneSQL). Status
+-- and collection come last, so the sweep's filters on them read the index, not the rows. Terminal
+-- tasks have no trigger; leaving them out keeps the index small.
+CREATE INDEX IF NOT EXISTS tasks_due_lane ON tasks (lambda, ` + laneSQL + `, next_trigger_at, id, status, collection)
+	WHERE next_trigger_at IS NOT NULL;
+-- The sweep's index before the lanes, on (lambda, next_trigger_at): a file made by an older atf
+-- loses it here and gains tasks_due_lane above.
+DROP INDEX IF EXISTS tasks_due;
 
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
@@ -56,6 +63,13 @@ CREATE TABLE IF NOT EXISTS gates (
 	updated_at INTEGER,
 	PRIMARY KEY (lambda, collection)
 );`
+
+// laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
+// processing) share the lane 'r', and waiting tasks have one lane per priority, 'w#<priority>'.
+// The consumer's due queries each read one lane in trigger order and stop at their limit, so
+// neither the waiting backlog slows the timeout sweep nor one priority's backlog another's.
+// Queries must use this very expression for SQLite to match it with the index.
+const laneSQL = `(CASE WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec`
@@ -76,6 +90,8 @@ type Store struct {
 	closed         chan struct{}
 	closeOnce      sync.Once
 	writer         sync.WaitGroup
+
+	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 }
 
 // update is one Update, or one CreateBatch, waiting for the group writer.
@@ -83,7 +99,10 @@ type update struct {
 	t      task.Task
 	prev   int64
 	create []task.Task // a CreateBatch: these tasks, all or none
-	done   chan error  // receives the outcome once the write is committed or has failed
+	// done receives the outcome once the write is committed or has failed. The writer answers
+	// each update exactly once and done has room for that answer, so answering never blocks the
+	// writer, also when the caller has stopped waiting.
+	done chan error
 }
 
 // maxGroup bounds the updates of one commit, so that a long queue is not held back by one
@@ -142,7 +161,9 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database. Updates in flight finish first; later ones fail.
+// Close closes the database. Updates in flight finish first; later ones fail. A group whose
+// commit failed is not retried update by update once Close is called: its updates fail, so Close
+// waits for one commit at most, not one per update.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
@@ -214,7 +235,8 @@ func (s *Store) write(ctx context.Context, u *update, t task.Task) error {
 	}
 }
 
-// writeUpdates commits the updates waiting, together, until the store closes.
+// writeUpdates commits the updates waiting, together, until the store closes. It alone answers
+// the updates, each exactly once.
 func (s *Store) writeUpdates() {
 	for {
 		var group []*update
@@ -233,32 +255,51 @@ func (s *Store) writeUpdates() {
 				break more
 			}
 		}
-		if err := s.commitGroup(group); err != nil {
-			// Something beyond a version mismatch failed: write each alone, so only the update
-			// at fault fails.
-			for _, u := range group {
-				u.done <- s.commitGroup([]*update{u})
+		outcomes, err := s.commitGroup(group)
+		if err == nil {
+			for i, u := range group {
+				u.done <- outcomes[i]
+			}
+			continue
+		}
+		// Something beyond a version mismatch failed: write each alone, so only the update at
+		// fault fails.
+		for _, u := range group {
+			select {
+			case <-s.closed:
+				u.done <- fmt.Errorf("sqlitestore: the store closed before this write was retried alone: %w", err)
+			default:
+				u.done <- s.commitAlone(u)
 			}
 		}
 	}
 }
 
-// commitGroup writes the group in one transaction and answers each update, or returns the error
-// that failed the transaction without answering any.
-func (s *Store) commitGroup(group []*update) error {
+// commitAlone writes one update in a transaction of its own and returns its outcome.
+func (s *Store) commitAlone(u *update) error {
+	outcomes, err := s.commitGroup([]*update{u})
+	if err != nil {
+		return err
+	}
+	return outcomes[0]
+}
+
+// commitGroup writes the group in one transaction and returns the outcome of each update, or the
+// error that failed the transaction. It answers none of them.
+func (s *Store) commitGroup(group []*update) ([]error, error) {
 	ctx := context.Background() // no caller's cancellation may abort the others' writes
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: update: %w", err)
+		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
 	stmt, insert := tx.StmtContext(ctx, s.update), tx.StmtContext(ctx, s.insert)
-	outcome := make([]error, len(group))
+	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcome[i], err = createIn(ctx, tx, insert, u.create); err != nil {
-				return err
+			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -269,23 +310,20 @@ func (s *Store) commitGroup(group []*update) error {
 			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
 			t.Lambda, t.ID, u.prev)
 		if err != nil {
-			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
 		if n == 0 {
-			outcome[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+			outcomes[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: write: %w", err)
+		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
-	for i, u := range group {
-		u.done <- outcome[i]
-	}
-	return nil
+	return outcomes, nil
 }
 
 // createIn inserts a batch inside the group's transaction, within a savepoint: a taken id undoes
@@ -360,10 +398,18 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 
 // Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses
 // means any status; a limit of zero means no limit.
+//
+// A query within one lane (running statuses only, or waiting statuses of one priority: every
+// query of the consumer) reads that lane of tasks_due_lane in order and stops at its limit. Any
+// other reads and sorts the lambda's whole due range.
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
 	q := `SELECT ` + columns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
+	if lane, ok := dueLane(p); ok {
+		q += ` AND ` + laneSQL + ` = ?`
+		args = append(args, lane)
+	}
 	if len(p.Statuses) > 0 {
 		q += ` AND status IN (` + placeholders(len(p.Statuses)) + `)`
 		for _, st := range p.Statuses {
@@ -391,6 +437,20 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 		return nil, fmt.Errorf("sqlitestore: due %s: %w", p.Lambda, err)
 	}
 	return tasks, nil
+}
+
+// dueLane returns the one lane (see laneSQL) that holds every task p selects, if there is one.
+func dueLane(p task.DueParams) (string, bool) {
+	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
+	running := slices.ContainsFunc(task.Running, wanted)
+	waiting := slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !slices.Contains(task.Running, s) })
+	switch {
+	case running && !waiting:
+		return "r", true
+	case waiting && !running && p.Priority != "":
+		return "w#" + p.Priority, true
+	}
+	return "", false
 }
 
 // Counts returns how many tasks of the lambda are in each status.
@@ -455,6 +515,9 @@ func (s *Store) Gates(ctx context.Context) ([]task.Gate, error) {
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, error) {
+	if s.traced != nil {
+		s.traced(q, args)
+	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
