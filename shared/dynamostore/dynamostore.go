@@ -479,7 +479,7 @@ func (st *Store) getMany(ctx context.Context, lambda string, ids []string, withP
 	}
 	found := make(map[string]task.Task, len(ids))
 	var refs []map[string]types.AttributeValue // keys of the payload items to read
-	var refIDs []string                         // their tasks' ids
+	var refIDs []string                        // their tasks' ids
 	err := st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
 		t, ref, err := unmarshal(item)
 		if err != nil {

@@ -59,14 +59,14 @@ var (
 // Key values. '#' separates the parts: lambda and priority names, ids and collections never hold
 // one (task.ValidateName and task.ValidateID).
 const (
-	taskSK   = "task"
+	taskSK = "task"
 	// payloadSK prefixes the sort key of a payload item: payload#<ref>, beside the task item
 	// under the task's pk. The ref is random per Create, so a failed or racing Create never
 	// touches the payload of the task that won.
 	payloadSK = "payload#"
-	gatePK   = "gate"
-	laneRun  = "r" // claimed and processing tasks, whatever their priority
-	laneWait = "w" // waiting tasks, by priority
+	gatePK    = "gate"
+	laneRun   = "r" // claimed and processing tasks, whatever their priority
+	laneWait  = "w" // waiting tasks, by priority
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
