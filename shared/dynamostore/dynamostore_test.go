@@ -685,3 +685,38 @@ func TestPayloadItem(t *testing.T) {
 		t.Errorf("finished task: payload item expires %v, want the task item's %v", got["payload"]["expires"], got["task"]["expires"])
 	}
 }
+
+// TestLongErrorEndsTask: a fatal failure whose error is 1 MB long, over DynamoDB's 400 KB item,
+// still ends the task as fatal_failure, keeping the head of the error within
+// task.MaxErrorBytes, instead of leaving it processing until it times out and runs again.
+func TestLongErrorEndsTask(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "long"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	enq, err := task.Enqueue(newTask(t, l, "e1", []byte(`{}`), now), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, enq); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(s, status.Config{Task: cfg})
+	claimed, err := hsc.Claim(ctx, l.Name, "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hsc.Heartbeat(ctx, l.Name, "e1", claimed.Lease); err != nil {
+		t.Fatal(err)
+	}
+	long := "boom: " + strings.Repeat("x", 1<<20)
+	if _, err := hsc.SetResult(ctx, l.Name, "e1", claimed.Lease, status.Result{Outcome: status.Fatal, Error: long}); err != nil {
+		t.Errorf("SetResult with a 1 MB error: %v", err)
+	}
+	got := mustGet(t, s, l.Name, "e1")
+	if got.Status != task.StatusFatalFailure || len(got.Error) > task.MaxErrorBytes || !strings.HasPrefix(got.Error, "boom: xxx") || !strings.Contains(got.Error, "truncated") {
+		t.Errorf("stored: %s with a %d-byte error; want fatal_failure with the error's head, at most %d bytes, marked truncated", got.Status, len(got.Error), task.MaxErrorBytes)
+	}
+}
