@@ -17,10 +17,12 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -159,16 +161,29 @@ func validKey(lambda, id string) error {
 	return task.ValidateID("task id", id)
 }
 
-// Create stores a new task, or returns task.ErrExists.
+// Create stores a new task, or returns task.ErrExists. A payload over InlinePayload is written
+// first, in an item of its own; the task item, written last and only if the id is free, makes
+// the task exist. A task is therefore never seen without its payload.
 func (st *Store) Create(ctx context.Context, t task.Task) error {
 	if err := validKey(t.Lambda, t.ID); err != nil {
 		return err
 	}
+	item, payload := st.marshal(t, rand.Text())
+	var payloads []map[string]types.AttributeValue
+	if payload != nil {
+		payloads = append(payloads, payload)
+	}
+	if err := st.putPayloads(ctx, payloads...); err != nil {
+		return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	}
 	_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &st.cfg.Table, Item: st.marshal(t),
+		TableName: &st.cfg.Table, Item: item,
 		ConditionExpression:    aws.String("attribute_not_exists(pk)"),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
+	if rejected(err) {
+		st.deletePayloads(ctx, payloads...)
+	}
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
 	}
@@ -176,26 +191,38 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 }
 
 // CreateBatch stores all the tasks in one transaction, or none of them. It returns task.ErrExists
-// naming a task whose id is taken.
+// naming a task whose id is taken. Payload items are written before the transaction, as in
+// Create: the transaction holds only task items, one per task.
 func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if err := task.CheckBatch(tasks); err != nil || len(tasks) == 0 {
 		return err
 	}
 	items := make([]types.TransactWriteItem, len(tasks))
+	var payloads []map[string]types.AttributeValue
 	for i, t := range tasks {
 		if err := validKey(t.Lambda, t.ID); err != nil {
 			return err
 		}
+		item, payload := st.marshal(t, rand.Text())
+		if payload != nil {
+			payloads = append(payloads, payload)
+		}
 		items[i] = types.TransactWriteItem{Put: &types.Put{
-			TableName: &st.cfg.Table, Item: st.marshal(t),
+			TableName: &st.cfg.Table, Item: item,
 			ConditionExpression: aws.String("attribute_not_exists(pk)"),
 		}}
+	}
+	if err := st.putPayloads(ctx, payloads...); err != nil {
+		return st.translate(err, "create a batch of %d tasks", len(tasks))
 	}
 	// The SDK fills in ClientRequestToken once per call, so its own retries cannot apply the
 	// transaction twice (and then fail on the first attempt's items).
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
+	if rejected(err) {
+		st.deletePayloads(ctx, payloads...)
+	}
 	var cancelled *types.TransactionCanceledException
 	if errors.As(err, &cancelled) {
 		for i, r := range cancelled.CancellationReasons {
@@ -207,7 +234,61 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	return st.translate(err, "create a batch of %d tasks", len(tasks))
 }
 
-// Get reads one task, strongly consistent.
+// putPayloads writes payload items, a few at a time. Their keys are fresh, so no condition is
+// needed: nothing else can be at them.
+func (st *Store) putPayloads(ctx context.Context, items ...map[string]types.AttributeValue) error {
+	written := 0
+	for chunk := range slices.Chunk(items, payloadWriters) {
+		err := parallel(len(chunk), func(i int) error {
+			_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: &st.cfg.Table, Item: chunk[i], ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+			})
+			return err
+		})
+		if err != nil {
+			// Those of this chunk that were written are deleted too: a delete of a missing item
+			// is a no-op.
+			st.deletePayloads(ctx, items[:written+len(chunk)]...)
+			return err
+		}
+		written += len(chunk)
+	}
+	return nil
+}
+
+// payloadWriters bounds the payload items a batch writes at once.
+const payloadWriters = 8
+
+// deletePayloads deletes payload items whose task item was certainly not written (the write was
+// rejected), so nothing refers to them. It is best effort, on a deadline of its own even if the
+// caller's context has ended: an item it misses stays behind unread, costing only storage.
+func (st *Store) deletePayloads(ctx context.Context, items ...map[string]types.AttributeValue) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for chunk := range slices.Chunk(items, payloadWriters) {
+		parallel(len(chunk), func(i int) error {
+			_, err := st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: &st.cfg.Table, Key: map[string]types.AttributeValue{attrPK: chunk[i][attrPK], attrSK: chunk[i][attrSK]},
+				ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+			})
+			return err
+		})
+	}
+}
+
+// cleanupTimeout bounds the writes that tidy up after a write: deleting the payload items of a
+// rejected Create, setting the TTL of a finished task's payload item.
+const cleanupTimeout = 5 * time.Second
+
+// rejected reports whether DynamoDB certainly did not apply a write: it refused the request (a
+// failed condition, a cancelled transaction, an item too large, throttling). A timeout or a
+// server error may hide a write that was applied.
+func rejected(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorFault() == smithy.FaultClient
+}
+
+// Get reads one task, strongly consistent: its item, then its payload item if it has one.
 func (st *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	if validKey(lambda, id) != nil {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
@@ -222,29 +303,108 @@ func (st *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) 
 	if out.Item == nil {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
 	}
-	t, err := unmarshal(out.Item)
+	t, ref, err := unmarshal(out.Item)
 	if err != nil {
 		return task.Task{}, fmt.Errorf("dynamostore: get %s/%s: %w", lambda, id, err)
 	}
-	return t, nil
+	if ref == "" {
+		return t, nil
+	}
+	// The payload item never changes after Create: reading it after the task item is consistent.
+	pl, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &st.cfg.Table, Key: payloadKey(lambda, id, ref), ConsistentRead: aws.Bool(true),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		return task.Task{}, st.translate(err, "get the payload of %s/%s", lambda, id)
+	}
+	return withPayload(t, pl.Item)
 }
 
-// Update replaces the task if its stored version is still prev. DynamoDB evaluates the condition
-// and writes atomically, so of racing updates from one version exactly one succeeds.
+// withPayload sets the task's payload from its payload item. TTL may delete the payload item of a
+// finished task before its task item; a running task without one is an error.
+func withPayload(t task.Task, item map[string]types.AttributeValue) (task.Task, error) {
+	if v, ok := item[attrPayload].(*types.AttributeValueMemberB); ok {
+		t.Payload = v.Value
+		return t, nil
+	}
+	if t.Status.Terminal() {
+		return t, nil
+	}
+	return task.Task{}, fmt.Errorf("dynamostore: task %s/%s: its payload item is missing", t.Lambda, t.ID)
+}
+
+func payloadKey(lambda, id, ref string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s(taskPK(lambda, id)), attrSK: s(payloadSK + ref)}
+}
+
+// Update writes the task's state if its stored version is still prev. DynamoDB evaluates the
+// condition and writes atomically, so of racing updates from one version exactly one succeeds.
+//
+// It is an UpdateItem of the task item's state attributes: the payload, set once by Create, is
+// neither written nor read, and DynamoDB charges the write by the task item alone. When the task
+// ends, its payload item, if any, gets the task item's TTL.
 func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	if validKey(t.Lambda, t.ID) != nil {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &st.cfg.Table, Item: st.marshal(t),
-		ConditionExpression:       aws.String("version = :prev"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":prev": n(prev)},
+	state := st.marshalState(t)
+	names := make(map[string]string, len(stateAttrs))
+	values := map[string]types.AttributeValue{":prev": n(prev)}
+	var set, remove []string
+	for i, name := range stateAttrs {
+		ph := "#a" + strconv.Itoa(i)
+		names[ph] = name
+		if v, ok := state[name]; ok {
+			set = append(set, ph+" = :a"+strconv.Itoa(i))
+			values[":a"+strconv.Itoa(i)] = v
+		} else {
+			remove = append(remove, ph)
+		}
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: &st.cfg.Table, Key: taskKey(t.Lambda, t.ID),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("#a" + strconv.Itoa(slices.Index(stateAttrs, attrVersion)) + " = :prev"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
-	})
+	}
+	if t.Status.Terminal() {
+		in.ReturnValues = types.ReturnValueAllOld // to learn whether a payload item needs a TTL
+	}
+	out, err := st.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	return st.translate(err, "update %s/%s", t.Lambda, t.ID)
+	if err != nil {
+		return st.translate(err, "update %s/%s", t.Lambda, t.ID)
+	}
+	if ref := str(out.Attributes, attrPayloadRef); ref != "" {
+		st.expirePayload(ctx, t, ref)
+	}
+	return nil
+}
+
+// expirePayload gives a finished task's payload item the TTL of its task item. This write costs
+// a unit per KB of payload, once per task. It comes after the transition, so a task that lives
+// on never loses its payload; if it fails, the payload item outlives the task, costing storage
+// only: nothing reads it once the task item is gone.
+func (st *Store) expirePayload(ctx context.Context, t task.Task, ref string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.cfg.Table, Key: payloadKey(t.Lambda, t.ID, ref),
+		UpdateExpression:          aws.String("SET #e = :e"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#e": attrExpires},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": n(st.expires(t))},
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+	})
 }
 
 // SetGate sets a gate; open deletes it. Gates share one partition: there are few, and the
@@ -310,40 +470,73 @@ func str(item map[string]types.AttributeValue, name string) string {
 }
 
 // getMany reads tasks by key with strongly consistent reads, 100 keys per call, and returns the
-// ones that exist by id.
-func (st *Store) getMany(ctx context.Context, lambda string, ids []string) (map[string]task.Task, error) {
+// ones that exist by id. Payloads kept in items of their own are read only if withPayloads: a
+// sweep needs none.
+func (st *Store) getMany(ctx context.Context, lambda string, ids []string, withPayloads bool) (map[string]task.Task, error) {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = taskKey(lambda, id)
+	}
 	found := make(map[string]task.Task, len(ids))
-	for chunk := range slices.Chunk(ids, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = taskKey(lambda, id)
+	var refs []map[string]types.AttributeValue // keys of the payload items to read
+	var refIDs []string                        // their tasks' ids
+	err := st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
+		t, ref, err := unmarshal(item)
+		if err != nil {
+			return err
 		}
-		req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		found[t.ID] = t
+		if ref != "" && withPayloads {
+			refs, refIDs = append(refs, payloadKey(lambda, t.ID, ref)), append(refIDs, t.ID)
+		}
+		return nil
+	})
+	if err != nil || len(refs) == 0 {
+		return found, err
+	}
+	payloads := make(map[string]map[string]types.AttributeValue, len(refs)) // by pk
+	err = st.batchGet(ctx, lambda, refs, func(item map[string]types.AttributeValue) error {
+		payloads[str(item, attrPK)] = item
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range refIDs {
+		if found[id], err = withPayload(found[id], payloads[taskPK(lambda, id)]); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// batchGet reads items by key, strongly consistent, 100 keys per call, and hands each to fn.
+func (st *Store) batchGet(ctx context.Context, lambda string, keys []map[string]types.AttributeValue, fn func(map[string]types.AttributeValue) error) error {
+	for chunk := range slices.Chunk(keys, 100) {
+		req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt > 0 {
 				// DynamoDB returns what it could not read under load: back off and ask again.
 				if err := sleep(ctx, backoff(attempt)); err != nil {
-					return nil, err
+					return err
 				}
 				if attempt >= MaxAttempts {
-					return nil, task.Errorf(task.ErrThrottled, "DynamoDB is throttling reads of lambda %s; retry later", lambda)
+					return task.Errorf(task.ErrThrottled, "DynamoDB is throttling reads of lambda %s; retry later", lambda)
 				}
 			}
 			out, err := st.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 			if err != nil {
-				return nil, st.translate(err, "read tasks of %s", lambda)
+				return st.translate(err, "read tasks of %s", lambda)
 			}
 			for _, item := range out.Responses[st.cfg.Table] {
-				t, err := unmarshal(item)
-				if err != nil {
-					return nil, fmt.Errorf("dynamostore: read tasks of %s: %w", lambda, err)
+				if err := fn(item); err != nil {
+					return fmt.Errorf("dynamostore: read tasks of %s: %w", lambda, err)
 				}
-				found[t.ID] = t
 			}
 			req = out.UnprocessedKeys
 		}
 	}
-	return found, nil
+	return nil
 }
 
 func backoff(attempt int) time.Duration {

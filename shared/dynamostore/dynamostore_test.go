@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -207,7 +208,8 @@ func TestBadInput(t *testing.T) {
 	l := task.Lambda{Name: "bad"}.WithDefaults()
 	now := time.Now().UTC()
 
-	// Payload and result each under the API's limit, but together over DynamoDB's 400 KB.
+	// Payload and result each at the API's limit: together they are over DynamoDB's 400 KB, but
+	// the payload has an item of its own.
 	big := []byte(`"` + strings.Repeat("x", task.DefaultPayloadLimit-2) + `"`)
 	tk := newTask(t, l, "big", big, now)
 	if err := s.Create(ctx, tk); err != nil {
@@ -215,20 +217,34 @@ func TestBadInput(t *testing.T) {
 	}
 	done := tk
 	done.Status, done.Result, done.NextTriggerAt, done.Version = task.StatusSuccess, big, nil, tk.Version+1
-	if err := s.Update(ctx, done, tk.Version); !errors.Is(err, task.ErrTooLarge) {
-		t.Errorf("Update over 400 KB: got %v, want ErrTooLarge", err)
+	if err := s.Update(ctx, done, tk.Version); err != nil {
+		t.Errorf("Update with a result at the limit: %v", err)
+	}
+	if got := mustGet(t, s, l.Name, "big"); len(got.Payload) != len(big) || len(got.Result) != len(big) {
+		t.Errorf("Get: a %d-byte payload and a %d-byte result, want %d bytes each", len(got.Payload), len(got.Result), len(big))
 	}
 	huge := newTask(t, l, "huge", nil, now)
 	huge.Payload = []byte(`"` + strings.Repeat("y", 420_000) + `"`)
 	if err := s.Create(ctx, huge); !errors.Is(err, task.ErrTooLarge) {
 		t.Errorf("Create over 400 KB: got %v, want ErrTooLarge", err)
 	}
+	if _, err := s.Get(ctx, l.Name, "huge"); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("Get after a Create over 400 KB: got %v, want ErrNotFound", err)
+	}
+	hugeResult := done
+	hugeResult.ID, hugeResult.Result = "huge-result", huge.Payload
+	if err := s.Create(ctx, hugeResult); !errors.Is(err, task.ErrTooLarge) {
+		t.Errorf("Create with a result over 400 KB: got %v, want ErrTooLarge", err)
+	}
 	var batch []task.Task
-	for i := range 20 { // 20 × 256 KiB is over a transaction's 4 MB
+	for i := range 20 { // 20 × 256 KiB: the payloads are outside the transaction's 4 MB
 		batch = append(batch, newTask(t, l, fmt.Sprint("b", i), big, now))
 	}
-	if err := s.CreateBatch(ctx, batch); !errors.Is(err, task.ErrTooLarge) {
-		t.Errorf("CreateBatch over 4 MB: got %v, want ErrTooLarge", err)
+	if err := s.CreateBatch(ctx, batch); err != nil {
+		t.Errorf("CreateBatch of 20 payloads at the limit: %v", err)
+	}
+	if got := mustGet(t, s, l.Name, "b19"); len(got.Payload) != len(big) {
+		t.Errorf("Get b19: a %d-byte payload, want %d", len(got.Payload), len(big))
 	}
 
 	forged := newTask(t, l, "ok", nil, now)
@@ -250,26 +266,26 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestResultTooLarge runs a task whose result fits the API's limit but not beside its payload in
-// one item: the run ends as a fatal failure that says so, rather than retrying a write that can
-// never succeed.
+// TestResultTooLarge runs a task whose result fits the configured limit but not in a DynamoDB
+// item: the run ends as a fatal failure that says so, rather than retrying a write that can never
+// succeed.
 func TestResultTooLarge(t *testing.T) {
 	ctx := t.Context()
 	db, table := newTable(t, nil)
 	s := newStore(t, db, dynamostore.Config{Table: table})
 	l := task.Lambda{Name: "big"}.WithDefaults()
-	big := []byte(`"` + strings.Repeat("x", task.DefaultPayloadLimit-2) + `"`)
-	if err := s.Create(ctx, newTask(t, l, "r1", big, time.Now().UTC())); err != nil {
+	cfg := task.Config{PayloadLimit: 1 << 20}.WithDefaults()
+	if err := s.Create(ctx, newTask(t, l, "r1", []byte(`{}`), time.Now().UTC())); err != nil {
 		t.Fatal(err)
 	}
-	enq, err := task.Enqueue(mustGet(t, s, l.Name, "r1"), time.Now().UTC(), task.Config{}.WithDefaults())
+	enq, err := task.Enqueue(mustGet(t, s, l.Name, "r1"), time.Now().UTC(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Update(ctx, enq, enq.Version-1); err != nil {
 		t.Fatal(err)
 	}
-	hsc := status.New(s, status.Config{})
+	hsc := status.New(s, status.Config{Task: cfg})
 	claimed, err := hsc.Claim(ctx, l.Name, "r1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +293,8 @@ func TestResultTooLarge(t *testing.T) {
 	if err := hsc.Heartbeat(ctx, l.Name, "r1", claimed.Lease); err != nil {
 		t.Fatal(err)
 	}
-	done, err := hsc.SetResult(ctx, l.Name, "r1", claimed.Lease, status.Result{Outcome: status.Success, Result: big})
+	huge := []byte(`"` + strings.Repeat("x", 500_000) + `"`)
+	done, err := hsc.SetResult(ctx, l.Name, "r1", claimed.Lease, status.Result{Outcome: status.Success, Result: huge})
 	if err != nil || done.Status != task.StatusFatalFailure || !strings.Contains(done.Error, "does not fit") {
 		t.Fatalf("SetResult: %s %q, %v; want fatal_failure saying the result does not fit", done.Status, done.Error, err)
 	}
@@ -382,7 +399,7 @@ func TestCalls(t *testing.T) {
 	if err := s.Update(ctx, enq, batch[0].Version); err != nil {
 		t.Fatal(err)
 	}
-	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "PutItem"}].Write; w != 4 {
+	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "UpdateItem"}].Write; w != 4 {
 		t.Errorf("enqueue: %.1f write units, want 4 (table, due delete and put, list)", w)
 	}
 	meter.Reset()
@@ -538,5 +555,168 @@ func TestShardsPerLambda(t *testing.T) {
 		if n := meter.Calls("DynamoDB", "Query"); n != c.queries {
 			t.Errorf("Due of %s: %d queries, want %d", c.lambda, n, c.queries)
 		}
+	}
+}
+
+// TestTransitionWritesOnlyState runs a task with a payload at the limit through a heartbeat and
+// its result: each transition writes the small state item alone, never the payload again. A
+// heartbeat costs the table 1 write unit plus its index entries (docs/capacity.md), not one unit
+// per KB of payload.
+func TestTransitionWritesOnlyState(t *testing.T) {
+	ctx := t.Context()
+	var meter awsmeter.Meter
+	db, table := newTable(t, &meter)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "heavy"}.WithDefaults()
+	big := []byte(`"` + strings.Repeat("x", task.DefaultPayloadLimit-2) + `"`)
+	if err := s.Create(ctx, newTask(t, l, "h1", big, time.Now().UTC())); err != nil {
+		t.Fatal(err)
+	}
+	enq, err := task.Enqueue(mustGet(t, s, l.Name, "h1"), time.Now().UTC(), task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enq, enq.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(s, status.Config{})
+	claimed, err := hsc.Claim(ctx, l.Name, "h1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(claimed.Payload) != string(big) {
+		t.Fatalf("claim: a %d-byte payload, want the %d bytes scheduled", len(claimed.Payload), len(big))
+	}
+	written := func() float64 {
+		var w float64
+		for op, c := range meter.Counts() {
+			if op.Service == "DynamoDB" {
+				w += c.Write
+			}
+		}
+		return w
+	}
+	for i := range 3 {
+		meter.Reset()
+		if err := hsc.Heartbeat(ctx, l.Name, "h1", claimed.Lease); err != nil {
+			t.Fatal(err)
+		}
+		// The table item, the due entry moved (delete and put), the list entry.
+		if w := written(); w > 4 {
+			t.Errorf("heartbeat %d of a task with a %d-byte payload: %.0f write units, want at most 4\n%s", i+1, len(big), w, &meter)
+		}
+	}
+	meter.Reset()
+	done, err := hsc.SetResult(ctx, l.Name, "h1", claimed.Lease, status.Result{Outcome: status.Success, Result: []byte(`{"ok":true}`)})
+	if err != nil || done.Status != task.StatusSuccess {
+		t.Fatalf("SetResult: %s, %v", done.Status, err)
+	}
+	if got := mustGet(t, s, l.Name, "h1"); got.Status != task.StatusSuccess || string(got.Payload) != string(big) || string(got.Result) != `{"ok":true}` {
+		t.Errorf("stored: %s with a %d-byte payload and result %s; want success, the payload and the result", got.Status, len(got.Payload), got.Result)
+	}
+}
+
+// TestPayloadItem checks the layout of a task with a large payload: the payload in an item of its
+// own beside the task item, which a taken id's Create leaves alone and cleans up after, and which
+// gets the task item's TTL when the task ends. A small payload stays in the task item.
+func TestPayloadItem(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "layout"}.WithDefaults()
+	now := time.Now().UTC()
+	items := func(id string) map[string]map[string]types.AttributeValue {
+		t.Helper()
+		out, err := db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &table, ConsistentRead: aws.Bool(true), KeyConditionExpression: aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "task#layout#" + id}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bySK := map[string]map[string]types.AttributeValue{}
+		for _, item := range out.Items {
+			bySK[strings.SplitN(item["sk"].(*types.AttributeValueMemberS).Value, "#", 2)[0]] = item
+		}
+		if len(bySK) != len(out.Items) {
+			t.Fatalf("task %s has %d items: two payload items", id, len(out.Items))
+		}
+		return bySK
+	}
+
+	small := []byte(`{"n":"` + strings.Repeat("s", dynamostore.InlinePayload-8) + `"}`)
+	if err := s.Create(ctx, newTask(t, l, "small", small, now)); err != nil {
+		t.Fatal(err)
+	}
+	if got := items("small"); len(got) != 1 || got["task"]["payload"] == nil {
+		t.Errorf("a %d-byte payload: items %v, want the task item alone, holding it", len(small), slices.Collect(maps.Keys(got)))
+	}
+
+	big := []byte(`"` + strings.Repeat("x", 100_000) + `"`)
+	tk := newTask(t, l, "big", big, now)
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	other := newTask(t, l, "big", []byte(`"`+strings.Repeat("y", 100_000)+`"`), now)
+	if err := s.Create(ctx, other); !errors.Is(err, task.ErrExists) {
+		t.Fatalf("Create of a taken id: got %v, want ErrExists", err)
+	}
+	got := items("big")
+	if len(got) != 2 || got["task"]["payload"] != nil || got["payload"] == nil {
+		t.Fatalf("a %d-byte payload: items %v, want the task item and one payload item", len(big), slices.Collect(maps.Keys(got)))
+	}
+	if p := got["payload"]["payload"].(*types.AttributeValueMemberB).Value; string(p) != string(big) {
+		t.Errorf("the payload item holds %d bytes, want the first Create's %d", len(p), len(big))
+	}
+	if got["payload"]["expires"] != nil {
+		t.Error("the payload item of a live task has a TTL")
+	}
+
+	cancelled, err := task.Cancel(tk, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, cancelled, tk.Version); err != nil {
+		t.Fatal(err)
+	}
+	got = items("big")
+	want, ok := got["task"]["expires"].(*types.AttributeValueMemberN)
+	if e, _ := got["payload"]["expires"].(*types.AttributeValueMemberN); !ok || e == nil || e.Value != want.Value {
+		t.Errorf("finished task: payload item expires %v, want the task item's %v", got["payload"]["expires"], got["task"]["expires"])
+	}
+}
+
+// TestLongErrorEndsTask: a fatal failure whose error is 1 MB long, over DynamoDB's 400 KB item,
+// still ends the task as fatal_failure, keeping the head of the error within
+// task.MaxErrorBytes, instead of leaving it processing until it times out and runs again.
+func TestLongErrorEndsTask(t *testing.T) {
+	ctx := t.Context()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "long"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	enq, err := task.Enqueue(newTask(t, l, "e1", []byte(`{}`), now), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, enq); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(s, status.Config{Task: cfg})
+	claimed, err := hsc.Claim(ctx, l.Name, "e1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hsc.Heartbeat(ctx, l.Name, "e1", claimed.Lease); err != nil {
+		t.Fatal(err)
+	}
+	long := "boom: " + strings.Repeat("x", 1<<20)
+	if _, err := hsc.SetResult(ctx, l.Name, "e1", claimed.Lease, status.Result{Outcome: status.Fatal, Error: long}); err != nil {
+		t.Errorf("SetResult with a 1 MB error: %v", err)
+	}
+	got := mustGet(t, s, l.Name, "e1")
+	if got.Status != task.StatusFatalFailure || len(got.Error) > task.MaxErrorBytes || !strings.HasPrefix(got.Error, "boom: xxx") || !strings.Contains(got.Error, "truncated") {
+		t.Errorf("stored: %s with a %d-byte error; want fatal_failure with the error's head, at most %d bytes, marked truncated", got.Status, len(got.Error), task.MaxErrorBytes)
 	}
 }

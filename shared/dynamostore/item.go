@@ -26,7 +26,8 @@ const (
 	attrCollection  = "coll"
 	attrPriority    = "prio"
 	attrStatus      = "status"
-	attrPayload     = "payload"
+	attrPayload     = "payload" // inline in the task item if small, else in the payload item
+	attrPayloadRef  = "pl"      // on a task item whose payload has an item of its own: its key
 	attrResult      = "result"
 	attrError       = "error"
 	attrAttempts    = "attempts"
@@ -58,10 +59,14 @@ var (
 // Key values. '#' separates the parts: lambda and priority names, ids and collections never hold
 // one (task.ValidateName and task.ValidateID).
 const (
-	taskSK   = "task"
-	gatePK   = "gate"
-	laneRun  = "r" // claimed and processing tasks, whatever their priority
-	laneWait = "w" // waiting tasks, by priority
+	taskSK = "task"
+	// payloadSK prefixes the sort key of a payload item: payload#<ref>, beside the task item
+	// under the task's pk. The ref is random per Create, so a failed or racing Create never
+	// touches the payload of the task that won.
+	payloadSK = "payload#"
+	gatePK    = "gate"
+	laneRun   = "r" // claimed and processing tasks, whatever their priority
+	laneWait  = "w" // waiting tasks, by priority
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
@@ -97,24 +102,37 @@ func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-// marshal returns the item of a task: the task itself and its index keys.
-func (st *Store) marshal(t task.Task) map[string]types.AttributeValue {
+// InlinePayload is the largest payload kept inside the task item. A larger one gets an item of
+// its own, written once at Create: every transition rewrites the task item, and DynamoDB charges
+// a write by the whole item (an UpdateItem by the larger of its sizes before and after), so a
+// payload in the task item would cost one write unit per KB at every heartbeat. Up to this size
+// the task item stays within one write unit, and a second item would cost more than it saves.
+const InlinePayload = 400
+
+// stateAttrs are the attributes of a task item that transitions write: all but the keys and the
+// payload, which never changes after Create. Update removes those a task does not have.
+var stateAttrs = []string{
+	attrDuePK, attrDueSK, attrListPK, attrListSK, attrExpires, attrLambda, attrID,
+	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
+	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
+	attrVersion, attrLease, attrSpec,
+}
+
+// marshalState returns the task item's state attributes (stateAttrs): the task without its keys
+// and payload, and its index keys. Empty strings and absent values are left out: it keeps the
+// item small.
+func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	shard := shardOf(t.ID, st.shards(t.Lambda))
 	item := map[string]types.AttributeValue{
-		attrPK: s(taskPK(t.Lambda, t.ID)), attrSK: s(taskSK),
 		attrListPK: s(listPK(t.Lambda, shard)), attrListSK: s(listSK(t)),
 		attrLambda: s(t.Lambda), attrID: s(t.ID), attrPriority: s(t.Priority),
 		attrStatus: s(string(t.Status)), attrAttempts: n(int64(t.Attempts)),
 		attrMaxAttempts: n(int64(t.MaxAttempts)), attrVersion: n(t.Version),
 	}
-	// Empty strings and absent values are left out: it keeps the item small.
 	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec} {
 		if v != "" {
 			item[name] = s(v)
 		}
-	}
-	if len(t.Payload) > 0 {
-		item[attrPayload] = &types.AttributeValueMemberB{Value: t.Payload}
 	}
 	if len(t.Result) > 0 {
 		item[attrResult] = &types.AttributeValueMemberB{Value: t.Result}
@@ -129,19 +147,44 @@ func (st *Store) marshal(t task.Task) map[string]types.AttributeValue {
 		item[attrDueSK] = s(dueSK(t))
 	}
 	if t.Status.Terminal() {
-		at := t.UpdatedAt
-		if at.IsZero() {
-			at = st.now()
-		}
-		item[attrExpires] = n(at.Add(st.cfg.Retention).Unix())
+		item[attrExpires] = n(st.expires(t))
 	}
 	return item
 }
 
-// unmarshal reads a task item back.
-func unmarshal(item map[string]types.AttributeValue) (task.Task, error) {
-	var t task.Task
-	var err error
+// expires is the TTL of a finished task's items, in epoch seconds.
+func (st *Store) expires(t task.Task) int64 {
+	at := t.UpdatedAt
+	if at.IsZero() {
+		at = st.now()
+	}
+	return at.Add(st.cfg.Retention).Unix()
+}
+
+// marshal returns the items of a new task: the task item, and the payload item if the payload
+// is over InlinePayload (nil otherwise). ref names the payload item; the task item points to it.
+func (st *Store) marshal(t task.Task, ref string) (taskItem, payloadItem map[string]types.AttributeValue) {
+	pk := s(taskPK(t.Lambda, t.ID))
+	taskItem = st.marshalState(t)
+	taskItem[attrPK], taskItem[attrSK] = pk, s(taskSK)
+	switch {
+	case len(t.Payload) > InlinePayload:
+		taskItem[attrPayloadRef] = s(ref)
+		payloadItem = map[string]types.AttributeValue{
+			attrPK: pk, attrSK: s(payloadSK + ref), attrPayload: &types.AttributeValueMemberB{Value: t.Payload},
+		}
+		if t.Status.Terminal() {
+			payloadItem[attrExpires] = taskItem[attrExpires]
+		}
+	case len(t.Payload) > 0:
+		taskItem[attrPayload] = &types.AttributeValueMemberB{Value: t.Payload}
+	}
+	return taskItem, payloadItem
+}
+
+// unmarshal reads a task item back. ref names its payload item, if the payload has one: the
+// task's Payload is then still to be read from it.
+func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, err error) {
 	str := func(name string) string {
 		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
 			return v.Value
@@ -185,9 +228,9 @@ func unmarshal(item map[string]types.AttributeValue) (task.Task, error) {
 	t.RunAt, t.CreatedAt, t.UpdatedAt = val(tm(attrRunAt)), val(tm(attrCreatedAt)), val(tm(attrUpdatedAt))
 	t.Deadline, t.NextTriggerAt = tm(attrDeadline), tm(attrNextTrigger)
 	if t.ID == "" || t.Lambda == "" {
-		return task.Task{}, fmt.Errorf("item %s is not a task", str(attrPK))
+		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))
 	}
-	return t, err
+	return t, str(attrPayloadRef), err
 }
 
 // parseStamp reads the trigger time and id at the end of a due or list sort key.

@@ -141,12 +141,13 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 		return t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) &&
 			(p.Priority == "" || t.Priority == p.Priority) && !slices.Contains(p.SkipCollections, t.Collection)
 	}
-	return st.confirm(ctx, p.Lambda, entries, limit, stillDue)
+	return st.confirm(ctx, p.Lambda, entries, limit, false, stillDue)
 }
 
 // confirm reads the tasks of index entries, in order, and keeps those that ok accepts, up to
 // limit (0: all). An entry the table contradicts (a stale index hit) gives its place to the next.
-func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, limit int, ok func(task.Task) bool) ([]task.Task, error) {
+// Payloads in items of their own are read only if withPayloads.
+func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, limit int, withPayloads bool, ok func(task.Task) bool) ([]task.Task, error) {
 	var out []task.Task
 	for len(entries) > 0 && (limit == 0 || len(out) < limit) {
 		batch := entries
@@ -154,7 +155,7 @@ func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, li
 			batch = entries[:min(len(entries), limit-len(out))]
 		}
 		entries = entries[len(batch):]
-		tasks, err := st.getMany(ctx, lambda, idsOf(batch))
+		tasks, err := st.getMany(ctx, lambda, idsOf(batch), withPayloads)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +207,7 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		next = base64.RawURLEncoding.EncodeToString([]byte(entries[limit-1].sk))
 	}
 	// The index may lag: a task whose status or collection no longer matches is left out.
-	page, err := st.confirm(ctx, p.Lambda, entries, 0, func(t task.Task) bool {
+	page, err := st.confirm(ctx, p.Lambda, entries, 0, true, func(t task.Task) bool {
 		return (p.Status == "" || t.Status == p.Status) && (p.Collection == "" || t.Collection == p.Collection)
 	})
 	if err != nil {

@@ -204,8 +204,9 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	return t, nil
 }
 
+// updateSQL leaves the payload alone: Create sets it once (task.Store.Update).
 const updateSQL = `UPDATE tasks SET
-	collection = ?, priority = ?, status = ?, payload = ?, result = ?, error = ?, attempts = ?,
+	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
@@ -305,7 +306,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		}
 		t := u.t
 		res, err := stmt.ExecContext(ctx,
-			t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
+			t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 			t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
 			t.Lambda, t.ID, u.prev)

@@ -116,7 +116,10 @@ func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) er
 	return err
 }
 
-// SetResult records how a run ended and returns the task as stored.
+// SetResult records how a run ended and returns the task as stored. The task keeps at most
+// task.MaxErrorBytes of r.Error. A result or error that the store cannot hold (over a DynamoDB
+// item's 400 KB) still ends the task, as a fatal failure whose error says so: retrying would end
+// the same way.
 func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
 	var fn func(task.Task) (task.Task, error)
 	switch r.Outcome {
@@ -130,11 +133,15 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
 	}
 	t, err := task.Apply(ctx, c.store, lambda, id, fn)
-	if errors.Is(err, task.ErrTooLarge) && r.Outcome == Success {
-		// The result is within the limit but does not fit beside the payload in one stored task
-		// (a DynamoDB item is at most 400 KB). Every retry would end the same way.
-		return c.SetResult(ctx, lambda, id, lease, Result{Outcome: Fatal,
-			Error: fmt.Sprintf("the result (%d bytes) does not fit in the task store beside the payload", len(r.Result))})
+	if errors.Is(err, task.ErrTooLarge) {
+		what := fmt.Sprintf("the result (%d bytes)", len(r.Result))
+		if r.Outcome != Success {
+			what = fmt.Sprintf("the %s error (%d bytes)", r.Outcome, len(r.Error))
+		}
+		// A short error and no result: this write fits wherever a task does.
+		t, err = task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+			return task.Fail(t, lease, what+" does not fit in the task store", false, c.now().UTC(), c.cfg, 0)
+		})
 	}
 	if err == nil {
 		c.log.Debug("task finished a run", "lambda", lambda, "task_id", id, "attempt", t.Attempts, "status", t.Status)

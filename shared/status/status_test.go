@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,45 @@ func TestClaimRepeatedForDelivery(t *testing.T) {
 	got, _ := store.Get(t.Context(), "l", "d1")
 	if got.Status != task.StatusProcessing || got.Attempts != 1 {
 		t.Fatalf("task %s after %d attempts, want processing after 1", got.Status, got.Attempts)
+	}
+}
+
+// TestLongErrorEndsTask: a fatal failure whose error is 1 MB long ends the task as fatal_failure,
+// keeping the head of the error with a marker, within task.MaxErrorBytes.
+// dynamostore.TestLongErrorEndsTask is the same on DynamoDB.
+func TestLongErrorEndsTask(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	tk, err := task.New(task.Spec{ID: "e1"}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := task.Enqueue(tk, now, cfg)
+	if err := store.Create(t.Context(), enq); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(store, status.Config{Task: cfg})
+	claimed, err := hsc.Claim(t.Context(), "l", "e1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "boom: " + strings.Repeat("x", 1<<20)
+	done, err := hsc.SetResult(t.Context(), "l", "e1", claimed.Lease, status.Result{Outcome: status.Fatal, Error: long})
+	if err != nil {
+		t.Fatalf("SetResult with a 1 MB error: %v", err)
+	}
+	got, err := store.Get(t.Context(), "l", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []task.Task{done, got} {
+		if tk.Status != task.StatusFatalFailure || len(tk.Error) > task.MaxErrorBytes || !strings.HasPrefix(tk.Error, "boom: xxx") || !strings.Contains(tk.Error, "truncated") {
+			t.Errorf("task %s with a %d-byte error; want fatal_failure with the error's head, at most %d bytes, marked truncated", tk.Status, len(tk.Error), task.MaxErrorBytes)
+		}
 	}
 }

@@ -17,11 +17,13 @@ type Store interface {
 	Get(ctx context.Context, lambda, id string) (Task, error)
 	// Update writes t if the stored task's version is still prev (t is the result of a transition
 	// from it), and ErrConflict otherwise, also when the task is missing. It is atomic: of racing updates from one version,
-	// exactly one wins.
+	// exactly one wins. It writes every field but Payload: a payload is set once, by Create, and
+	// a transition writes only what it changes, whatever the payload's size.
 	Update(ctx context.Context, t Task, prev int64) error
 	// List returns tasks of one lambda in creation order, a page at a time.
 	List(ctx context.Context, p ListParams) (tasks []Task, next string, err error)
 	// Due returns tasks of one lambda whose next trigger is at or before p.Before, earliest first.
+	// A store may leave Payload out: a sweep never needs it, and Update does not write it.
 	Due(ctx context.Context, p DueParams) ([]Task, error)
 	// Counts returns how many tasks of the lambda are in each status; statuses with none are absent.
 	Counts(ctx context.Context, lambda string) (map[Status]int, error)

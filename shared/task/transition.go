@@ -98,7 +98,7 @@ func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Conf
 
 // Fail records a failed run. A fatal failure ends the task. A retriable one schedules another
 // attempt after a backoff, unless attempts or the deadline are used up: then the task is dead.
-// jitter is a random number in [0,1).
+// jitter is a random number in [0,1). The task keeps msg cut to MaxErrorBytes.
 func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, jitter float64) (Task, error) {
 	if err := checkLease(t, lease, "fail"); err != nil {
 		return t, err
@@ -107,7 +107,7 @@ func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, ji
 }
 
 func fail(t Task, msg string, retriable bool, now time.Time, c Config, jitter float64) Task {
-	t.Error = msg
+	t.Error = TruncateError(msg)
 	if !retriable {
 		return t.next(StatusFatalFailure, now, nil)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var (
@@ -259,5 +260,29 @@ func TestConfig(t *testing.T) {
 	}
 	if err := (Lambda{Name: "Bad"}).WithDefaults().Validate(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("lambda name: %v", err)
+	}
+}
+
+// TestFailCapsError: a failure keeps at most MaxErrorBytes of its error, cut between characters,
+// with a marker that says so; a short error is kept as it is.
+func TestFailCapsError(t *testing.T) {
+	c := Config{}.WithDefaults()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tk := Task{ID: "e", Status: StatusProcessing, Lease: "l", Attempts: 1, MaxAttempts: 3}
+	long := strings.Repeat("é", 1<<19) // 1 MiB of two-byte characters
+	for _, retriable := range []bool{false, true} {
+		got, err := Fail(tk, "l", long, retriable, now, c, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Error) > MaxErrorBytes || !utf8.ValidString(got.Error) || !strings.HasPrefix(got.Error, "éé") ||
+			!strings.Contains(got.Error, "truncated from 1048576 bytes") {
+			t.Errorf("retriable %v: error of %d bytes (valid UTF-8: %v) ending %q; want at most %d, valid, with a marker",
+				retriable, len(got.Error), utf8.ValidString(got.Error), got.Error[max(0, len(got.Error)-60):], MaxErrorBytes)
+		}
+	}
+	short := strings.Repeat("x", MaxErrorBytes)
+	if got, _ := Fail(tk, "l", short, false, now, c, 0); got.Error != short {
+		t.Errorf("an error of exactly MaxErrorBytes was changed to %d bytes", len(got.Error))
 	}
 }

@@ -4,7 +4,8 @@
 //
 // A handler's error decides the task's fate: wrap ErrFatal (or call Fatal) to end the task as
 // fatal_failure; any other error is retriable, and the task runs again after a backoff until its
-// attempts are used up. A panic is a retriable failure too.
+// attempts are used up. A panic is a retriable failure too. The task keeps the error's text, cut
+// to its first task.MaxErrorBytes (4 KiB) with a marker: put long diagnostics in the logs.
 package worker
 
 import (
@@ -29,7 +30,8 @@ type Task struct {
 	Payload    json.RawMessage
 }
 
-// Handler runs tasks of one lambda. It returns the task's result as JSON (nil for none). It must
+// Handler runs tasks of one lambda. It returns the task's result as JSON (nil for none), or an
+// error, of which the task keeps at most task.MaxErrorBytes. It must
 // return when ctx is done: the executor cancels ctx when the handler times out or the executor
 // can no longer prove it owns the task.
 type Handler interface {

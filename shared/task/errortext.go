@@ -1,0 +1,28 @@
+package task
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxErrorBytes caps the error text a task keeps. A handler's error can be anything, a panic's
+// stack or a whole log; stored uncapped it could outgrow an item of the task store (a DynamoDB
+// item is at most 400 KB), so the failure could not be recorded and the task would run again as
+// if its worker were lost. The error travels with the task's state, which every later transition
+// of a retried task rewrites, so the cap also bounds what they cost (docs/capacity.md).
+const MaxErrorBytes = 4 << 10
+
+// TruncateError returns msg if it is at most MaxErrorBytes long. A longer one is cut at a UTF-8
+// character boundary and ends with a marker that gives the original length; the result is at
+// most MaxErrorBytes.
+func TruncateError(msg string) string {
+	if len(msg) <= MaxErrorBytes {
+		return msg
+	}
+	marker := fmt.Sprintf("… [truncated from %d bytes]", len(msg))
+	keep := MaxErrorBytes - len(marker)
+	for keep > 0 && !utf8.RuneStart(msg[keep]) {
+		keep--
+	}
+	return msg[:keep] + marker
+}
