@@ -5,12 +5,14 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,12 +44,36 @@ CREATE TABLE IF NOT EXISTS tasks (
 	version         INTEGER NOT NULL,
 	lease           TEXT    NOT NULL,
 	spec            TEXT    NOT NULL,
+	parked          INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (lambda, status, created_at, id);
 -- Terminal tasks have no trigger; leaving them out keeps the sweep's index small.
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks (lambda, next_trigger_at) WHERE next_trigger_at IS NOT NULL;
+-- Parked tasks by collection: the consumer reads one collection's, or jumps over a held one.
+CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigger_at, id) WHERE parked = 1;
+
+-- Counts by status, kept by triggers in the transaction of every write: reading them costs one
+-- row per status, whatever the number of tasks.
+CREATE TABLE IF NOT EXISTS task_counts (
+	lambda TEXT    NOT NULL,
+	status TEXT    NOT NULL,
+	n      INTEGER NOT NULL,
+	PRIMARY KEY (lambda, status)
+);
+CREATE TRIGGER IF NOT EXISTS task_counts_insert AFTER INSERT ON tasks BEGIN
+	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
+		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS task_counts_update AFTER UPDATE OF status ON tasks WHEN old.status != new.status BEGIN
+	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
+	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
+		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS task_counts_delete AFTER DELETE ON tasks BEGIN
+	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
+END;
 
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
@@ -58,7 +84,7 @@ CREATE TABLE IF NOT EXISTS gates (
 );`
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
-	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec`
+	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked`
 
 // Store is a task.Store in one SQLite file.
 type Store struct {
@@ -106,6 +132,10 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
+	if err := migrate(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
 	if _, err := w.Exec(schema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
@@ -167,7 +197,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, or task.ErrNotFound.
@@ -186,7 +216,7 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, payload = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
-	updated_at = ?, version = ?, lease = ?, spec = ?
+	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // Update writes t if the stored version is still prev. The check and the write are one
@@ -266,7 +296,7 @@ func (s *Store) commitGroup(group []*update) error {
 		res, err := stmt.ExecContext(ctx,
 			t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result), t.Error,
 			t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
-			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
+			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 			t.Lambda, t.ID, u.prev)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
@@ -298,7 +328,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		res, err := insert.ExecContext(ctx,
 			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
 			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
+			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -359,11 +389,20 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 }
 
 // Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses
-// means any status; a limit of zero means no limit.
+// means any status; a limit of zero means no limit. Parked tasks are asked for apart: among them
+// each collection is its own index range (see dueParked).
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	if p.Parked && p.Collection == "" {
+		return s.dueParked(ctx, p)
+	}
 	q := `SELECT ` + columns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
+	if p.Parked {
+		q += ` AND parked = 1` // a literal, so that SQLite can use the partial index
+	} else {
+		q += ` AND parked = 0`
+	}
 	if len(p.Statuses) > 0 {
 		q += ` AND status IN (` + placeholders(len(p.Statuses)) + `)`
 		for _, st := range p.Statuses {
@@ -373,6 +412,10 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	if p.Priority != "" {
 		q += ` AND priority = ?`
 		args = append(args, p.Priority)
+	}
+	if p.Collection != "" {
+		q += ` AND collection = ?`
+		args = append(args, p.Collection)
 	}
 	if len(p.SkipCollections) > 0 {
 		q += ` AND collection NOT IN (` + placeholders(len(p.SkipCollections)) + `)`
@@ -393,9 +436,46 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	return tasks, nil
 }
 
-// Counts returns how many tasks of the lambda are in each status.
+// dueParked reads the parked tasks of every collection but those in p.SkipCollections, one
+// collection at a time: an index seek finds the next collection, so a held backlog costs one
+// seek, never a scan of its rows.
+func (s *Store) dueParked(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	var out []task.Task
+	for after := ""; p.Limit <= 0 || len(out) < p.Limit; {
+		var coll string
+		err := s.r.QueryRowContext(ctx, `SELECT collection FROM tasks WHERE lambda = ? AND parked = 1 AND collection > ?
+			ORDER BY collection LIMIT 1`, p.Lambda, after).Scan(&coll)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: due %s: %w", p.Lambda, err)
+		}
+		after = coll
+		if slices.Contains(p.SkipCollections, coll) {
+			continue
+		}
+		one := p
+		one.Collection, one.SkipCollections = coll, nil
+		if p.Limit > 0 {
+			one.Limit = p.Limit - len(out)
+		}
+		tasks, err := s.Due(ctx, one)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tasks...)
+	}
+	slices.SortFunc(out, func(a, b task.Task) int {
+		return cmp.Or(a.NextTriggerAt.Compare(*b.NextTriggerAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Counts returns how many tasks of the lambda are in each status, from the counts the triggers
+// keep: one row per status.
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks WHERE lambda = ? GROUP BY status`, lambda)
+	rows, err := s.r.QueryContext(ctx, `SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, lambda)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
 	}
@@ -478,7 +558,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var runAt, deadline, trigger, created, updated sql.NullInt64
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
-		&t.Version, &t.Lease, &t.Spec)
+		&t.Version, &t.Lease, &t.Spec, &t.Parked)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -543,4 +623,44 @@ func decodeCursor(c string) (int64, string, error) {
 		}
 	}
 	return 0, "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+}
+
+// migrate brings a database file written by an earlier version up to the schema: it adds the
+// parked column, and the counts table filled from the tasks, before the schema's indexes and
+// triggers need them. In one transaction, so a crash leaves the file as it was.
+func migrate(w *sql.DB) error {
+	tx, err := w.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	has := func(q string, args ...any) (bool, error) {
+		var n int
+		err := tx.QueryRow(q, args...).Scan(&n)
+		return n > 0, err
+	}
+	tasks, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'tasks'`)
+	if err != nil || !tasks {
+		return err // a new file: the schema creates everything
+	}
+	if parked, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'parked'`); err != nil {
+		return err
+	} else if !parked {
+		if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("add column parked: %w", err)
+		}
+	}
+	if counted, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_counts'`); err != nil {
+		return err
+	} else if !counted {
+		for _, q := range []string{
+			`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`,
+			`INSERT INTO task_counts (lambda, status, n) SELECT lambda, status, COUNT(*) FROM tasks GROUP BY lambda, status`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("count tasks: %w", err)
+			}
+		}
+	}
+	return tx.Commit()
 }
