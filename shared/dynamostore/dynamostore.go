@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -65,6 +66,9 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock for TTL of tasks that carry no update time; time.Now if nil.
 	Now func() time.Time
+	// Logger reports what the store cannot return, such as a counter write that failed after
+	// its task write; slog.Default() if nil.
+	Logger *slog.Logger
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -77,6 +81,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -172,7 +179,11 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
 	}
-	return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	if err != nil {
+		return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	}
+	st.countMove(ctx, t, "")
+	return nil
 }
 
 // CreateBatch stores all the tasks in one transaction, or none of them. It returns task.ErrExists
@@ -204,7 +215,11 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 			}
 		}
 	}
-	return st.translate(err, "create a batch of %d tasks", len(tasks))
+	if err != nil {
+		return st.translate(err, "create a batch of %d tasks", len(tasks))
+	}
+	st.countNew(ctx, tasks)
+	return nil
 }
 
 // Get reads one task, strongly consistent.
@@ -235,16 +250,23 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	if validKey(t.Lambda, t.ID) != nil {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
+	// The old item tells the status the task leaves, for its counter; returning it costs no
+	// capacity.
+	out, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &st.cfg.Table, Item: st.marshal(t),
 		ConditionExpression:       aws.String("version = :prev"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":prev": n(prev)},
+		ReturnValues:              types.ReturnValueAllOld,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 	})
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	return st.translate(err, "update %s/%s", t.Lambda, t.ID)
+	if err != nil {
+		return st.translate(err, "update %s/%s", t.Lambda, t.ID)
+	}
+	st.countMove(ctx, t, task.Status(str(out.Attributes, attrStatus)))
+	return nil
 }
 
 // SetGate sets a gate; open deletes it. Gates share one partition: there are few, and the

@@ -40,6 +40,7 @@ const (
 	attrLease       = "lease"
 	attrSpec        = "spec"
 	attrMode        = "mode"
+	attrParked      = "parked" // BOOL, present only when true
 )
 
 // Index names and the attributes they project besides the keys.
@@ -58,10 +59,11 @@ var (
 // Key values. '#' separates the parts: lambda and priority names, ids and collections never hold
 // one (task.ValidateName and task.ValidateID).
 const (
-	taskSK   = "task"
-	gatePK   = "gate"
-	laneRun  = "r" // claimed and processing tasks, whatever their priority
-	laneWait = "w" // waiting tasks, by priority
+	taskSK     = "task"
+	gatePK     = "gate"
+	laneRun    = "r" // claimed and processing tasks, whatever their priority
+	laneWait   = "w" // waiting tasks, by priority
+	laneParked = "p" // waiting tasks a gate parked, by collection
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
@@ -73,10 +75,14 @@ func listPK(lambda string, shard int) string { return "list#" + lambda + "#" + s
 func stamp(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
 
 // dueSK orders a lambda shard's due entries by lane, then trigger time, then id: a waiting task
-// sits at w#<priority>#<trigger>#<id>, a running one at r#<trigger>#<id>.
+// sits at w#<priority>#<trigger>#<id>, a running one at r#<trigger>#<id>, a parked one at
+// p#<collection>#<trigger>#<id>.
 func dueSK(t task.Task) string {
-	if isRunning(t.Status) {
+	switch {
+	case isRunning(t.Status):
 		return laneRun + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
+	case t.Parked:
+		return laneParked + "#" + t.Collection + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 	}
 	return laneWait + "#" + t.Priority + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 }
@@ -123,6 +129,9 @@ func (st *Store) marshal(t task.Task) map[string]types.AttributeValue {
 		if v != nil && !v.IsZero() {
 			item[name] = n(v.UnixNano())
 		}
+	}
+	if t.Parked {
+		item[attrParked] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if t.NextTriggerAt != nil {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
@@ -184,6 +193,9 @@ func unmarshal(item map[string]types.AttributeValue) (task.Task, error) {
 	t.Attempts, t.MaxAttempts, t.Version = int(num(attrAttempts)), int(num(attrMaxAttempts)), num(attrVersion)
 	t.RunAt, t.CreatedAt, t.UpdatedAt = val(tm(attrRunAt)), val(tm(attrCreatedAt)), val(tm(attrUpdatedAt))
 	t.Deadline, t.NextTriggerAt = tm(attrDeadline), tm(attrNextTrigger)
+	if v, ok := item[attrParked].(*types.AttributeValueMemberBOOL); ok {
+		t.Parked = v.Value
+	}
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, fmt.Errorf("item %s is not a task", str(attrPK))
 	}
