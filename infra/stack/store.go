@@ -73,9 +73,9 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 }
 
 // storeActions are the DynamoDB actions that shared/dynamostore calls (TransactWriteItems is
-// authorized item by item, as PutItem): what a function running a task.Store needs. Scans,
-// updates, batch writes, streams and table management are left out.
-var storeActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"}
+// authorized item by item, as PutItem; UpdateItem adds to the task counters): what a function
+// running a task.Store needs. Scans, batch writes, streams and table management are left out.
+var storeActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
 
 // grant lets role use the table as a task.Store: its items and its indexes, nothing else.
 func (s *store) grant(role awsiam.IRole) {

@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -66,6 +68,9 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 // Stats counts what one sweep did.
 type Stats struct {
 	Enqueued, TimedOut, Dead, Dropped int
+	// Parked and Unparked count tasks set aside while a gate holds their collection, and put
+	// back once it opens.
+	Parked, Unparked int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
 }
@@ -158,14 +163,17 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 
 	switch mode {
 	case task.GateDrop:
-		return c.drop(ctx, l.Name, "", now, st)
+		return c.dropAll(ctx, l, now, st)
 	case task.GatePause:
 		return nil
 	}
 	for _, coll := range dropped {
-		if err := c.drop(ctx, l.Name, coll, now, st); err != nil {
+		if err := c.dropParked(ctx, l.Name, coll, now, st); err != nil {
 			return err
 		}
+	}
+	if err := c.unpark(ctx, l.Name, held, now, st); err != nil {
+		return err
 	}
 
 	quota := c.cfg.EnqueueQuota
@@ -175,9 +183,9 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 		if quota == 0 {
 			break
 		}
-		due, err := c.store.Due(ctx, task.DueParams{
-			Lambda: l.Name, Priority: p, Statuses: ready, Before: now, Limit: quota, SkipCollections: held,
-		})
+		// Tasks of held collections are read too, and parked (or dropped) below: the range
+		// never holds more of them than one quota.
+		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: ready, Before: now, Limit: quota})
 		if err != nil {
 			return err
 		}
@@ -186,11 +194,13 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 		if gates, err = c.store.Gates(ctx); err != nil {
 			return err
 		}
-		if mode, held, _ = gatesOf(l.Name, gates); mode != task.GateOpen {
+		if mode, held, dropped = gatesOf(l.Name, gates); mode != task.GateOpen {
 			return nil
 		}
 		var msgs []task.Message
-		for _, next := range c.enqueue(ctx, due, held, now) {
+		moved, aside := c.enqueue(ctx, due, held, dropped, now, st)
+		quota -= aside
+		for _, next := range moved {
 			quota--
 			if next.Status == task.StatusDead {
 				st.Dead++
@@ -217,47 +227,113 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 const enqueueWriters = 16
 
 // enqueue moves the due tasks that no gate holds to enqueued (or dead, past their deadline), up
-// to enqueueWriters at a time, and returns the moved tasks in due's order: earliest first.
-func (c *Consumer) enqueue(ctx context.Context, due []task.Task, held []string, now time.Time) []task.Task {
+// to enqueueWriters at a time, and returns the moved tasks in due's order: earliest first. A task
+// that a gate holds is parked, out of the sweep's range, or dropped if its gate drops; aside
+// counts them.
+func (c *Consumer) enqueue(ctx context.Context, due []task.Task, held, dropped []string, now time.Time, st *Stats) (out []task.Task, aside int) {
 	moved := make([]*task.Task, len(due))
+	var parked, gone atomic.Int64
 	slots := make(chan struct{}, enqueueWriters)
 	var wg sync.WaitGroup
 	for i, t := range due {
-		if slices.Contains(held, t.Collection) {
-			continue
+		move := func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) }
+		count := (*atomic.Int64)(nil)
+		switch {
+		case slices.Contains(dropped, t.Collection):
+			move, count = func(t task.Task) (task.Task, error) { return task.Drop(t, now) }, &gone
+			aside++
+		case slices.Contains(held, t.Collection):
+			move, count = func(t task.Task) (task.Task, error) { return task.Park(t, now) }, &parked
+			aside++
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) }); err == nil {
+			next, err := c.apply(ctx, t, move)
+			switch {
+			case err != nil:
+			case count != nil:
+				count.Add(1)
+			default:
 				moved[i] = &next
 			}
 		})
 	}
 	wg.Wait()
-	var out []task.Task
+	st.Parked += int(parked.Load())
+	st.Dropped += int(gone.Load())
 	for _, t := range moved {
 		if t != nil {
 			out = append(out, *t)
 		}
 	}
-	return out
+	return out, aside
 }
 
-// drop ends the waiting tasks of a lambda, or of one of its collections, as dropped.
-func (c *Consumer) drop(ctx context.Context, lambda, collection string, now time.Time, st *Stats) error {
-	for _, s := range task.Waiting {
-		tasks, _, err := c.store.List(ctx, task.ListParams{Lambda: lambda, Status: s, Collection: collection, Limit: c.cfg.EnqueueQuota})
+// endOfTime is after every trigger: a drop takes waiting tasks whenever they are due.
+var endOfTime = time.Unix(0, math.MaxInt64)
+
+// dropAll ends a dropped lambda's waiting tasks, due or not, parked or not: up to a quota per
+// sweep, read from the due index's waiting lanes, which hold nothing else.
+func (c *Consumer) dropAll(ctx context.Context, l task.Lambda, now time.Time, st *Stats) error {
+	quota := c.cfg.EnqueueQuota
+	lanes := make([]task.DueParams, 0, len(l.Priorities)+1)
+	for _, p := range l.Priorities {
+		lanes = append(lanes, task.DueParams{Priority: p})
+	}
+	lanes = append(lanes, task.DueParams{Parked: true})
+	for _, lane := range lanes {
+		if quota == 0 {
+			st.Full = true
+			return nil
+		}
+		lane.Lambda, lane.Statuses, lane.Before, lane.Limit = l.Name, task.Waiting, endOfTime, quota
+		n, err := c.each(ctx, lane, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
+		st.Dropped += n
+		quota -= n
 		if err != nil {
 			return err
 		}
-		for _, t := range tasks {
-			if _, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Drop(t, now) }); err == nil {
-				st.Dropped++
-			}
+	}
+	st.Full = st.Full || quota == 0
+	return nil
+}
+
+// dropParked ends the parked tasks of a dropped collection, up to a quota per sweep. Its tasks
+// still in the waiting lanes are dropped as the sweep meets them, once due.
+func (c *Consumer) dropParked(ctx context.Context, lambda, collection string, now time.Time, st *Stats) error {
+	n, err := c.each(ctx, task.DueParams{
+		Lambda: lambda, Parked: true, Collection: collection, Statuses: task.Waiting, Before: endOfTime, Limit: c.cfg.EnqueueQuota,
+	}, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
+	st.Dropped += n
+	st.Full = st.Full || n == c.cfg.EnqueueQuota
+	return err
+}
+
+// unpark puts parked tasks whose gate no longer holds them back in their lanes, up to a quota per
+// sweep. The store skips a held collection at the cost of one entry.
+func (c *Consumer) unpark(ctx context.Context, lambda string, held []string, now time.Time, st *Stats) error {
+	n, err := c.each(ctx, task.DueParams{
+		Lambda: lambda, Parked: true, SkipCollections: held, Statuses: task.Waiting, Before: endOfTime, Limit: c.cfg.EnqueueQuota,
+	}, func(t task.Task) (task.Task, error) { return task.Unpark(t, now) })
+	st.Unparked += n
+	st.Full = st.Full || n == c.cfg.EnqueueQuota
+	return err
+}
+
+// each applies fn to the tasks p selects and returns how many it moved.
+func (c *Consumer) each(ctx context.Context, p task.DueParams, fn func(task.Task) (task.Task, error)) (int, error) {
+	tasks, err := c.store.Due(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tasks {
+		if _, err := c.apply(ctx, t, fn); err == nil {
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // apply writes one transition of a task as the sweep read it. A conflict means someone else

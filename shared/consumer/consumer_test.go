@@ -176,8 +176,13 @@ func TestGates(t *testing.T) {
 	set("a", task.GatePause)
 	set("b", task.GateDrop)
 	st := e.sweep(t)
-	if st.Enqueued != 1 || st.Dropped != 1 {
-		t.Fatalf("stats %+v, want c1 enqueued and b1 dropped", st)
+	if st.Enqueued != 1 || st.Parked != 1 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want c1 enqueued, a1 parked, b1 not yet due", st)
+	}
+	// A dropped collection's task ends as it comes due: its trigger is what finds it.
+	e.now = e.now.Add(time.Hour)
+	if st := e.sweep(t); st.Dropped != 1 || st.Parked != 0 {
+		t.Fatalf("stats %+v, want b1 dropped once due, a1 left parked", st)
 	}
 	want := map[string]task.Status{"a1": task.StatusNew, "b1": task.StatusDropped, "c1": task.StatusEnqueued}
 	for id, s := range want {
@@ -187,12 +192,12 @@ func TestGates(t *testing.T) {
 	}
 	set("a", task.GateOpen)
 	set("", task.GatePause)
-	if st := e.sweep(t); st.Enqueued != 0 {
-		t.Fatalf("paused lambda enqueued %d", st.Enqueued)
+	if st := e.sweep(t); st.Enqueued != 0 || st.Unparked != 0 {
+		t.Fatalf("paused lambda: stats %+v, want nothing moved", st)
 	}
 	set("", task.GateOpen)
-	if st := e.sweep(t); st.Enqueued != 1 {
-		t.Fatalf("reopened lambda enqueued %d, want a1", st.Enqueued)
+	if st := e.sweep(t); st.Unparked != 1 || st.Enqueued != 1 {
+		t.Fatalf("reopened lambda: stats %+v, want a1 unparked and enqueued", st)
 	}
 }
 

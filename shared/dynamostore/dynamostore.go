@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -67,6 +68,9 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock for TTL of tasks that carry no update time; time.Now if nil.
 	Now func() time.Time
+	// Logger reports what the store cannot return, such as a counter write that failed after
+	// its task write; slog.Default() if nil.
+	Logger *slog.Logger
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -79,6 +83,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }
@@ -187,7 +194,11 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
 	}
-	return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	if err != nil {
+		return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	}
+	st.countMove(ctx, t, "")
+	return nil
 }
 
 // CreateBatch stores all the tasks in one transaction, or none of them. It returns task.ErrExists
@@ -231,7 +242,11 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 			}
 		}
 	}
-	return st.translate(err, "create a batch of %d tasks", len(tasks))
+	if err != nil {
+		return st.translate(err, "create a batch of %d tasks", len(tasks))
+	}
+	st.countNew(ctx, tasks)
+	return nil
 }
 
 // putPayloads writes payload items, a few at a time. Their keys are fresh, so no condition is
@@ -373,9 +388,9 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
-	}
-	if t.Status.Terminal() {
-		in.ReturnValues = types.ReturnValueAllOld // to learn whether a payload item needs a TTL
+		// The old item tells the status the task leaves, for its counter, and whether a payload
+		// item needs a TTL; returning it costs no capacity.
+		ReturnValues: types.ReturnValueAllOld,
 	}
 	out, err := st.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
@@ -384,12 +399,12 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	if err != nil {
 		return st.translate(err, "update %s/%s", t.Lambda, t.ID)
 	}
-	if ref := str(out.Attributes, attrPayloadRef); ref != "" {
+	st.countMove(ctx, t, task.Status(str(out.Attributes, attrStatus)))
+	if ref := str(out.Attributes, attrPayloadRef); ref != "" && t.Status.Terminal() {
 		st.expirePayload(ctx, t, ref)
 	}
 	return nil
 }
-
 // expirePayload gives a finished task's payload item the TTL of its task item. This write costs
 // a unit per KB of payload, once per task. It comes after the transition, so a task that lives
 // on never loses its payload; if it fails, the payload item outlives the task, costing storage

@@ -41,6 +41,7 @@ const (
 	attrLease       = "lease"
 	attrSpec        = "spec"
 	attrMode        = "mode"
+	attrParked      = "parked" // BOOL, present only when true
 )
 
 // Index names and the attributes they project besides the keys.
@@ -63,10 +64,11 @@ const (
 	// payloadSK prefixes the sort key of a payload item: payload#<ref>, beside the task item
 	// under the task's pk. The ref is random per Create, so a failed or racing Create never
 	// touches the payload of the task that won.
-	payloadSK = "payload#"
-	gatePK    = "gate"
-	laneRun   = "r" // claimed and processing tasks, whatever their priority
-	laneWait  = "w" // waiting tasks, by priority
+	payloadSK  = "payload#"
+	gatePK     = "gate"
+	laneRun    = "r" // claimed and processing tasks, whatever their priority
+	laneWait   = "w" // waiting tasks, by priority
+	laneParked = "p" // waiting tasks a gate parked, by collection
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
@@ -78,10 +80,14 @@ func listPK(lambda string, shard int) string { return "list#" + lambda + "#" + s
 func stamp(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
 
 // dueSK orders a lambda shard's due entries by lane, then trigger time, then id: a waiting task
-// sits at w#<priority>#<trigger>#<id>, a running one at r#<trigger>#<id>.
+// sits at w#<priority>#<trigger>#<id>, a running one at r#<trigger>#<id>, a parked one at
+// p#<collection>#<trigger>#<id>.
 func dueSK(t task.Task) string {
-	if isRunning(t.Status) {
+	switch {
+	case isRunning(t.Status):
 		return laneRun + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
+	case t.Parked:
+		return laneParked + "#" + t.Collection + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 	}
 	return laneWait + "#" + t.Priority + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 }
@@ -115,7 +121,7 @@ var stateAttrs = []string{
 	attrDuePK, attrDueSK, attrListPK, attrListSK, attrExpires, attrLambda, attrID,
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
-	attrVersion, attrLease, attrSpec,
+	attrVersion, attrLease, attrSpec, attrParked,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -141,6 +147,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		if v != nil && !v.IsZero() {
 			item[name] = n(v.UnixNano())
 		}
+	}
+	if t.Parked {
+		item[attrParked] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if t.NextTriggerAt != nil {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
@@ -227,6 +236,9 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	t.Attempts, t.MaxAttempts, t.Version = int(num(attrAttempts)), int(num(attrMaxAttempts)), num(attrVersion)
 	t.RunAt, t.CreatedAt, t.UpdatedAt = val(tm(attrRunAt)), val(tm(attrCreatedAt)), val(tm(attrUpdatedAt))
 	t.Deadline, t.NextTriggerAt = tm(attrDeadline), tm(attrNextTrigger)
+	if v, ok := item[attrParked].(*types.AttributeValueMemberBOOL); ok {
+		t.Parked = v.Value
+	}
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))
 	}

@@ -109,12 +109,38 @@ func (st *Store) scanShards(ctx context.Context, lambda, index, pkAttr, skAttr s
 //
 // A waiting task's entry is keyed by priority, so a query for one priority reads only what it
 // returns. A query for waiting tasks of every priority reads all of the lambda's waiting entries;
-// the consumer never makes one.
+// the consumer never makes one. Parked tasks are a lane of their own, keyed by collection (see
+// scanParked).
 func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
-	if task.ValidateName("lambda name", p.Lambda) != nil {
+	if task.ValidateName("lambda name", p.Lambda) != nil || (p.Collection != "" && task.ValidateID("collection", p.Collection) != nil) {
 		return nil, nil
 	}
 	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
+	limit := max(p.Limit, 0)
+	keep := func(e entry) bool {
+		return wanted(e.status) && (p.Priority == "" || e.prio == p.Priority) && (p.Collection == "" || e.coll == p.Collection) &&
+			!slices.Contains(p.SkipCollections, e.coll) && e.nanos <= p.Before.UnixNano()
+	}
+	var entries []entry
+	var err error
+	if p.Parked {
+		entries, err = st.dueParked(ctx, p, limit, keep)
+	} else {
+		entries, err = st.scanShards(ctx, p.Lambda, DueIndex, attrDuePK, attrDueSK, func(i int) string { return duePK(p.Lambda, i) }, dueRanges(p, wanted), limit, keep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stillDue := func(t task.Task) bool {
+		return t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) && t.Parked == p.Parked &&
+			(p.Priority == "" || t.Priority == p.Priority) && (p.Collection == "" || t.Collection == p.Collection) &&
+			!slices.Contains(p.SkipCollections, t.Collection)
+	}
+	return st.confirm(ctx, p.Lambda, entries, limit, false, stillDue)
+}
+
+// dueRanges are the key ranges of the lanes that hold the tasks p asks for, parked ones aside.
+func dueRanges(p task.DueParams, wanted func(task.Status) bool) []keyRange {
 	before := stamp(p.Before)
 	var ranges []keyRange
 	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !isRunning(s) }) {
@@ -128,20 +154,84 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 	if wanted(task.StatusClaimed) || wanted(task.StatusProcessing) {
 		ranges = append(ranges, keyRange{lo: laneRun + "#", hi: laneRun + "#" + before + "$", ordered: true})
 	}
-	limit := max(p.Limit, 0)
-	keep := func(e entry) bool {
-		return wanted(e.status) && (p.Priority == "" || e.prio == p.Priority) &&
-			!slices.Contains(p.SkipCollections, e.coll) && e.nanos <= p.Before.UnixNano()
+	return ranges
+}
+
+// dueParked reads the parked lane of every shard: one collection's key range, or every
+// collection but those in p.SkipCollections.
+func (st *Store) dueParked(ctx context.Context, p task.DueParams, limit int, keep func(entry) bool) ([]entry, error) {
+	pkOf := func(i int) string { return duePK(p.Lambda, i) }
+	if p.Collection != "" {
+		prefix := laneParked + "#" + p.Collection + "#"
+		r := keyRange{lo: prefix, hi: prefix + stamp(p.Before) + "$", ordered: true}
+		return st.scanShards(ctx, p.Lambda, DueIndex, attrDuePK, attrDueSK, pkOf, []keyRange{r}, limit, keep)
 	}
-	entries, err := st.scanShards(ctx, p.Lambda, DueIndex, attrDuePK, attrDueSK, func(i int) string { return duePK(p.Lambda, i) }, ranges, limit, keep)
-	if err != nil {
-		return nil, err
+	var mu sync.Mutex
+	var all []entry
+	err := parallel(st.shards(p.Lambda), func(shard int) error {
+		found, err := st.scanParked(ctx, pkOf(shard), p.SkipCollections, p.Before.UnixNano(), limit, keep)
+		mu.Lock()
+		all = append(all, found...)
+		mu.Unlock()
+		return err
+	})
+	slices.SortFunc(all, byPosition)
+	return all, err
+}
+
+// scanParked reads one shard's parked lane, whose entries sort by collection, then trigger. It
+// jumps over a collection in skip (its gate still holds it), and over the rest of a collection
+// once past before, with a query that starts after that collection and reads one entry: a held
+// backlog costs one entry per collection, never its size.
+func (st *Store) scanParked(ctx context.Context, pk string, skip []string, before int64, want int, keep func(entry) bool) ([]entry, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &st.cfg.Table, IndexName: aws.String(DueIndex),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrDuePK, "#sk": attrDueSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(laneParked + "#"), ":hi": s(laneParked + "$")},
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 	}
-	stillDue := func(t task.Task) bool {
-		return t.NextTriggerAt != nil && !t.NextTriggerAt.After(p.Before) && wanted(t.Status) &&
-			(p.Priority == "" || t.Priority == p.Priority) && !slices.Contains(p.SkipCollections, t.Collection)
+	var found []entry
+	probe := true // read one entry to learn what comes next: a held collection costs no more
+	for {
+		page := 1000
+		if want > 0 {
+			page = min(want-len(found), 1000)
+		}
+		if probe {
+			page = 1
+		}
+		in.Limit = aws.Int32(int32(page))
+		out, err := st.db.Query(ctx, in)
+		if err != nil {
+			return found, st.translate(err, "query index %s", DueIndex)
+		}
+		jump := ""
+		for _, item := range out.Items {
+			e, ok := entryOf(item, attrDueSK)
+			if !ok {
+				continue
+			}
+			if slices.Contains(skip, e.coll) || e.nanos > before {
+				jump = laneParked + "#" + e.coll + "$" // after every key of the collection
+				break
+			}
+			if keep(e) {
+				if found = append(found, e); want > 0 && len(found) == want {
+					return found, nil
+				}
+			}
+		}
+		switch {
+		case jump != "":
+			in.ExclusiveStartKey, probe = nil, true
+			in.ExpressionAttributeValues[":lo"] = s(jump)
+		case out.LastEvaluatedKey == nil:
+			return found, nil
+		default:
+			in.ExclusiveStartKey, probe = out.LastEvaluatedKey, false
+		}
 	}
-	return st.confirm(ctx, p.Lambda, entries, limit, false, stillDue)
 }
 
 // confirm reads the tasks of index entries, in order, and keeps those that ok accepts, up to
@@ -224,41 +314,4 @@ func decodeCursor(c string) (string, error) {
 		}
 	}
 	return "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
-}
-
-// Counts counts a lambda's tasks by status from the list index. It reads every entry the lambda
-// has, finished tasks included until TTL removes them; an index read costs by the entry, whatever
-// it projects. A count is a moment's estimate: a task moving meanwhile may count twice or not.
-func (st *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
-	counts := map[task.Status]int{}
-	if task.ValidateName("lambda name", lambda) != nil {
-		return counts, nil
-	}
-	var mu sync.Mutex
-	err := parallel(st.shards(lambda), func(shard int) error {
-		p := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
-			TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
-			KeyConditionExpression:    aws.String("list_pk = :pk"),
-			ProjectionExpression:      aws.String("#s"),
-			ExpressionAttributeNames:  map[string]string{"#s": attrStatus},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(listPK(lambda, shard))},
-			ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
-		})
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return st.translate(err, "count tasks of %s", lambda)
-			}
-			mu.Lock()
-			for _, item := range out.Items {
-				counts[task.Status(str(item, attrStatus))]++
-			}
-			mu.Unlock()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return counts, nil
 }

@@ -226,7 +226,7 @@ func TestMigrateDueIndex(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	rows.Close()
-	if want := []string{"tasks_by_created", "tasks_by_status", "tasks_due_lane"}; !slices.Equal(indexes, want) {
+	if want := []string{"tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_parked"}; !slices.Equal(indexes, want) {
 		t.Errorf("indexes after reopening: got %v, want %v", indexes, want)
 	}
 	queries := trace(t, s)
@@ -244,18 +244,26 @@ func TestMigrateDueIndex(t *testing.T) {
 }
 
 // TestLanes: the index's lane expression puts exactly the task.Running statuses in the running
-// lane, and every other status in its priority's waiting lane, as dueLane expects.
+// lane, and every other status in its priority's waiting lane, as dueLane expects; a parked task
+// is in a lane of its own, which no lane dueLane names.
 func TestLanes(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
 	defer s.Close()
 	for _, st := range task.Statuses {
 		var got string
-		if err := s.r.QueryRowContext(t.Context(), `SELECT `+laneSQL+` FROM (SELECT ? AS status, 'normal' AS priority)`, string(st)).Scan(&got); err != nil {
+		if err := s.r.QueryRowContext(t.Context(), `SELECT `+laneSQL+` FROM (SELECT ? AS status, 'normal' AS priority, 0 AS parked)`, string(st)).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		want, _ := dueLane(task.DueParams{Statuses: []task.Status{st}, Priority: "normal"})
 		if got != want {
 			t.Errorf("status %s: in lane %q, dueLane looks in %q", st, got, want)
+		}
+		var parked string
+		if err := s.r.QueryRowContext(t.Context(), `SELECT `+laneSQL+` FROM (SELECT ? AS status, 'normal' AS priority, 1 AS parked)`, string(st)).Scan(&parked); err != nil {
+			t.Fatal(err)
+		}
+		if parked != "p" {
+			t.Errorf("status %s, parked: in lane %q, want p", st, parked)
 		}
 	}
 }

@@ -5,6 +5,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	version         INTEGER NOT NULL,
 	lease           TEXT    NOT NULL,
 	spec            TEXT    NOT NULL,
+	parked          INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -55,6 +57,29 @@ CREATE INDEX IF NOT EXISTS tasks_due_lane ON tasks (lambda, ` + laneSQL + `, nex
 -- The sweep's index before the lanes, on (lambda, next_trigger_at): a file made by an older atf
 -- loses it here and gains tasks_due_lane above.
 DROP INDEX IF EXISTS tasks_due;
+-- Parked tasks by collection: the consumer reads one collection's, or jumps over a held one.
+CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigger_at, id) WHERE parked = 1;
+
+-- Counts by status, kept by triggers in the transaction of every write: reading them costs one
+-- row per status, whatever the number of tasks.
+CREATE TABLE IF NOT EXISTS task_counts (
+	lambda TEXT    NOT NULL,
+	status TEXT    NOT NULL,
+	n      INTEGER NOT NULL,
+	PRIMARY KEY (lambda, status)
+);
+CREATE TRIGGER IF NOT EXISTS task_counts_insert AFTER INSERT ON tasks BEGIN
+	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
+		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS task_counts_update AFTER UPDATE OF status ON tasks WHEN old.status != new.status BEGIN
+	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
+	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
+		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS task_counts_delete AFTER DELETE ON tasks BEGIN
+	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
+END;
 
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
@@ -65,14 +90,15 @@ CREATE TABLE IF NOT EXISTS gates (
 );`
 
 // laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
-// processing) share the lane 'r', and waiting tasks have one lane per priority, 'w#<priority>'.
+// processing) share the lane 'r', waiting tasks have one lane per priority, 'w#<priority>', and
+// parked tasks one of their own, 'p', which the consumer reads through tasks_parked instead.
 // The consumer's due queries each read one lane in trigger order and stop at their limit, so
 // neither the waiting backlog slows the timeout sweep nor one priority's backlog another's.
 // Queries must use this very expression for SQLite to match it with the index.
-const laneSQL = `(CASE WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
+const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
-	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec`
+	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked`
 
 // Store is a task.Store in one SQLite file.
 type Store struct {
@@ -125,6 +151,10 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
+	if err := migrate(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
 	if _, err := w.Exec(schema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
@@ -188,7 +218,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, or task.ErrNotFound.
@@ -208,7 +238,7 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
-	updated_at = ?, version = ?, lease = ?, spec = ?
+	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // Update writes t if the stored version is still prev. The check and the write are one
@@ -308,7 +338,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		res, err := stmt.ExecContext(ctx,
 			t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 			t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
-			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec,
+			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 			t.Lambda, t.ID, u.prev)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
@@ -337,7 +367,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		res, err := insert.ExecContext(ctx,
 			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
 			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec)
+			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -398,18 +428,27 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 }
 
 // Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses
-// means any status; a limit of zero means no limit.
+// means any status; a limit of zero means no limit. Parked tasks are asked for apart: among them
+// each collection is its own index range (see dueParked).
 //
 // A query within one lane (running statuses only, or waiting statuses of one priority: every
 // query of the consumer) reads that lane of tasks_due_lane in order and stops at its limit. Any
 // other reads and sorts the lambda's whole due range.
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	if p.Parked && p.Collection == "" {
+		return s.dueParked(ctx, p)
+	}
 	q := `SELECT ` + columns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
-	if lane, ok := dueLane(p); ok {
+	switch lane, ok := dueLane(p); {
+	case p.Parked:
+		q += ` AND parked = 1` // a literal, so that SQLite can use the partial index
+	case ok: // the lane holds no parked task
 		q += ` AND ` + laneSQL + ` = ?`
 		args = append(args, lane)
+	default:
+		q += ` AND parked = 0`
 	}
 	if len(p.Statuses) > 0 {
 		q += ` AND status IN (` + placeholders(len(p.Statuses)) + `)`
@@ -420,6 +459,10 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	if p.Priority != "" {
 		q += ` AND priority = ?`
 		args = append(args, p.Priority)
+	}
+	if p.Collection != "" {
+		q += ` AND collection = ?`
+		args = append(args, p.Collection)
 	}
 	if len(p.SkipCollections) > 0 {
 		q += ` AND collection NOT IN (` + placeholders(len(p.SkipCollections)) + `)`
@@ -454,9 +497,46 @@ func dueLane(p task.DueParams) (string, bool) {
 	return "", false
 }
 
-// Counts returns how many tasks of the lambda are in each status.
+// dueParked reads the parked tasks of every collection but those in p.SkipCollections, one
+// collection at a time: an index seek finds the next collection, so a held backlog costs one
+// seek, never a scan of its rows.
+func (s *Store) dueParked(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	var out []task.Task
+	for after := ""; p.Limit <= 0 || len(out) < p.Limit; {
+		var coll string
+		err := s.r.QueryRowContext(ctx, `SELECT collection FROM tasks WHERE lambda = ? AND parked = 1 AND collection > ?
+			ORDER BY collection LIMIT 1`, p.Lambda, after).Scan(&coll)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: due %s: %w", p.Lambda, err)
+		}
+		after = coll
+		if slices.Contains(p.SkipCollections, coll) {
+			continue
+		}
+		one := p
+		one.Collection, one.SkipCollections = coll, nil
+		if p.Limit > 0 {
+			one.Limit = p.Limit - len(out)
+		}
+		tasks, err := s.Due(ctx, one)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tasks...)
+	}
+	slices.SortFunc(out, func(a, b task.Task) int {
+		return cmp.Or(a.NextTriggerAt.Compare(*b.NextTriggerAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Counts returns how many tasks of the lambda are in each status, from the counts the triggers
+// keep: one row per status.
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks WHERE lambda = ? GROUP BY status`, lambda)
+	rows, err := s.r.QueryContext(ctx, `SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, lambda)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
 	}
@@ -542,7 +622,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var runAt, deadline, trigger, created, updated sql.NullInt64
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
-		&t.Version, &t.Lease, &t.Spec)
+		&t.Version, &t.Lease, &t.Spec, &t.Parked)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -607,4 +687,44 @@ func decodeCursor(c string) (int64, string, error) {
 		}
 	}
 	return 0, "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+}
+
+// migrate brings a database file written by an earlier version up to the schema: it adds the
+// parked column, and the counts table filled from the tasks, before the schema's indexes and
+// triggers need them. In one transaction, so a crash leaves the file as it was.
+func migrate(w *sql.DB) error {
+	tx, err := w.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	has := func(q string, args ...any) (bool, error) {
+		var n int
+		err := tx.QueryRow(q, args...).Scan(&n)
+		return n > 0, err
+	}
+	tasks, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'tasks'`)
+	if err != nil || !tasks {
+		return err // a new file: the schema creates everything
+	}
+	if parked, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'parked'`); err != nil {
+		return err
+	} else if !parked {
+		if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("add column parked: %w", err)
+		}
+	}
+	if counted, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_counts'`); err != nil {
+		return err
+	} else if !counted {
+		for _, q := range []string{
+			`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`,
+			`INSERT INTO task_counts (lambda, status, n) SELECT lambda, status, COUNT(*) FROM tasks GROUP BY lambda, status`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("count tasks: %w", err)
+			}
+		}
+	}
+	return tx.Commit()
 }

@@ -4,8 +4,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,5 +238,59 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if counts[task.StatusEnqueued] != 101 || counts[task.StatusNew] != 45 {
 		t.Errorf("after a reopen: %v, want all 101 enqueued and the 9 good batches' 45 tasks new", counts)
+	}
+}
+
+// TestCountsKept: Counts reads the counts the triggers keep, one row per status, instead of
+// counting the lambda's rows; a file from before them gets its counts at open.
+func TestCountsKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	for i := range 50 {
+		tk := task.Task{ID: fmt.Sprint("t", i), Lambda: "l", Priority: "normal", Status: task.StatusSuccess, MaxAttempts: 1, CreatedAt: now, UpdatedAt: now, Version: 1}
+		if i < 3 {
+			tk.Status, tk.NextTriggerAt = task.StatusNew, &now
+		}
+		if err := s.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plan string
+	rows, err := s.r.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan += detail + "\n"
+	}
+	rows.Close()
+	if !strings.Contains(plan, "task_counts") {
+		t.Errorf("the counts query reads %q; want the task_counts table", plan)
+	}
+	want := map[task.Status]int{task.StatusNew: 3, task.StatusSuccess: 47}
+	if got, err := s.Counts(ctx, "l"); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("Counts: %v, %v; want %v", got, err, want)
+	}
+	// A file written before the counts and the parked column: both come at the next open.
+	for _, q := range []string{
+		`DROP TRIGGER task_counts_insert`, `DROP TRIGGER task_counts_update`, `DROP TRIGGER task_counts_delete`,
+		`DROP TABLE task_counts`, `DROP INDEX tasks_parked`, `ALTER TABLE tasks DROP COLUMN parked`,
+	} {
+		if _, err := s.w.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s = open(t, path)
+	defer s.Close()
+	if got, err := s.Counts(ctx, "l"); err != nil || !maps.Equal(got, want) {
+		t.Errorf("Counts after the upgrade: %v, %v; want %v", got, err, want)
 	}
 }

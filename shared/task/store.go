@@ -85,7 +85,14 @@ type DueParams struct {
 	Statuses []Status // which statuses to look at; empty means any
 	Before   time.Time
 	Limit    int // zero means no limit
-	// SkipCollections are collections to leave out (their gate holds them).
+	// Parked selects the tasks a gate parked (Task.Parked) instead of the others. The two are
+	// apart in every store's layout: a sweep of waiting tasks never reads parked ones.
+	Parked bool
+	// Collection selects one collection's tasks; empty means every collection.
+	Collection string
+	// SkipCollections are collections to leave out. Among parked tasks a store skips each at
+	// the cost of one small read (they are grouped by collection); among the others they are
+	// filtered after reading, so they cost reads: the consumer parks held tasks instead.
 	SkipCollections []string
 }
 

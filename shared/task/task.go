@@ -80,6 +80,10 @@ type Task struct {
 	// Spec fingerprints the schedule request, so a replay with the same id can be told apart
 	// from a different request that reuses the id.
 	Spec string `json:"-"`
+	// Parked marks a waiting task that the consumer set aside because a gate holds its
+	// collection: stores keep it out of the sweep's range, so a held backlog costs no reads.
+	// Every transition but Park clears it.
+	Parked bool `json:"-"`
 }
 
 // Gate modes.

@@ -14,6 +14,7 @@ import (
 func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	t.Status, t.UpdatedAt, t.NextTriggerAt = s, now, trigger
 	t.Version++
+	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
 	}
@@ -173,6 +174,25 @@ func Drop(t Task, now time.Time) (Task, error) {
 	t = t.next(StatusDropped, now, nil)
 	t.Error = "dropped by gate"
 	return t, nil
+}
+
+// Park sets a due waiting task aside while a gate holds its collection. It keeps its status and
+// its trigger, so Unpark puts it back where it was in its lane.
+func Park(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "park", Waiting...); err != nil {
+		return t, err
+	}
+	t = t.next(t.Status, now, t.NextTriggerAt)
+	t.Parked = true
+	return t, nil
+}
+
+// Unpark returns a parked task to its lane once its gate opens.
+func Unpark(t Task, now time.Time) (Task, error) {
+	if !t.Parked {
+		return t, Errorf(ErrConflict, "task %s is not parked", t.ID)
+	}
+	return t.next(t.Status, now, t.NextTriggerAt), nil
 }
 
 func maxTime(a, b time.Time) time.Time {

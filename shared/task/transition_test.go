@@ -286,3 +286,33 @@ func TestFailCapsError(t *testing.T) {
 		t.Errorf("an error of exactly MaxErrorBytes was changed to %d bytes", len(got.Error))
 	}
 }
+
+// TestPark: a gate parks a waiting task where it stands and puts it back unchanged but for the
+// version; any other move clears the mark.
+func TestPark(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := Config{}.WithDefaults()
+	tk, err := New(Spec{ID: "p", Collection: "c"}, Lambda{Name: "l"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := Park(tk, now.Add(time.Second))
+	if err != nil || !parked.Parked || parked.Status != StatusNew || !parked.NextTriggerAt.Equal(*tk.NextTriggerAt) || parked.Version != tk.Version+1 {
+		t.Fatalf("Park: %+v, %v; want the task parked as it was, one version on", parked, err)
+	}
+	back, err := Unpark(parked, now.Add(2*time.Second))
+	if err != nil || back.Parked || !back.NextTriggerAt.Equal(*tk.NextTriggerAt) || back.Version != tk.Version+2 {
+		t.Fatalf("Unpark: %+v, %v; want it back at its trigger", back, err)
+	}
+	if _, err := Unpark(back, now); !errors.Is(err, ErrConflict) {
+		t.Errorf("Unpark of a task not parked: %v, want ErrConflict", err)
+	}
+	if dropped, err := Drop(parked, now); err != nil || dropped.Parked {
+		t.Errorf("Drop of a parked task: %+v, %v; want dropped and no longer parked", dropped, err)
+	}
+	enq, _ := Enqueue(tk, now, cfg)
+	claimed, _ := Claim(enq, "lease", now, cfg)
+	if _, err := Park(claimed, now); !errors.Is(err, ErrConflict) {
+		t.Errorf("Park of a claimed task: %v, want ErrConflict", err)
+	}
+}

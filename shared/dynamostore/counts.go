@@ -1,0 +1,178 @@
+package dynamostore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Counts are kept in one small counter item per (lambda, shard): pk count#<lambda>#<shard>, sk
+// count, a number per status. Every write that changes a task's status adds to its shard's item
+// (UpdateItem ADD, 1 WRU), so reading the counts costs one item per shard, whatever the backlog.
+// The counter write follows the task write: a crash between the two, or a counter write that
+// fails, leaves the counts off by that move until Recount. docs/capacity.md has the costs.
+
+const countSK = "count"
+
+// countTimeout bounds a counter write. It runs even when the caller's context has ended: the task
+// write it follows has already happened.
+const countTimeout = 5 * time.Second
+
+func countPK(lambda string, shard int) string { return "count#" + lambda + "#" + strconv.Itoa(shard) }
+
+// count adds deltas to the counter of a lambda's shard. A failure is logged, not returned: the
+// task write succeeded, and the counts drift by this move until Recount.
+func (st *Store) count(ctx context.Context, lambda string, shard int, deltas map[task.Status]int) {
+	expr, names, values := "ADD", map[string]string{}, map[string]types.AttributeValue{}
+	for status, d := range deltas {
+		if d == 0 {
+			continue
+		}
+		i := strconv.Itoa(len(names))
+		if len(names) > 0 {
+			expr += ","
+		}
+		expr += " #s" + i + " :d" + i
+		names["#s"+i], values[":d"+i] = string(status), n(int64(d))
+	}
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
+	defer cancel()
+	_, err := st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &st.cfg.Table,
+		Key:              map[string]types.AttributeValue{attrPK: s(countPK(lambda, shard)), attrSK: s(countSK)},
+		UpdateExpression: aws.String(expr), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		st.cfg.Logger.Warn("task counts drifted: a counter write failed; dynamostore.Recount repairs them",
+			"lambda", lambda, "shard", shard, "deltas", deltas, "err", err)
+	}
+}
+
+// countMove counts a task's move from one status to another; from is empty for a new task.
+func (st *Store) countMove(ctx context.Context, t task.Task, from task.Status) {
+	if from == t.Status {
+		return
+	}
+	deltas := map[task.Status]int{t.Status: 1}
+	if from != "" {
+		deltas[from] = -1
+	}
+	st.count(ctx, t.Lambda, shardOf(t.ID, st.shards(t.Lambda)), deltas)
+}
+
+// countNew counts new tasks, one counter write per (lambda, shard) they touch.
+func (st *Store) countNew(ctx context.Context, tasks []task.Task) {
+	type key struct {
+		lambda string
+		shard  int
+	}
+	deltas := map[key]map[task.Status]int{}
+	for _, t := range tasks {
+		k := key{t.Lambda, shardOf(t.ID, st.shards(t.Lambda))}
+		if deltas[k] == nil {
+			deltas[k] = map[task.Status]int{}
+		}
+		deltas[k][t.Status]++
+	}
+	for k, d := range deltas {
+		st.count(ctx, k.lambda, k.shard, d)
+	}
+}
+
+// Counts returns how many tasks of the lambda are in each status, from its counter items: one
+// eventually consistent read per shard. Finished tasks count until the counters are rebuilt,
+// also after TTL has removed them.
+func (st *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+	counts := map[task.Status]int{}
+	if task.ValidateName("lambda name", lambda) != nil {
+		return counts, nil
+	}
+	var keys []map[string]types.AttributeValue
+	for shard := range st.shards(lambda) {
+		keys = append(keys, map[string]types.AttributeValue{attrPK: s(countPK(lambda, shard)), attrSK: s(countSK)})
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 100)]
+		keys = keys[len(chunk):]
+		req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: chunk}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt >= MaxAttempts {
+					return nil, task.Errorf(task.ErrThrottled, "DynamoDB is throttling reads of the counts of %s; retry later", lambda)
+				}
+				if err := sleep(ctx, backoff(attempt)); err != nil {
+					return nil, err
+				}
+			}
+			out, err := st.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+			if err != nil {
+				return nil, st.translate(err, "count tasks of %s", lambda)
+			}
+			for _, item := range out.Responses[st.cfg.Table] {
+				for _, status := range task.Statuses {
+					if v, ok := item[string(status)].(*types.AttributeValueMemberN); ok {
+						c, _ := strconv.Atoi(v.Value)
+						counts[status] += c
+					}
+				}
+			}
+			req = out.UnprocessedKeys
+		}
+	}
+	for status, c := range counts {
+		if c <= 0 { // none, or drifted below none
+			delete(counts, status)
+		}
+	}
+	return counts, nil
+}
+
+// Recount rebuilds a lambda's counters from its list index, shard by shard. It reads every entry
+// the lambda has, finished tasks included until TTL removes them, so it is a repair to run
+// rarely (after a crash left the counts off, or on a table written before counters existed),
+// never on a request path. A task that moves while its shard is read may be off by one.
+func (st *Store) Recount(ctx context.Context, lambda string) error {
+	if err := task.ValidateName("lambda name", lambda); err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	return parallel(st.shards(lambda), func(shard int) error {
+		counts := map[task.Status]int64{}
+		p := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
+			TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
+			KeyConditionExpression:    aws.String("list_pk = :pk"),
+			ProjectionExpression:      aws.String("#s"),
+			ExpressionAttributeNames:  map[string]string{"#s": attrStatus},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(listPK(lambda, shard))},
+			ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+		})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return st.translate(err, "recount tasks of %s", lambda)
+			}
+			mu.Lock()
+			for _, item := range out.Items {
+				counts[task.Status(str(item, attrStatus))]++
+			}
+			mu.Unlock()
+		}
+		item := map[string]types.AttributeValue{attrPK: s(countPK(lambda, shard)), attrSK: s(countSK)}
+		for status, c := range counts {
+			item[string(status)] = n(c)
+		}
+		_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &st.cfg.Table, Item: item, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		return st.translate(err, "recount tasks of %s", lambda)
+	})
+}
