@@ -206,6 +206,7 @@ func TestBacklogNotAmplified(t *testing.T) {
 	if q.sent > bound {
 		t.Errorf("%d messages for %d tasks waiting %s with a %s enqueue timeout, want at most %d", q.sent, n, elapsed, timeout, bound)
 	}
+	t.Logf("%d messages for %d tasks", q.sent, n)
 	if q.sent < n {
 		t.Errorf("%d messages for %d tasks", q.sent, n)
 	}
