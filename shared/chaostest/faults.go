@@ -305,3 +305,67 @@ func (s *SlowStatus) Update(ctx context.Context, t task.Task, prev int64) error 
 	s.faults.Add(1)
 	return errInjected("status call timed out")
 }
+
+// SlowStore delays the consumer's calls on one lambda (Lambda), each by a random time up to Max:
+// its due queries, its lists and its enqueue writes, as a throttled or overloaded shard would.
+// Claims, heartbeats and results are not delayed: a slow status path is a scenario of its own.
+type SlowStore struct {
+	task.Store
+	Lambda   string
+	Max      time.Duration
+	delayed  atomic.Int64
+	inFlight atomic.Int64
+	beside   atomic.Int64
+}
+
+// Delayed is how many calls were delayed.
+func (s *SlowStore) Delayed() int { return int(s.delayed.Load()) }
+
+// Beside is how many tasks of other lambdas were enqueued while a call on Lambda was delayed or
+// still running: the consumer kept moving them, rather than waiting for the slow lambda.
+func (s *SlowStore) Beside() int { return int(s.beside.Load()) }
+
+// slow runs fn after a random delay, or fails if ctx ends first.
+func (s *SlowStore) slow(ctx context.Context, fn func() error) error {
+	s.delayed.Add(1)
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	t := time.NewTimer(rand.N(max(s.Max, 1)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return fn()
+}
+
+func (s *SlowStore) Due(ctx context.Context, p task.DueParams) (tasks []task.Task, err error) {
+	if p.Lambda != s.Lambda {
+		return s.Store.Due(ctx, p)
+	}
+	err = s.slow(ctx, func() error { tasks, err = s.Store.Due(ctx, p); return err })
+	return tasks, err
+}
+
+func (s *SlowStore) List(ctx context.Context, p task.ListParams) (tasks []task.Task, next string, err error) {
+	if p.Lambda != s.Lambda {
+		return s.Store.List(ctx, p)
+	}
+	err = s.slow(ctx, func() error { tasks, next, err = s.Store.List(ctx, p); return err })
+	return tasks, next, err
+}
+
+func (s *SlowStore) Update(ctx context.Context, t task.Task, prev int64) error {
+	switch {
+	case t.Status != task.StatusEnqueued:
+		return s.Store.Update(ctx, t, prev)
+	case t.Lambda == s.Lambda:
+		return s.slow(ctx, func() error { return s.Store.Update(ctx, t, prev) })
+	}
+	err := s.Store.Update(ctx, t, prev)
+	if err == nil && s.inFlight.Load() > 0 {
+		s.beside.Add(1)
+	}
+	return err
+}

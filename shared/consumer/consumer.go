@@ -23,25 +23,48 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
+// Defaults of Config.
+const (
+	// DefaultWorkers is how many lambdas a consumer sweeps at once.
+	DefaultWorkers = 8
+	// DefaultPassTimeout bounds one lambda's pass: its reads, its writes and its sends. A lambda
+	// whose store calls are slow or throttled (the SDK tries a call up to 8 times) holds up only
+	// its own pass, and only this long.
+	DefaultPassTimeout = 5 * time.Second
+	// DefaultSendTimeout is the time a pass keeps for sending what it wrote. Its reads and writes
+	// stop this long before its deadline, and its sends outlive a cancellation by as much, so a
+	// pass cut short never leaves a task written as enqueued without its message.
+	DefaultSendTimeout = time.Second
+)
+
+// sendRetryDelay is how long a pass waits before it sends a failed batch a second time.
+const sendRetryDelay = 50 * time.Millisecond
+
 // Config configures a Consumer. Zero fields take defaults.
 type Config struct {
-	Lambdas []task.Lambda // with defaults applied
-	Task    task.Config
-	Now     func() time.Time
-	Jitter  func() float64
-	Logger  *slog.Logger
+	Lambdas     []task.Lambda // with defaults applied
+	Task        task.Config
+	Now         func() time.Time
+	Jitter      func() float64
+	Logger      *slog.Logger
+	Workers     int           // DefaultWorkers if zero
+	PassTimeout time.Duration // DefaultPassTimeout if zero
+	SendTimeout time.Duration // DefaultSendTimeout if zero; must be below PassTimeout
 }
 
 // Consumer sweeps the store.
 type Consumer struct {
-	store   task.Store
-	queue   task.Queue
-	lambdas []task.Lambda
-	cfg     task.Config
-	now     func() time.Time
-	jitter  func() float64
-	log     *slog.Logger
-	wake    chan struct{}
+	store       task.Store
+	queue       task.Queue
+	lambdas     []task.Lambda
+	cfg         task.Config
+	now         func() time.Time
+	jitter      func() float64
+	log         *slog.Logger
+	wake        chan struct{}
+	workers     int
+	passTimeout time.Duration
+	sendTimeout time.Duration
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -59,9 +82,19 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.PassTimeout <= 0 {
+		c.PassTimeout = DefaultPassTimeout
+	}
+	if c.SendTimeout <= 0 || c.SendTimeout >= c.PassTimeout {
+		c.SendTimeout = min(DefaultSendTimeout, c.PassTimeout/2)
+	}
 	return &Consumer{
 		store: store, queue: queue, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(),
 		now: c.Now, jitter: c.Jitter, log: c.Logger, wake: make(chan struct{}, 1),
+		workers: c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
 	}
 }
 
@@ -75,6 +108,16 @@ type Stats struct {
 	Full bool
 }
 
+func (s *Stats) add(o Stats) {
+	s.Enqueued += o.Enqueued
+	s.TimedOut += o.TimedOut
+	s.Dead += o.Dead
+	s.Dropped += o.Dropped
+	s.Parked += o.Parked
+	s.Unparked += o.Unparked
+	s.Full = s.Full || o.Full
+}
+
 // Wake makes a running consumer sweep now rather than at its next poll, as when a task was just
 // scheduled or a gate changed.
 func (c *Consumer) Wake() {
@@ -84,37 +127,17 @@ func (c *Consumer) Wake() {
 	}
 }
 
-// Start sweeps every poll interval (or when woken) until Stop.
+// Start runs the consumer (see Run) until Stop.
 func (c *Consumer) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stop, c.done = cancel, make(chan struct{})
 	go func() {
 		defer close(c.done)
-		timer := time.NewTimer(0)
-		defer timer.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			case <-c.wake:
-			}
-			st, err := c.Sweep(ctx)
-			if err != nil && ctx.Err() == nil {
-				c.log.Error("sweep failed", "err", err)
-			}
-			if st.Full {
-				// A backlog: sweep again at once rather than a poll interval later. Each sweep
-				// still takes every lambda in turn, each up to its quota.
-				timer.Reset(0)
-			} else {
-				timer.Reset(c.cfg.PollInterval)
-			}
-		}
+		c.Run(ctx, RunParams{})
 	}()
 }
 
-// Stop ends the sweeps and waits for the current one. A second Stop is a no-op.
+// Stop ends the sweeps and waits for the current passes. A second Stop is a no-op.
 func (c *Consumer) Stop() {
 	c.stopOnce.Do(func() {
 		if c.stop != nil {
@@ -124,24 +147,170 @@ func (c *Consumer) Stop() {
 	})
 }
 
-// Sweep makes one pass over every lambda.
+// Sweep makes one pass over every lambda, at most Workers lambdas at once, each within its pass
+// timeout, and returns once every pass has ended.
 func (c *Consumer) Sweep(ctx context.Context) (Stats, error) {
 	gates, err := c.store.Gates(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
+	stats := make([]Stats, len(c.lambdas))
+	errs := make([]error, len(c.lambdas))
+	slots := make(chan struct{}, c.workers)
+	var wg sync.WaitGroup
+	for i, l := range c.lambdas {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			stats[i], errs[i] = c.pass(ctx, l, gates)
+		})
+	}
+	wg.Wait()
 	var st Stats
-	var errs []error
-	for _, l := range c.lambdas {
-		if err := c.sweepLambda(ctx, l, gates, &st); err != nil {
-			errs = append(errs, err)
-		}
+	for _, s := range stats {
+		st.add(s)
 	}
 	return st, errors.Join(errs...)
 }
 
-func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.Gate, st *Stats) error {
+// RunParams says how Run paces its passes.
+type RunParams struct {
+	// Interval is the time between the starts of two passes of a lambda: the poll interval if zero.
+	Interval time.Duration
+	// Until, if set, is when Run starts no more passes; each lambda gets one pass at least.
+	Until time.Time
+}
+
+// RunStats sums up what Run did.
+type RunStats struct {
+	Stats
+	Passes, Failed int
+	Err            error // of the last pass that failed
+}
+
+// Run sweeps every lambda on a schedule of its own until ctx ends or p.Until passes. A lambda's
+// next pass starts an interval after its last one started, at once if that one used the whole
+// quota (a backlog), or when woken; whatever the other lambdas do. A slow lambda thus delays no
+// other; at most Workers passes run at once. Run returns once its last passes have ended.
+func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
+	if p.Interval <= 0 {
+		p.Interval = c.cfg.PollInterval
+	}
+	type state struct {
+		busy   bool
+		passes int
+		next   time.Time // when the next pass may start
+	}
+	type result struct {
+		i   int
+		st  Stats
+		err error
+	}
+	states := make([]state, len(c.lambdas))
+	done := make(chan result)
+	running := 0
+	var total RunStats
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		over := !p.Until.IsZero() && !now.Before(p.Until)
+		wait := time.Duration(-1)
+		for i := range states {
+			s := &states[i]
+			if s.busy || ctx.Err() != nil || (over && s.passes > 0) || running == c.workers {
+				continue
+			}
+			if d := s.next.Sub(now); d > 0 {
+				if wait < 0 || d < wait {
+					wait = d
+				}
+				continue
+			}
+			s.busy, s.passes, s.next = true, s.passes+1, now.Add(p.Interval)
+			running++
+			go func() {
+				st, err := c.pass(ctx, c.lambdas[i], nil)
+				done <- result{i, st, err}
+			}()
+		}
+		if running == 0 && (ctx.Err() != nil || over) {
+			return total
+		}
+		var tick <-chan time.Time
+		if wait >= 0 && !over {
+			timer.Reset(wait)
+			tick = timer.C
+		}
+		var stop <-chan struct{}
+		if ctx.Err() == nil {
+			stop = ctx.Done()
+		}
+		select {
+		case r := <-done:
+			running--
+			states[r.i].busy = false
+			total.Passes++
+			total.add(r.st)
+			if r.st.Full {
+				states[r.i].next = time.Time{} // a backlog: its next pass at once
+			}
+			if r.err != nil {
+				total.Failed++
+				total.Err = r.err
+				if ctx.Err() == nil {
+					c.log.Error("sweep failed", "lambda", c.lambdas[r.i].Name, "err", r.err)
+				}
+			}
+		case <-tick:
+		case <-c.wake:
+			for i := range states {
+				states[i].next = time.Time{}
+			}
+		case <-stop:
+		}
+	}
+}
+
+// deadlines returns when a pass starting now must end its reads and writes (work), and when its
+// sends must end at the latest (hard): within the pass timeout and before ctx's own deadline,
+// with the send timeout kept for the sends.
+func (c *Consumer) deadlines(ctx context.Context) (work, hard time.Time) {
+	hard = time.Now().Add(c.passTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(hard) {
+		hard = d
+	}
+	return hard.Add(-c.sendTimeout), hard
+}
+
+// pass sweeps one lambda within the pass timeout. gates are the gates as a sweep of every lambda
+// read them, or nil for the pass to read them.
+func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates []task.Gate) (Stats, error) {
+	workBy, hard := c.deadlines(ctx)
+	work, cancel := context.WithDeadline(ctx, workBy)
+	defer cancel()
+	s := &passState{Consumer: c, ctx: ctx, hard: hard}
+	err := s.sweepLambda(work, l, gates)
+	return s.st, err
+}
+
+// passState is one pass of one lambda.
+type passState struct {
+	*Consumer
+	ctx  context.Context // the caller's: sends outlive its cancellation, not its deadline
+	hard time.Time       // the pass's deadline, the sends' included
+	st   Stats
+}
+
+func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task.Gate) error {
+	st := &c.st
 	now := c.now().UTC()
+	if gates == nil {
+		var err error
+		if gates, err = c.store.Gates(ctx); err != nil {
+			return err
+		}
+	}
 	mode, held, dropped := gatesOf(l.Name, gates)
 
 	// Workers that went silent: their tasks fail the attempt, whatever the gate.
@@ -197,43 +366,45 @@ func (c *Consumer) sweepLambda(ctx context.Context, l task.Lambda, gates []task.
 		if mode, held, dropped = gatesOf(l.Name, gates); mode != task.GateOpen {
 			return nil
 		}
-		var msgs []task.Message
-		moved, aside := c.enqueue(ctx, due, held, dropped, now, st)
-		quota -= aside
-		for _, next := range moved {
-			quota--
-			if next.Status == task.StatusDead {
-				st.Dead++
-				continue
+		// Higher priorities go first, and within one the earliest due. Each chunk's messages go
+		// out as soon as its writes are done, so a pass cut short has at most one chunk to send.
+		for chunk := range slices.Chunk(due, enqueueWriters) {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			msgs = append(msgs, task.Message{Lambda: next.Lambda, Priority: next.Priority, TaskID: next.ID, Attempt: next.Attempts})
+			moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
+			quota -= len(moved) + aside
+			var sends []task.Task
+			for _, next := range moved {
+				if next.Status == task.StatusDead {
+					st.Dead++
+					continue
+				}
+				sends = append(sends, next)
+			}
+			if err := c.send(sends, now); err != nil {
+				return err
+			}
 		}
-		// Higher priorities are sent first. A failed send is not retried here: the enqueue
-		// timeout brings those tasks back.
-		if len(msgs) == 0 {
-			continue
-		}
-		if err := c.queue.Send(ctx, msgs...); err != nil {
-			return err
-		}
-		st.Enqueued += len(msgs)
 	}
 	return nil
 }
 
-// enqueueWriters is how many enqueue writes a sweep has in flight at once. Each is a round trip
-// (a conditional PutItem, or a commit of the embedded store); one at a time they would cap a
-// lambda at a few hundred enqueues a second (docs/capacity.md).
-const enqueueWriters = 16
+// enqueueWriters is how many enqueue writes a pass has in flight at once, and how many tasks'
+// messages it sends together (two SQS batches). Each write is a round trip (a conditional
+// PutItem, or a commit of the embedded store); one at a time they would cap a lambda at a few
+// hundred enqueues a second (docs/capacity.md).
+const enqueueWriters = 20
 
-// enqueue moves the due tasks that no gate holds to enqueued (or dead, past their deadline), up
-// to enqueueWriters at a time, and returns the moved tasks in due's order: earliest first. A task
-// that a gate holds is parked, out of the sweep's range, or dropped if its gate drops; aside
-// counts them.
-func (c *Consumer) enqueue(ctx context.Context, due []task.Task, held, dropped []string, now time.Time, st *Stats) (out []task.Task, aside int) {
+// enqueue moves the due tasks that no gate holds to enqueued (or dead, past their deadline), all
+// at once, and returns the moved tasks in due's order: earliest first. A write whose outcome is
+// unknown (an error other than a refusal, a deadline included) counts as moved: its message is
+// sent all the same, since a message for a task that is not enqueued only fails its claim, while
+// no message for one that is would leave it to the enqueue timeout. A task that a gate holds is
+// parked, out of the sweep's range, or dropped if its gate drops; aside counts them.
+func (c *passState) enqueue(ctx context.Context, due []task.Task, held, dropped []string, now time.Time) (out []task.Task, aside int) {
 	moved := make([]*task.Task, len(due))
 	var parked, gone atomic.Int64
-	slots := make(chan struct{}, enqueueWriters)
 	var wg sync.WaitGroup
 	for i, t := range due {
 		move := func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) }
@@ -246,28 +417,78 @@ func (c *Consumer) enqueue(ctx context.Context, due []task.Task, held, dropped [
 			move, count = func(t task.Task) (task.Task, error) { return task.Park(t, now) }, &parked
 			aside++
 		}
-		slots <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-slots }()
 			next, err := c.apply(ctx, t, move)
 			switch {
-			case err != nil:
 			case count != nil:
-				count.Add(1)
-			default:
+				if err == nil {
+					count.Add(1)
+				}
+			case err == nil || !refused(err):
 				moved[i] = &next
 			}
 		})
 	}
 	wg.Wait()
-	st.Parked += int(parked.Load())
-	st.Dropped += int(gone.Load())
+	c.st.Parked += int(parked.Load())
+	c.st.Dropped += int(gone.Load())
 	for _, t := range moved {
 		if t != nil {
 			out = append(out, *t)
 		}
 	}
 	return out, aside
+}
+
+// refused reports whether a transition's error says that it did not happen.
+func refused(err error) bool {
+	return errors.Is(err, task.ErrConflict) || errors.Is(err, task.ErrNotDue)
+}
+
+// send puts the messages of tasks just moved to enqueued on their queues, within the pass's
+// deadline even when the pass was cancelled. A failed send is tried again after a moment. If it
+// fails again, each task is made due again after a poll interval (task.Unsent), so that the next
+// pass sends it rather than the enqueue timeout, and the pass ends: the queue is failing.
+func (c *passState) send(moved []task.Task, now time.Time) error {
+	if len(moved) == 0 {
+		return nil
+	}
+	msgs := make([]task.Message, len(moved))
+	for i, t := range moved {
+		msgs[i] = task.Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
+	defer cancel()
+	err := c.queue.Send(ctx, msgs...)
+	if err != nil && sleep(ctx, sendRetryDelay) {
+		err = c.queue.Send(ctx, msgs...)
+	}
+	if err == nil {
+		c.st.Enqueued += len(msgs)
+		return nil
+	}
+	c.log.Warn("could not send messages; their tasks are due again soon", "lambda", moved[0].Lambda, "tasks", len(moved), "err", err)
+	// The pass's time may be up: these writes get the send timeout of their own.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.sendTimeout)
+	defer wcancel()
+	var wg sync.WaitGroup
+	for _, t := range moved {
+		wg.Go(func() { c.apply(wctx, t, func(t task.Task) (task.Task, error) { return task.Unsent(t, now, c.cfg) }) })
+	}
+	wg.Wait()
+	return err
+}
+
+// sleep waits for d; it reports false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // endOfTime is after every trigger: a drop takes waiting tasks whenever they are due.

@@ -23,20 +23,40 @@ type env struct {
 }
 
 func newEnv(t *testing.T, quota int, names ...string) *env {
+	return newEnvWith(t, options{cfg: task.Config{EnqueueQuota: quota}}, names...)
+}
+
+// options vary an env: its task config, and wrappers of the store and the queue the consumer
+// sees (the env itself reads and writes the store unwrapped).
+type options struct {
+	cfg       task.Config
+	wrapStore func(task.Store) task.Store
+	wrapQueue func(task.Queue) task.Queue
+}
+
+func newEnvWith(t *testing.T, o options, names ...string) *env {
 	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	e := &env{store: store, queue: memqueue.New(), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ls: map[string]task.Lambda{}}
-	e.cfg = task.Config{EnqueueQuota: quota}.WithDefaults()
+	e.cfg = o.cfg.WithDefaults()
 	var lambdas []task.Lambda
 	for _, n := range names {
 		l := task.Lambda{Name: n}.WithDefaults()
 		e.ls[n] = l
 		lambdas = append(lambdas, l)
 	}
-	e.cons = consumer.New(store, e.queue, consumer.Config{
+	var s task.Store = store
+	if o.wrapStore != nil {
+		s = o.wrapStore(s)
+	}
+	var q task.Queue = e.queue
+	if o.wrapQueue != nil {
+		q = o.wrapQueue(q)
+	}
+	e.cons = consumer.New(s, q, consumer.Config{
 		Lambdas: lambdas, Task: e.cfg, Now: func() time.Time { return e.now }, Jitter: func() float64 { return 0 },
 	})
 	return e

@@ -1,6 +1,7 @@
 // Package consumerfn runs the store consumer as a function. EventBridge can invoke a function
 // at most once a minute, so each invocation sweeps about every second until shortly before its
-// minute is up: a due task then waits about a second for its sweep, not a minute. Overlapping
+// minute is up: a due task then waits about a second for its sweep, not a minute. Each lambda is
+// swept on a schedule of its own (consumer.Run), so a slow one delays no other. Overlapping
 // invocations (one running late) are harmless: every move of a task is a conditional write. The
 // stack still gives the function a reserved concurrency of one, so they stay rare.
 package consumerfn
@@ -30,6 +31,13 @@ const (
 // Sweeper is the consumer as the function uses it.
 type Sweeper interface {
 	Sweep(ctx context.Context) (consumer.Stats, error)
+}
+
+// Runner is a Sweeper that can sweep each lambda on a schedule of its own, as the consumer does
+// (consumer.Run). Handle runs it for the whole invocation instead of sweeping every lambda
+// together each interval, so that a slow lambda delays no other.
+type Runner interface {
+	Run(ctx context.Context, p consumer.RunParams) consumer.RunStats
 }
 
 // Config configures a Handler.
@@ -85,28 +93,34 @@ func (h *Handler) Handle(ctx context.Context, e events.EventBridgeEvent) error {
 	var total consumer.Stats
 	sweeps, failed := 0, 0
 	var lastErr error
-	for next := start; ; next = next.Add(h.cfg.Interval) {
-		st, err := h.sweeper.Sweep(ctx)
-		sweeps++
-		total.Enqueued += st.Enqueued
-		total.TimedOut += st.TimedOut
-		total.Dead += st.Dead
-		total.Dropped += st.Dropped
-		if err != nil {
-			failed++
-			lastErr = err
-			h.cfg.Logger.Error("sweep failed", "err", err)
-		}
-		if !next.Add(h.cfg.Interval).Before(end) || ctx.Err() != nil {
-			break
-		}
-		if err := h.cfg.Wait(ctx, next.Add(h.cfg.Interval).Sub(h.cfg.Now())); err != nil {
-			break
+	if r, ok := h.sweeper.(Runner); ok {
+		// Each pass ends within its own deadline, and before ctx's, its sends included.
+		rs := r.Run(ctx, consumer.RunParams{Interval: h.cfg.Interval, Until: end})
+		total, sweeps, failed, lastErr = rs.Stats, rs.Passes, rs.Failed, rs.Err
+	} else {
+		for next := start; ; next = next.Add(h.cfg.Interval) {
+			st, err := h.sweeper.Sweep(ctx)
+			sweeps++
+			total.Enqueued += st.Enqueued
+			total.TimedOut += st.TimedOut
+			total.Dead += st.Dead
+			total.Dropped += st.Dropped
+			if err != nil {
+				failed++
+				lastErr = err
+				h.cfg.Logger.Error("sweep failed", "err", err)
+			}
+			if !next.Add(h.cfg.Interval).Before(end) || ctx.Err() != nil {
+				break
+			}
+			if err := h.cfg.Wait(ctx, next.Add(h.cfg.Interval).Sub(h.cfg.Now())); err != nil {
+				break
+			}
 		}
 	}
 	h.cfg.Logger.Info("swept", "event_time", e.Time, "sweeps", sweeps, "failed", failed,
 		"enqueued", total.Enqueued, "timed_out", total.TimedOut, "dead", total.Dead, "dropped", total.Dropped)
-	if failed == sweeps {
+	if failed > 0 && failed == sweeps {
 		return errors.Join(errors.New("every sweep failed"), lastErr)
 	}
 	return nil

@@ -133,3 +133,39 @@ func TestErrors(t *testing.T) {
 		t.Error("every sweep failing: got no error")
 	}
 }
+
+// runner is a consumer that runs each lambda on its own schedule (consumerfn.Runner).
+type runner struct {
+	sweeper
+	got consumer.RunParams
+	rs  consumer.RunStats
+}
+
+func (r *runner) Run(_ context.Context, p consumer.RunParams) consumer.RunStats {
+	r.got = p
+	return r.rs
+}
+
+// TestRunner: a consumer that can sweep its lambdas apart is run for the invocation, until the
+// margin before its deadline, at the handler's interval; the invocation fails only if every
+// pass did.
+func TestRunner(t *testing.T) {
+	e := scheduled(t)
+	c := &clock{now: e.Time}
+	r := &runner{rs: consumer.RunStats{Passes: 8, Failed: 7, Err: errors.New("store unavailable")}}
+	h := consumerfn.New(r, consumerfn.Config{Now: c.Now, Wait: c.Wait, Logger: slog.New(slog.DiscardHandler)})
+	ctx := deadlineAt{t.Context(), e.Time.Add(10 * time.Second)}
+	if err := h.Handle(ctx, e); err != nil {
+		t.Errorf("one pass of 8 succeeded: %v", err)
+	}
+	if want := e.Time.Add(10*time.Second - consumerfn.DefaultMargin); !r.got.Until.Equal(want) || r.got.Interval != consumerfn.DefaultInterval {
+		t.Errorf("run %+v, want until %s every %s", r.got, want, consumerfn.DefaultInterval)
+	}
+	if len(r.at) != 0 {
+		t.Errorf("%d sweeps of every lambda besides the run", len(r.at))
+	}
+	r.rs.Failed = 8
+	if err := h.Handle(ctx, e); err == nil {
+		t.Error("every pass failed: got no error")
+	}
+}

@@ -230,7 +230,7 @@ func testHeartbeatLoss(t *testing.T, b backend) {
 func TestChaosHeartbeatLoss(t *testing.T)    { testHeartbeatLoss(t, embedded(t)) }
 func TestChaosHeartbeatLossAWS(t *testing.T) { testHeartbeatLoss(t, emulated(t, "hb")) }
 
-// (i) The status controller is slow: every claim and heartbeat takes from 0 to 3 heartbeat
+// (j) The status controller is slow: every claim and heartbeat takes from 0 to 3 heartbeat
 // intervals, and a quarter of them then fail, before or after the write. The executor must stop
 // a run by its clock before its lease can run out, however long the calls hang: no two runs of a
 // task overlap, and none is lost. Runs take 6 heartbeat intervals, so most see several slow
@@ -466,3 +466,62 @@ func TestChaosFlood(t *testing.T) {
 		t.Errorf("steady's p95 delivery latency is %s under the flood, want at most 1s", p(0.95))
 	}
 }
+
+// (i) The consumer's store calls on lambda slow (its due queries, lists and enqueue writes) are
+// each delayed by up to 1 s, while lambda steady gets a task every 20 ms (100 ms on the
+// emulators), due 200 ms after it is scheduled. Every task of both still runs, and steady's
+// tasks are enqueued while slow's calls hang: the consumer sweeps each lambda apart. The long
+// embedded version also holds steady's p95 delivery latency to 1 s, the bound of the flood.
+func testSlowStore(t *testing.T, b backend) {
+	nSlow, nSteady, every := size(b, 50, 200), size(b, 100, 500), 20*time.Millisecond
+	if b.aws {
+		nSteady, every = max(nSteady, 20), 100*time.Millisecond
+	}
+	slow := &chaostest.SlowStore{Store: b.store, Lambda: "slow", Max: time.Second}
+	h := &chaostest.History{}
+	mux := worker.NewMux()
+	mux.Handle("slow", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
+	mux.Handle("steady", &chaostest.Recorder{History: h, Worker: "1"})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	chaostest.ScheduleAll(t, c, "slow", "slow", nSlow, client.ScheduleRequest{})
+
+	runAt := map[string]time.Time{}
+	for i := range nSteady {
+		id, at := fmt.Sprintf("steady-%04d", i), time.Now().Add(200*time.Millisecond)
+		if _, _, err := c.Schedule(t.Context(), "steady", client.ScheduleRequest{ID: id, RunAt: at.Format(time.RFC3339Nano)}); err != nil {
+			t.Fatal(err)
+		}
+		runAt[id] = at
+		time.Sleep(every)
+	}
+	_, steadyFinal := chaostest.Wait(t, c, "steady", nSteady, waitFor(b, nSteady))
+	_, slowFinal := chaostest.Wait(t, c, "slow", nSlow, waitFor(b, nSlow))
+
+	var latencies []time.Duration
+	for _, e := range h.Executions() {
+		if at, ok := runAt[e.Task]; ok {
+			latencies = append(latencies, e.Start.Sub(at))
+		}
+	}
+	if len(latencies) == 0 {
+		t.Fatal("no steady task ran")
+	}
+	slices.Sort(latencies)
+	p := func(q float64) time.Duration { return latencies[min(len(latencies)-1, int(q*float64(len(latencies))))] }
+	r := history.Check(h.Executions(), nil, nil, slices.Concat(slowFinal, steadyFinal), task.StatusSuccess)
+	r.Faults = slow.Delayed()
+	chaostest.Report(t, "slow store ("+b.name+")", r, fmt.Sprintf(" slow=%d steady=%d steady_p50_ms=%d steady_p95_ms=%d steady_max_ms=%d enqueued_beside=%d",
+		nSlow, nSteady, p(0.5).Milliseconds(), p(0.95).Milliseconds(), latencies[len(latencies)-1].Milliseconds(), slow.Beside()))
+	if r.Tasks != nSlow+nSteady || r.Faults == 0 {
+		t.Errorf("%d tasks of %d ran, %d calls delayed", r.Tasks, nSlow+nSteady, r.Faults)
+	}
+	if slow.Beside() == 0 {
+		t.Error("no steady task was enqueued while a call on the slow lambda hung: the consumer waited for it")
+	}
+	if long() && !b.aws && p(0.95) > time.Second {
+		t.Errorf("steady's p95 delivery latency is %s beside the slow lambda, want at most 1s", p(0.95))
+	}
+}
+
+func TestChaosSlowStore(t *testing.T)    { testSlowStore(t, embedded(t)) }
+func TestChaosSlowStoreAWS(t *testing.T) { testSlowStore(t, emulated(t, "slow", "steady")) }

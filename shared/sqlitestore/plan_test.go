@@ -154,17 +154,19 @@ func TestSweepPlans(t *testing.T) {
 		switch {
 		case slices.Equal(p.Statuses, task.Running):
 			seen["running lane"] = true
+		case p.Parked:
+			seen[fmt.Sprintf("parked, one collection %t", p.Collection != "")] = true
 		default:
-			seen[fmt.Sprintf("waiting lane %s, skipping collections %t", p.Priority, len(p.SkipCollections) > 0)] = true
+			seen["waiting lane "+p.Priority] = true
 		}
 	}
 	for _, p := range rec.lists {
 		seen[fmt.Sprintf("list by status %t, collection %t, cursor %t", p.Status != "", p.Collection != "", p.Cursor != "")] = true
 	}
-	want := []string{"running lane", "list by status true, collection true, cursor false",
+	want := []string{"running lane", "parked, one collection true", "parked, one collection false",
 		"list by status true, collection false, cursor false", "list by status true, collection false, cursor true"}
 	for _, p := range l.Priorities {
-		want = append(want, "waiting lane "+p+", skipping collections false", "waiting lane "+p+", skipping collections true")
+		want = append(want, "waiting lane "+p)
 	}
 	for _, w := range want {
 		if !seen[w] {
@@ -182,6 +184,8 @@ func TestSweepPlans(t *testing.T) {
 			checkPlan(t, s, q.q, q.args...)
 		}
 	}
+	// The seek to the next parked collection, which runs outside query().
+	checkPlan(t, s, nextParkedSQL, l.Name, "")
 	// And each transition the sweeps write.
 	checkPlan(t, s, updateSQL, "c", "normal", "new", nil, nil, "", 0, 1, nil, nil, nil, nil, nil, 2, "", "", l.Name, "id", 1)
 }

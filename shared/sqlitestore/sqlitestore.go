@@ -497,6 +497,10 @@ func dueLane(p task.DueParams) (string, bool) {
 	return "", false
 }
 
+// nextParkedSQL finds the first collection after one that has parked tasks: one index seek.
+const nextParkedSQL = `SELECT collection FROM tasks WHERE lambda = ? AND parked = 1 AND collection > ?
+	ORDER BY collection LIMIT 1`
+
 // dueParked reads the parked tasks of every collection but those in p.SkipCollections, one
 // collection at a time: an index seek finds the next collection, so a held backlog costs one
 // seek, never a scan of its rows.
@@ -504,8 +508,7 @@ func (s *Store) dueParked(ctx context.Context, p task.DueParams) ([]task.Task, e
 	var out []task.Task
 	for after := ""; p.Limit <= 0 || len(out) < p.Limit; {
 		var coll string
-		err := s.r.QueryRowContext(ctx, `SELECT collection FROM tasks WHERE lambda = ? AND parked = 1 AND collection > ?
-			ORDER BY collection LIMIT 1`, p.Lambda, after).Scan(&coll)
+		err := s.r.QueryRowContext(ctx, nextParkedSQL, p.Lambda, after).Scan(&coll)
 		if errors.Is(err, sql.ErrNoRows) {
 			break
 		}

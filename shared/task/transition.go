@@ -43,6 +43,12 @@ func Unblock(t Task, now time.Time) (Task, error) {
 // Enqueue moves a due task into its queue: from new or retriable_failure once due, or again from
 // enqueued when its message was never claimed. A task past its deadline goes to dead instead;
 // the caller sends a queue message only if the result is enqueued.
+//
+// A task enqueued again waits twice as long as it last did (at least the enqueue timeout, at
+// most MaxEnqueueWait) before it is enqueued once more. A message that goes unclaimed for an
+// enqueue timeout most likely still waits in a queue that does not drain, rather than being lost:
+// a queue keeps a message until a claim settles it. So a task that waits W in its queue costs
+// about 1 + log2(W / EnqueueTimeout) messages, not one per timeout (docs/guarantees.md).
 func Enqueue(t Task, now time.Time, c Config) (Task, error) {
 	if err := notFrom(t, "enqueue", StatusNew, StatusRetriableFailure, StatusEnqueued); err != nil {
 		return t, err
@@ -54,7 +60,26 @@ func Enqueue(t Task, now time.Time, c Config) (Task, error) {
 		t.Error = "deadline passed before the task could run"
 		return t.next(StatusDead, now, nil), nil
 	}
-	return t.next(StatusEnqueued, now, at(now.Add(c.EnqueueTimeout))), nil
+	wait := c.EnqueueTimeout
+	if t.Status == StatusEnqueued {
+		last := min(max(t.NextTriggerAt.Sub(t.UpdatedAt), 0), MaxEnqueueWait)
+		wait = max(wait, min(2*last, MaxEnqueueWait))
+	}
+	return t.next(StatusEnqueued, now, at(now.Add(wait))), nil
+}
+
+// MaxEnqueueWait caps the wait of a task enqueued again and again (see Enqueue). A message lost
+// after its first resend (moved to a dead-letter queue after failed claims) is sent again within
+// this; it is well below the retention of a queue (sqsqueue.QueueRetention, 4 days).
+const MaxEnqueueWait = 24 * time.Hour
+
+// Unsent makes an enqueued task whose message could not be sent due again after a poll interval,
+// so that the consumer's next pass sends it, rather than the enqueue timeout.
+func Unsent(t Task, now time.Time, c Config) (Task, error) {
+	if err := notFrom(t, "resend", StatusEnqueued); err != nil {
+		return t, err
+	}
+	return t.next(StatusEnqueued, now, at(now.Add(c.PollInterval))), nil
 }
 
 // Claim gives an enqueued task to one worker, with a fresh lease. It counts an attempt.

@@ -20,6 +20,7 @@ func inStatus(s Status) Task {
 	t := Task{
 		ID: "t", Lambda: "l", Priority: "normal", Status: s, MaxAttempts: 3, Attempts: 1,
 		RunAt: now.Add(-time.Minute), Version: 7, NextTriggerAt: at(now.Add(-time.Second)),
+		UpdatedAt: now.Add(-time.Minute),
 	}
 	if s == StatusClaimed || s == StatusProcessing {
 		t.Lease = "L"
@@ -60,6 +61,8 @@ func TestTransitions(t *testing.T) {
 			[]Status{StatusClaimed, StatusProcessing}, ErrConflict, StatusRetriableFailure, at(now.Add(backoff))},
 		{"release", func(t Task) (Task, error) { return Release(t, "L", now) },
 			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusNew, at(now)},
+		{"unsent", func(t Task) (Task, error) { return Unsent(t, now, cfg) },
+			[]Status{StatusEnqueued}, ErrConflict, StatusEnqueued, at(now.Add(cfg.PollInterval))},
 		{"expire", func(t Task) (Task, error) { return Expire(t, now) },
 			[]Status{StatusEnqueued, StatusClaimed, StatusProcessing}, ErrConflict, "", at(now)},
 		{"cancel", func(t Task) (Task, error) { return Cancel(t, now) },
@@ -314,5 +317,46 @@ func TestPark(t *testing.T) {
 	claimed, _ := Claim(enq, "lease", now, cfg)
 	if _, err := Park(claimed, now); !errors.Is(err, ErrConflict) {
 		t.Errorf("Park of a claimed task: %v, want ErrConflict", err)
+	}
+}
+
+// TestEnqueueAgainBacksOff: a task whose message went unclaimed is enqueued again after the
+// enqueue timeout, then after twice as long each time, up to MaxEnqueueWait, so a queue that does
+// not drain gets about log2(wait / EnqueueTimeout) extra messages per task, not one per timeout.
+// A task made due by Unsent or Expire starts again from the enqueue timeout.
+func TestEnqueueAgainBacksOff(t *testing.T) {
+	tk := inStatus(StatusNew)
+	clock := now
+	var waits []time.Duration
+	for range 12 {
+		next, err := Enqueue(tk, clock, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, next.NextTriggerAt.Sub(clock))
+		tk, clock = next, *next.NextTriggerAt
+	}
+	want := cfg.EnqueueTimeout
+	for i, w := range waits {
+		if w != want {
+			t.Fatalf("wait %d is %s, want %s (waits %v)", i, w, want, waits)
+		}
+		want = min(2*want, MaxEnqueueWait)
+	}
+	if waits[len(waits)-1] != MaxEnqueueWait {
+		t.Errorf("waits %v never reach MaxEnqueueWait", waits)
+	}
+	for _, reset := range []func(Task, time.Time) (Task, error){
+		func(t Task, at time.Time) (Task, error) { return Unsent(t, at, cfg) },
+		func(t Task, at time.Time) (Task, error) { return Expire(t, at) },
+	} {
+		due, err := reset(tk, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Enqueue(due, *due.NextTriggerAt, cfg)
+		if err != nil || again.NextTriggerAt.Sub(*due.NextTriggerAt) != cfg.EnqueueTimeout {
+			t.Errorf("after a reset: wait %v (%v), want the enqueue timeout", again.NextTriggerAt.Sub(*due.NextTriggerAt), err)
+		}
 	}
 }
