@@ -122,7 +122,7 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
 		// Listing every task takes a while, so between kills only the counts are read; a full
 		// listing, for the check that no terminal status changes, every few seconds.
-		if left, err := chaostest.Unfinished(devs[0].client, "rec"); err == nil && left == 0 {
+		if done, err := finished(devs[0].client, name == "aws"); err == nil && done {
 			break // every task was scheduled before the gate opened
 		}
 		if time.Since(lastList) > 5*time.Second {
@@ -158,6 +158,22 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 }
 
 // finals lists every task of lambda.
+// finished reports whether every task of lambda rec is terminal. On DynamoDB it lists them: a
+// process killed between a task's write and its counter's leaves the counts off (see
+// docs/capacity.md), while the embedded store keeps them in the write's own transaction and
+// they are far cheaper to read than a list of 20,000 tasks.
+func finished(c *client.Client, list bool) (bool, error) {
+	if !list {
+		left, err := chaostest.Unfinished(c, "rec")
+		return left == 0, err
+	}
+	fs, err := chaostest.List(c, "rec")
+	if err != nil {
+		return false, err
+	}
+	return !slices.ContainsFunc(fs, func(f history.Final) bool { return !f.Status.Terminal() }), nil
+}
+
 func finals(t *testing.T, c *client.Client, lambda string) []history.Final {
 	t.Helper()
 	fs, err := chaostest.List(c, lambda)

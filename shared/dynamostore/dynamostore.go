@@ -405,6 +405,7 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	}
 	return nil
 }
+
 // expirePayload gives a finished task's payload item the TTL of its task item. This write costs
 // a unit per KB of payload, once per task. It comes after the transition, so a task that lives
 // on never loses its payload; if it fails, the payload item outlives the task, costing storage

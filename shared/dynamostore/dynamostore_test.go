@@ -399,8 +399,8 @@ func TestCalls(t *testing.T) {
 	if err := s.Update(ctx, enq, batch[0].Version); err != nil {
 		t.Fatal(err)
 	}
-	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "UpdateItem"}].Write; w != 4 {
-		t.Errorf("enqueue: %.1f write units, want 4 (table, due delete and put, list)", w)
+	if w := meter.Counts()[awsmeter.Op{Service: "DynamoDB", Operation: "UpdateItem"}].Write; w != 5 {
+		t.Errorf("enqueue: %.1f write units, want 5 (table, due delete and put, list, the counters)", w)
 	}
 	meter.Reset()
 	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: l.DefaultPriority(), Statuses: []task.Status{task.StatusNew}, Before: now.Add(time.Second), Limit: 500})
@@ -601,9 +601,14 @@ func TestTransitionWritesOnlyState(t *testing.T) {
 		if err := hsc.Heartbeat(ctx, l.Name, "h1", claimed.Lease); err != nil {
 			t.Fatal(err)
 		}
-		// The table item, the due entry moved (delete and put), the list entry.
-		if w := written(); w > 4 {
-			t.Errorf("heartbeat %d of a task with a %d-byte payload: %.0f write units, want at most 4\n%s", i+1, len(big), w, &meter)
+		// The table item, the due entry moved (delete and put), the list entry; the first, which
+		// starts the task, also adds to the counters of the statuses it moves between.
+		limit := 4.0
+		if i == 0 {
+			limit = 5
+		}
+		if w := written(); w > limit {
+			t.Errorf("heartbeat %d of a task with a %d-byte payload: %.0f write units, want at most %.0f\n%s", i+1, len(big), w, limit, &meter)
 		}
 	}
 	meter.Reset()

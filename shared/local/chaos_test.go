@@ -2,7 +2,8 @@ package local_test
 
 // The in-process chaos scenarios of the guarantees (docs/guarantees.md), each on the embedded
 // store and on DynamoDB and SQS: (b) a frozen lease holder, (c) lost heartbeats, (d) duplicate
-// and stale messages, (e) store faults, (f) a stale due index, and (h) a flood on one lambda.
+// and stale messages, (e) store faults, (f) a stale due index, (h) a flood on one lambda, (i) a
+// slow store on one lambda, and (j) a slow status controller.
 // Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
 
 import (

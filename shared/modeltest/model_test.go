@@ -879,7 +879,8 @@ func (m *machine) cancel(id string, predict bool) {
 }
 
 // sweep runs one sweep of the consumer. Afterwards no task may be due, unless a pause gate holds
-// it, and no waiting task may be left under a drop gate.
+// it, and no waiting task may be left under a drop gate of the lambda, nor a due or parked one
+// under a drop gate of its collection.
 func (m *machine) sweep(predict bool) {
 	st, err := m.sys.cons.Sweep(m.sys.ctx())
 	m.logf("sweep: %+v", st)
@@ -900,8 +901,10 @@ func (m *machine) sweep(predict bool) {
 		due := tk.NextTriggerAt != nil && !tk.NextTriggerAt.After(m.sys.now)
 		switch {
 		case tk.Status.Terminal():
-		case waiting(tk.Status) && (lambda == task.GateDrop || coll == task.GateDrop):
+		case waiting(tk.Status) && (lambda == task.GateDrop || coll == task.GateDrop && (due || tk.Parked)):
 			m.surprise("a sweep left a waiting task under a drop gate: task %s is %s", tk.ID, tk.Status)
+		case waiting(tk.Status) && coll == task.GateDrop:
+			// A dropped collection's tasks are dropped as the sweep meets them, once due.
 		case waiting(tk.Status) && (lambda == task.GatePause || coll == task.GatePause):
 		case due:
 			m.problem("a task was lost: the sweep left task %s %s and due", tk.ID, tk.Status)
@@ -970,7 +973,8 @@ func (m *machine) look(tk task.Task) {
 	}
 
 	// Not lost: every task that is not over has a next trigger, when the consumer looks at it
-	// again, and that trigger is never further than the longest timeout (or its run time).
+	// again, and that trigger is never further than the longest timeout (or its run time; for an
+	// enqueued task, the longest wait between two sends of its message).
 	switch {
 	case tk.Status.Terminal() && tk.NextTriggerAt != nil:
 		m.problem("a terminal task has a next trigger: task %s is %s", id, tk.Status)
@@ -979,6 +983,10 @@ func (m *machine) look(tk task.Task) {
 	case !tk.Status.Terminal():
 		c := m.sys.cfg
 		limit := m.sys.now.Add(max(c.EnqueueTimeout, c.ClaimTimeout, c.HeartbeatTimeout, c.BackoffMax))
+		if tk.Status == task.StatusEnqueued {
+			// An unclaimed task is sent again after twice its last wait, up to a day.
+			limit = m.sys.now.Add(max(c.EnqueueTimeout, task.MaxEnqueueWait))
+		}
 		if tk.RunAt.After(limit) {
 			limit = tk.RunAt
 		}
