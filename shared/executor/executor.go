@@ -107,19 +107,24 @@ type beat struct {
 // shutting down: the handler is stopped and the task released, untried, for another worker.
 func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t task.Task) {
 	log := e.log.With("lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
-	// The first heartbeat starts the task. A claim times out ClaimTimeout after it was written,
-	// so a start that cannot be sure to land before that gives up and lets the timeout act.
+	// The first heartbeat starts the task. Its answer counts only if it comes in time to run the
+	// handler inside the lease it renews, and while the claim it moves from is still alive.
 	sent := time.Now()
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.ClaimTimeout-e.cfg.LeaseMargin)
+	stopAt := e.stopAt(sent)
+	sctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.cfg.ClaimTimeout, e.cfg.HeartbeatTimeout)-e.cfg.LeaseMargin))
 	err := e.status.Heartbeat(sctx, t.Lambda, t.ID, t.Lease)
 	cancel()
+	if err == nil && !time.Now().Before(stopAt) {
+		err = errors.New("the start was answered after the lease it renewed had run out")
+	}
 	if err != nil {
 		log.Warn("could not start task", "err", err)
+		if !errors.Is(err, task.ErrStaleLease) {
+			// Hand it back now rather than at its timeout; refused if it moved on meanwhile.
+			e.release(ctx, log, t)
+		}
 		return
 	}
-	// The store recorded the heartbeat after it was sent, so the lease holds at least until
-	// sent + HeartbeatTimeout: the handler must be gone a margin before that.
-	stopAt := e.stopAt(sent)
 
 	hctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -149,6 +154,7 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 			if inFlight {
 				continue
 			}
+			ticker.Reset(e.cfg.HeartbeatInterval)
 			inFlight = true
 			go func(sent, until time.Time) {
 				bctx, cancel := context.WithDeadline(ctx, until)
@@ -162,6 +168,10 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 			}(time.Now(), stopAt)
 		case b := <-beats:
 			inFlight = false
+			if time.Since(b.sent) >= e.cfg.HeartbeatInterval {
+				// It was slow: the tick it held back is due, so the next one goes now.
+				ticker.Reset(time.Nanosecond)
+			}
 			switch {
 			case b.err == nil:
 				missed = 0
@@ -213,11 +223,7 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	if err != nil && ctx.Err() != nil {
-		if rerr := e.status.Release(report, t.Lambda, t.ID, t.Lease); rerr != nil {
-			log.Warn("could not release task at shutdown", "err", rerr)
-		} else {
-			log.Info("released task at shutdown")
-		}
+		e.release(ctx, log, t)
 		return
 	}
 	r := status.Result{Outcome: status.Success, Result: result}
@@ -234,4 +240,16 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 		return
 	}
 	log.Info("task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
+}
+
+// release hands t back untried, as at shutdown or when it could not start: the attempt does not
+// count, and the task is due again at once.
+func (e *Executor) release(ctx context.Context, log *slog.Logger, t task.Task) {
+	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	if err := e.status.Release(report, t.Lambda, t.ID, t.Lease); err != nil {
+		log.Warn("could not release task", "err", err)
+	} else {
+		log.Info("released task untried")
+	}
 }

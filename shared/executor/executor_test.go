@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func newSetup(t *testing.T) setup {
 	t.Cleanup(func() { store.Close() })
 	cfg := task.Config{
 		HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond,
-		ClaimTimeout: 150 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+		ClaimTimeout: 150 * time.Millisecond, LeaseMargin: 60 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
 	}.WithDefaults()
 	l := task.Lambda{Name: "fenced", Timeout: time.Minute}.WithDefaults()
 	q := memqueue.New()
@@ -57,6 +58,14 @@ func newSetup(t *testing.T) setup {
 		store: store, hsc: status.New(store, status.Config{Task: cfg}), queue: q, cfg: cfg, l: l,
 		cons: consumer.New(store, q, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg}),
 	}
+}
+
+// executor returns an executor over st with the setup's timings; abandoning a handler fails the
+// test instead of ending the test binary.
+func (s setup) executor(t *testing.T, st executor.Status) *executor.Executor {
+	return executor.New(st, executor.Config{Task: s.cfg, Abandon: func(tk task.Task) {
+		t.Errorf("abandoned the handler of %s: it did not return within half the lease margin", tk.ID)
+	}})
 }
 
 // claimNext sweeps until the task is enqueued again and claims it.
@@ -108,14 +117,14 @@ func TestFencing(t *testing.T) {
 		return json.RawMessage(`"second"`), nil
 	})
 
-	faulty := executor.New(&failingHeartbeats{Status: s.hsc}, executor.Config{Task: s.cfg})
+	faulty := s.executor(t, &failingHeartbeats{Status: s.hsc})
 	first := s.claimNext(t, "t1")
 	firstDone := make(chan struct{})
 	go func() { faulty.Run(ctx, s.l, handler, first); close(firstDone) }()
 
 	second := s.claimNext(t, "t1") // only possible once the heartbeat timeout has passed
 	claimedAgain := time.Now()
-	executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, handler, second)
+	s.executor(t, s.hsc).Run(ctx, s.l, handler, second)
 	<-firstDone
 
 	mu.Lock()
@@ -161,7 +170,7 @@ func TestOutcomes(t *testing.T) {
 				t.Fatal(err)
 			}
 			claimed := s.claimNext(t, "t")
-			executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, worker.HandlerFunc(
+			s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(
 				func(context.Context, worker.Task) (json.RawMessage, error) { return json.RawMessage(`1`), tc.err }), claimed)
 			got, _ := s.store.Get(ctx, s.l.Name, "t")
 			if got.Status != tc.want {
@@ -183,7 +192,7 @@ func TestShutdownReleases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
 	go func() { <-started; cancel() }()
-	executor.New(s.hsc, executor.Config{Task: s.cfg}).Run(ctx, s.l, worker.HandlerFunc(
+	s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(
 		func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 			close(started)
 			<-ctx.Done()
@@ -295,4 +304,90 @@ func TestAbandonStuckHandler(t *testing.T) {
 		t.Fatal("the executor never abandoned a handler that ignores its context after its lease was lost")
 	}
 	<-ran
+}
+
+// lateStart: the first heartbeat is written at once, but its answer comes only when the test
+// says so (before the caller's deadline, ClaimTimeout−M).
+type lateStart struct {
+	executor.Status
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (f *lateStart) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	err := f.Status.Heartbeat(ctx, lambda, id, lease)
+	if f.calls.Add(1) == 1 {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// TestLateStartDoesNotRun: a first heartbeat written at once but answered after the task was
+// claimed again (ClaimTimeout may exceed HeartbeatTimeout) must not start the handler: its lease
+// had run out when the answer came.
+func TestLateStartDoesNotRun(t *testing.T) {
+	s := newSetup(t)
+	s.cfg.ClaimTimeout = 2 * time.Second // valid: a claim may wait longer than a heartbeat
+	if err := s.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tk, _ := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	var lateRan atomic.Bool
+	late := worker.HandlerFunc(func(ctx context.Context, wt worker.Task) (json.RawMessage, error) {
+		lateRan.Store(true)
+		<-ctx.Done()
+		return nil, nil
+	})
+	ls := &lateStart{Status: s.hsc, release: make(chan struct{})}
+	first := s.claimNext(t, "t1")
+	firstDone := make(chan struct{})
+	go func() { s.executor(t, ls).Run(ctx, s.l, late, first); close(firstDone) }()
+	second := s.claimNext(t, "t1") // after the first start's trigger passed, or its release
+	close(ls.release)              // the first start's success arrives now
+	s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) {
+		return json.RawMessage(`"second"`), nil
+	}), second)
+	<-firstDone
+	if lateRan.Load() {
+		t.Fatal("the handler started on a start answered after its lease had run out, beside the task's next run")
+	}
+	if got, _ := s.store.Get(ctx, s.l.Name, "t1"); got.Status != task.StatusSuccess {
+		t.Fatalf("task %s, want success", got.Status)
+	}
+}
+
+// TestProgramNotAbandoned: a program stopped with its lease is killed with its process group and
+// its handler returns at once, even while a process outside the group holds its output open
+// (coreutils timeout makes a group of its own): it is never abandoned, which would end the
+// process that runs it.
+func TestProgramNotAbandoned(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	tk, _ := task.New(task.Spec{ID: "prog"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := dir + "/h.sh"
+	// A program whose helper runs under coreutils timeout (its own process group) and keeps stdout.
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntimeout 5 sleep 5\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abandoned := make(chan task.Task, 1)
+	e := executor.New(&staleHeartbeats{Status: s.hsc}, executor.Config{Task: s.cfg, Abandon: func(t task.Task) { abandoned <- t }})
+	claimed := s.claimNext(t, "prog")
+	e.Run(ctx, s.l, worker.Program{Path: script}, claimed)
+	select {
+	case <-abandoned:
+		t.Fatalf("a program handler (SIGKILLed at once) was abandoned: with the default Abandon the whole process (atf dev, the ECS executor) would exit 70; grace M/2=%s < WaitDelay 2s", s.cfg.LeaseMargin/2)
+	default:
+	}
 }

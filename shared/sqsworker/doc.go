@@ -7,9 +7,11 @@
 //	lambda.Start(h.Handle)
 //
 // Each record names a task (a task.Message; never the payload). The handler claims the task
-// through the status controller and runs it with the executor, exactly as a controller does
-// under `atf dev` or on ECS: heartbeats, the handler's timeout, the outcome, and the stop after
-// task.MaxMissedHeartbeats failed heartbeats all come from shared/executor.
+// for the record's delivery (its receipt handle, so a claim the Lambda client retries gets the
+// same lease) and runs it with the executor, exactly as a controller does under `atf dev` or on
+// ECS: heartbeats, the handler's timeout, the outcome, and the stop before the lease can run out
+// all come from shared/executor. A Go handler that ignores its context after that stop ends the
+// process, and with it the invocation.
 //
 // # Partial batch responses
 //

@@ -56,8 +56,9 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
+		// SIGKILL cannot be caught: the group runs no more once it is sent. Wait reaps it in the
+		// background, since a pipe held by a process outside the group can keep it WaitDelay.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-waited
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("timed out, killed: %w", context.Cause(ctx))
 		}
