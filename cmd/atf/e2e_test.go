@@ -449,6 +449,26 @@ func TestCLI(t *testing.T) {
 	if out, err := cli("lambdas"); err != nil || !regexp.MustCompile(`echo\s+high,normal,low\s+lambda=pause\s+success=1`).MatchString(out) {
 		t.Fatalf("lambdas: %v\n%s", err, out)
 	}
+	// Behind more new tasks than a page reads, two of a rare collection: the API's first pages of
+	// status new in that collection are empty, with a cursor; list fills its page from the next.
+	for range 3 {
+		var batch []client.ScheduleRequest
+		for range task.MaxBatch {
+			batch = append(batch, client.ScheduleRequest{Delay: "1h", Collection: "bulk"})
+		}
+		if _, _, err := dev.client.ScheduleBatch(t.Context(), "echo", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"rare-1", "rare-2"} {
+		if _, _, err := dev.client.Schedule(t.Context(), "echo", client.ScheduleRequest{ID: id, Delay: "1h", Collection: "rare"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := cli("list", "echo", "--status", "new", "--collection", "rare", "--limit", "2"); err != nil ||
+		!strings.Contains(out, "rare-1") || !strings.Contains(out, "rare-2") {
+		t.Fatalf("list of a sparse filter: want both rare tasks, got %v\n%s", err, out)
+	}
 	if out, err := cli("schedule", "nope"); err == nil || !strings.Contains(out, `lambda "nope" is not registered`) {
 		t.Fatalf("unknown lambda: want a non-zero exit and the API's message, got %v\n%s", err, out)
 	}

@@ -157,7 +157,9 @@ var clientCommands = map[string]clientCommand{
 					return nil, fmt.Errorf("--limit %q is not a number", l)
 				}
 			}
-			tasks, next, err := c.List(ctx, p)
+			// A filtered page may come short, even empty, with a cursor: fill it from the
+			// next ones, a bounded number of them.
+			tasks, next, err := c.ListUpTo(ctx, p, listPages)
 			if err != nil {
 				return nil, err
 			}
@@ -173,6 +175,10 @@ var clientCommands = map[string]clientCommand{
 		return c.Lambdas(ctx)
 	}},
 }
+
+// listPages is how many API pages one `atf list` reads at most to fill its page: with a sparse
+// filter, about listPages × the read budget of a page (task.ListParams.ReadBudget) entries.
+const listPages = 10
 
 type taskPage struct {
 	Tasks      []task.Task `json:"tasks"`

@@ -64,7 +64,9 @@ func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err e
 	return t, err
 }
 
-// List returns a page of tasks and the cursor of the next one ("" at the end).
+// List returns a page of tasks and the cursor of the next one ("" at the end). A page reads a
+// bounded part of the lambda's tasks, so with a filter it may hold fewer tasks than p.Limit, or
+// none, and still have a cursor: go on until the cursor is empty, or use ListUpTo.
 func (c *Client) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"status": string(p.Status), "collection": p.Collection, "cursor": p.Cursor} {
@@ -81,6 +83,29 @@ func (c *Client) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks?"+q.Encode(), nil, &page)
 	return page.Tasks, page.NextCursor, err
+}
+
+// ListUpTo lists pages from p.Cursor on until it has p.Limit tasks (task.DefaultListLimit if
+// zero), the cursor ends, or it has made maxPages calls (at least one), and returns the tasks and
+// the cursor after them. It fills what a filtered list gives in short pages, at a bounded cost.
+func (c *Client) ListUpTo(ctx context.Context, p task.ListParams, maxPages int) ([]task.Task, string, error) {
+	want := p.Limit
+	if want <= 0 {
+		want = task.DefaultListLimit
+	}
+	var tasks []task.Task
+	for range max(maxPages, 1) {
+		p.Limit = want - len(tasks)
+		page, next, err := c.List(ctx, p)
+		if err != nil {
+			return nil, "", err
+		}
+		tasks = append(tasks, page...)
+		if p.Cursor = next; next == "" || len(tasks) >= want {
+			break
+		}
+	}
+	return tasks, p.Cursor, nil
 }
 
 // Cancel cancels a waiting task.

@@ -267,8 +267,13 @@ func idsOf(entries []entry) []string {
 }
 
 // List returns a page of one lambda's tasks in creation order. Each shard of the list index is
-// in creation order, so a page is the merge of the shards' first entries after the cursor, which
-// is the sort key of the last task returned.
+// in creation order, so a page is the merge of the shards' first entries after the cursor.
+//
+// Each shard reads at most p.ReadBudget() entries, and stops once it has one match more than the
+// page. The merge keeps only the matches up to the frontier: the smallest last key read by a
+// shard that may hold more. Every shard has read everything up to it, so the page misses no task
+// before it. The cursor is the last task returned when the page is full, and the frontier
+// otherwise: a page with a sparse filter may hold few tasks, or none, and a cursor to go on.
 func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	limit := p.PageSize()
 	lo := "0" // below every key: they start with digits
@@ -285,16 +290,37 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 	keep := func(e entry) bool {
 		return (p.Status == "" || e.status == p.Status) && (p.Collection == "" || e.coll == p.Collection)
 	}
-	// One entry more than the page tells whether another page follows.
-	entries, err := st.scanShards(ctx, p.Lambda, ListIndex, attrListPK, attrListSK, func(i int) string { return listPK(p.Lambda, i) },
-		[]keyRange{{lo: lo, hi: "999999999999999999999", ordered: true}}, limit+1, keep)
+	reads := make([]shardRead, st.shards(p.Lambda))
+	err := parallel(len(reads), func(shard int) (err error) {
+		// One match more than the page tells whether another page follows.
+		reads[shard], err = st.scanList(ctx, listPK(p.Lambda, shard), lo, limit+1, p.ReadBudget(), keep)
+		return err
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
+	frontier := ""
+	for _, r := range reads {
+		if !r.done && (frontier == "" || r.last < frontier) {
+			frontier = r.last
+		}
+	}
+	var entries []entry
+	for _, r := range reads {
+		for _, e := range r.found {
+			if frontier == "" || e.sk <= frontier {
+				entries = append(entries, e)
+			}
+		}
+	}
+	slices.SortFunc(entries, byPosition)
+	next := frontier
 	if len(entries) > limit {
 		entries = entries[:limit]
-		next = base64.RawURLEncoding.EncodeToString([]byte(entries[limit-1].sk))
+		next = entries[limit-1].sk
+	}
+	if next != "" {
+		next = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
 	// The index may lag: a task whose status or collection no longer matches is left out.
 	page, err := st.confirm(ctx, p.Lambda, entries, 0, true, func(t task.Task) bool {
@@ -304,6 +330,53 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		return nil, "", err
 	}
 	return page, next, nil
+}
+
+// shardRead is what a list query read of one shard: the entries that matched, the last key it
+// read, and whether it read to the end of the shard.
+type shardRead struct {
+	found []entry
+	last  string
+	done  bool
+}
+
+// scanList reads one shard of the list index after lo, in order, until it has want matches, has
+// read budget entries, or reaches the end.
+func (st *Store) scanList(ctx context.Context, pk, lo string, want, budget int, keep func(entry) bool) (shardRead, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk >= :lo"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrListPK, "#sk": attrListSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(lo)},
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+	}
+	var r shardRead
+	for read := 0; ; {
+		// Read little more than what is still wanted (an index read costs by the byte), and
+		// never past the budget.
+		in.Limit = aws.Int32(int32(min(max(want-len(r.found), 16), 1000, budget-read)))
+		out, err := st.db.Query(ctx, in)
+		if err != nil {
+			return r, st.translate(err, "query index %s", ListIndex)
+		}
+		for _, item := range out.Items {
+			read++
+			r.last = str(item, attrListSK)
+			if e, ok := entryOf(item, attrListSK); ok && keep(e) {
+				if r.found = append(r.found, e); len(r.found) == want {
+					return r, nil
+				}
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			r.done = true
+			return r, nil
+		}
+		if read >= budget {
+			return r, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 func decodeCursor(c string) (string, error) {

@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,4 +196,53 @@ func TestCountsReads(t *testing.T) {
 
 func dynamostoreConfig(table string) dynamostore.Config {
 	return dynamostore.Config{Table: table, Shards: readShards}
+}
+
+// TestFilteredListReads: a list filtered by status, collection or both, over a lambda with many
+// finished tasks and few that match, reads at most the page's budget per shard for each page
+// (and the page's tasks), and the pages together hold every match once, in order.
+func TestFilteredListReads(t *testing.T) {
+	const finished, limit = 1000, 10
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "listed"}.WithDefaults()
+	s, _, reads := boundedSetup(t, l, &now)
+	backlog(t, s, l, "done", finished, now.Add(-time.Hour), func(tk *task.Task) {
+		tk.Status, tk.NextTriggerAt, tk.Collection = task.StatusSuccess, nil, "common"
+	})
+	backlog(t, s, l, "rare", 2, now, func(tk *task.Task) { tk.Collection = "rare" })
+
+	for _, p := range []task.ListParams{
+		{Status: task.StatusNew},
+		{Collection: "rare"},
+		{Status: task.StatusNew, Collection: "rare"},
+	} {
+		p.Lambda, p.Limit = l.Name, limit
+		bound := int64(readShards*p.ReadBudget() + limit)
+		var got []string
+		pages := 0
+		for {
+			if pages++; pages > finished/p.ReadBudget()+2 {
+				t.Fatalf("%+v: still paging after %d pages", p, pages)
+			}
+			reads.Store(0)
+			tasks, next, err := s.List(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := reads.Load(); n > bound {
+				t.Errorf("%+v: page %d read %d items beside %d finished tasks; want at most %d (%d shards × budget %d, and the page)",
+					p, pages, n, finished, bound, readShards, p.ReadBudget())
+			}
+			for _, tk := range tasks {
+				got = append(got, tk.ID)
+			}
+			if next == "" {
+				break
+			}
+			p.Cursor = next
+		}
+		if want := []string{"rare-0", "rare-1"}; !slices.Equal(got, want) {
+			t.Errorf("%+v: listed %v, want %v", p, got, want)
+		}
+	}
 }

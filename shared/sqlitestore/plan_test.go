@@ -46,7 +46,8 @@ func trace(t *testing.T, s *Store) *[]tracedQuery {
 
 // checkPlan fails the test if SQLite would run q by scanning a table or an index from its start,
 // or by sorting rows in a temporary B-tree: a cost that grows with the table, not with the limit.
-func checkPlan(t *testing.T, s *Store, q string, args ...any) {
+// It returns the plan's steps.
+func checkPlan(t *testing.T, s *Store, q string, args ...any) []string {
 	t.Helper()
 	rows, err := s.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+q, args...)
 	if err != nil {
@@ -72,6 +73,7 @@ func checkPlan(t *testing.T, s *Store, q string, args ...any) {
 		}
 	}
 	t.Logf("%s\n  runs as %q", shown, plan)
+	return plan
 }
 
 // TestSweepPlans runs the consumer's sweeps, with every kind of gate, and its Recover, and checks
@@ -190,6 +192,61 @@ func TestSweepPlans(t *testing.T) {
 	checkPlan(t, s, updateSQL, "c", "normal", "new", nil, nil, "", 0, 1, nil, nil, nil, nil, nil, 2, "", "", l.Name, "id", 1)
 }
 
+// TestListPlans: every kind of list query, by status, collection, both or neither, first page
+// or next, reads an index range in order and stops at its page (or its read budget): none scans
+// or sorts, so a page costs its limit, not the lambda's tasks.
+func TestListPlans(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	l := task.Lambda{Name: "lists"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tasks []task.Task
+	for i := range 300 {
+		tk, err := task.New(task.Spec{Collection: fmt.Sprint("c", i%3)}, l, now.Add(time.Duration(i)*time.Millisecond), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, tk)
+	}
+	for b := range slices.Chunk(tasks, task.MaxBatch) {
+		if err := s.CreateBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := trace(t, s)
+	for _, p := range []task.ListParams{
+		{},
+		{Status: task.StatusNew},
+		{Collection: "c1"},
+		{Status: task.StatusNew, Collection: "c1"},
+	} {
+		p.Lambda, p.Limit = l.Name, 10
+		for range 2 { // the first page, then the next
+			_, next, err := s.List(ctx, p)
+			if err != nil || next == "" {
+				t.Fatalf("List %+v: next %q, %v", p, next, err)
+			}
+			p.Cursor = next
+		}
+	}
+	if len(*queries) < 8 {
+		t.Fatalf("the store traced %d queries for 8 pages", len(*queries))
+	}
+	for _, q := range *queries {
+		plan := checkPlan(t, s, q.q, q.args...)
+		// A filter the index seek leaves out is checked row by row, over as many rows as the
+		// lambda has: every filter of the WHERE clause must be part of the seek.
+		_, where, _ := strings.Cut(q.q, " WHERE ")
+		for _, col := range []string{"status", "collection"} {
+			if strings.Contains(where, col+" = ?") && !strings.Contains(strings.Join(plan, " "), col+"=?") {
+				t.Errorf("%s\n  runs as %q: the seek leaves out the filter on %s", q.q, plan, col)
+			}
+		}
+	}
+}
+
 // TestMigrateDueIndex: a file made before the due lanes, with the sweep's index of then, is
 // migrated when the store opens it. Its tasks stay due, and the sweep reads them by lane.
 func TestMigrateDueIndex(t *testing.T) {
@@ -230,7 +287,7 @@ func TestMigrateDueIndex(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	rows.Close()
-	if want := []string{"tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_parked"}; !slices.Equal(indexes, want) {
+	if want := []string{"tasks_by_collection", "tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_parked"}; !slices.Equal(indexes, want) {
 		t.Errorf("indexes after reopening: got %v, want %v", indexes, want)
 	}
 	queries := trace(t, s)

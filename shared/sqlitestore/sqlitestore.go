@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (lambda, status, created_at, id);
+-- Lists by collection. A task's collection and creation time never change, so only Create
+-- writes it.
+CREATE INDEX IF NOT EXISTS tasks_by_collection ON tasks (lambda, collection, created_at, id);
 -- The sweep's index: a lane, then trigger order, as dynamostore's due_sk (see laneSQL). Status
 -- and collection come last, so the sweep's filters on them read the index, not the rows. Terminal
 -- tasks have no trigger; leaving them out keeps the index small.
@@ -392,8 +395,23 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 
 // List returns a page of one lambda's tasks in creation order. The cursor is the position of
 // the last task returned, so tasks created meanwhile neither shift nor repeat a page.
+//
+// No filter, or one, reads an index in order (tasks_by_created, tasks_by_status or
+// tasks_by_collection) and stops at the page. Both filters read the status's range and check the
+// collection of at most p.ReadBudget() entries (listBoth).
 func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	limit := p.PageSize()
+	var after *position
+	if p.Cursor != "" {
+		created, id, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &position{created, id}
+	}
+	if p.Status != "" && p.Collection != "" {
+		return s.listBoth(ctx, p, after)
+	}
 	q := `SELECT ` + columns + ` FROM tasks WHERE lambda = ?`
 	args := []any{p.Lambda}
 	if p.Status != "" {
@@ -404,13 +422,9 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 		q += ` AND collection = ?`
 		args = append(args, p.Collection)
 	}
-	if p.Cursor != "" {
-		created, id, err := decodeCursor(p.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
+	if after != nil {
 		q += ` AND (created_at, id) > (?, ?)`
-		args = append(args, created, id)
+		args = append(args, after.created, after.id)
 	}
 	// One row more than the page tells whether another page follows.
 	q += ` ORDER BY created_at, id LIMIT ?`
@@ -425,6 +439,86 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 	tasks = tasks[:limit]
 	last := tasks[limit-1]
 	return tasks, encodeCursor(last.CreatedAt.UnixNano(), last.ID), nil
+}
+
+// position is where a task sits in a list: its creation time, then its id.
+type position struct {
+	created int64
+	id      string
+}
+
+// listBoth answers a list filtered by status and collection. It reads the status's entries of
+// tasks_by_status in order, at most p.ReadBudget() of them, and checks each one's collection,
+// until one more than the page matches. The tasks that match are then read by key. The cursor is
+// the last task returned of a full page, else the last entry read if the budget ran out: a page
+// may then hold fewer tasks than its limit, or none.
+func (s *Store) listBoth(ctx context.Context, p task.ListParams, after *position) ([]task.Task, string, error) {
+	limit := p.PageSize()
+	q := `SELECT created_at, id, collection = ? FROM tasks WHERE lambda = ? AND status = ?`
+	args := []any{p.Collection, p.Lambda, string(p.Status)}
+	if after != nil {
+		q += ` AND (created_at, id) > (?, ?)`
+		args = append(args, after.created, after.id)
+	}
+	q += ` ORDER BY created_at, id LIMIT ?`
+	args = append(args, p.ReadBudget())
+	if s.traced != nil {
+		s.traced(q, args)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlitestore: list %s: %w", p.Lambda, err)
+	}
+	var matched []position
+	var last position
+	read := 0
+	for len(matched) <= limit && rows.Next() {
+		var match bool
+		if err := rows.Scan(&last.created, &last.id, &match); err != nil {
+			rows.Close()
+			return nil, "", fmt.Errorf("sqlitestore: list %s: %w", p.Lambda, err)
+		}
+		read++
+		if match {
+			matched = append(matched, last)
+		}
+	}
+	err = errors.Join(rows.Err(), rows.Close())
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlitestore: list %s: %w", p.Lambda, err)
+	}
+	next := ""
+	switch {
+	case len(matched) > limit:
+		matched = matched[:limit]
+		next = encodeCursor(matched[limit-1].created, matched[limit-1].id)
+	case read == p.ReadBudget():
+		next = encodeCursor(last.created, last.id)
+	}
+	if len(matched) == 0 {
+		return nil, next, nil
+	}
+	ids := make([]any, 0, len(matched)+1)
+	ids = append(ids, p.Lambda)
+	for _, m := range matched {
+		ids = append(ids, m.id)
+	}
+	found, err := s.query(ctx, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(matched))+`)`, ids...)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlitestore: list %s: %w", p.Lambda, err)
+	}
+	byID := make(map[string]task.Task, len(found))
+	for _, t := range found {
+		byID[t.ID] = t
+	}
+	tasks := make([]task.Task, 0, len(matched))
+	for _, m := range matched {
+		// A task that changed between the two reads is left out, as one that changed just before.
+		if t, ok := byID[m.id]; ok && t.Status == p.Status && t.Collection == p.Collection {
+			tasks = append(tasks, t)
+		}
+	}
+	return tasks, next, nil
 }
 
 // Due returns tasks of one lambda whose next trigger has come, earliest first. No statuses

@@ -20,7 +20,13 @@ type Store interface {
 	// exactly one wins. It writes every field but Payload: a payload is set once, by Create, and
 	// a transition writes only what it changes, whatever the payload's size.
 	Update(ctx context.Context, t Task, prev int64) error
-	// List returns tasks of one lambda in creation order, a page at a time.
+	// List returns tasks of one lambda in creation order, a page at a time, and the cursor of the
+	// next page, empty after the last. A page reads at most p.ReadBudget() index entries after the
+	// cursor (per shard, for a store that shards its index), whatever the filters: a filter that
+	// matches few of the entries read gives a page with fewer tasks than the limit, or none, and a
+	// cursor to go on, as DynamoDB's Query with a filter does. A caller that wants every match
+	// goes on until the cursor is empty. The cursor is past every task returned and every entry
+	// read, so no task comes twice and none that matched all along is skipped.
 	List(ctx context.Context, p ListParams) (tasks []Task, next string, err error)
 	// Due returns tasks of one lambda whose next trigger is at or before p.Before, earliest first.
 	// A store may leave Payload out: a sweep never needs it, and Update does not write it.
@@ -72,10 +78,18 @@ func (p ListParams) PageSize() int {
 	return min(p.Limit, MaxListLimit)
 }
 
-// List page sizes.
+// ReadBudget is how many index entries a store reads at most for one page of p, per shard of its
+// index: ListReadFactor × max(PageSize, DefaultListLimit). It is above PageSize, so a page
+// without filters reads enough entries to fill itself.
+func (p ListParams) ReadBudget() int {
+	return ListReadFactor * max(p.PageSize(), DefaultListLimit)
+}
+
+// List page sizes, and the read budget of a page (see ReadBudget).
 const (
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
+	ListReadFactor   = 2
 )
 
 // DueParams selects due tasks of one lambda.
