@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/executor"
@@ -149,7 +150,10 @@ type Clients struct {
 // Open builds the clients of e from the standard AWS environment (region, credentials and, for
 // emulators, endpoint URLs).
 func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The SDK's own warnings go to the function's structured log, not as plain text to stderr.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		log.Warn(fmt.Sprintf(format, v...), "source", "aws-sdk", "class", string(c))
+	})))
 	if err != nil {
 		return Clients{}, fmt.Errorf("AWS config: %w", err)
 	}

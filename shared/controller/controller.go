@@ -496,7 +496,10 @@ func (c *Controller) run(ctx context.Context, d task.Delivery) {
 		c.log.Warn("claim failed; the message will come back", "task_id", d.TaskID, "err", err)
 		return
 	}
-	if err := c.cfg.Queue.Delete(context.WithoutCancel(ctx), d); err != nil {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	err = c.cfg.Queue.Delete(dctx, d)
+	cancel()
+	if err != nil {
 		c.log.Warn("delete message failed", "task_id", d.TaskID, "err", err)
 	}
 	if !claimed {

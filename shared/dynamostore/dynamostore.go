@@ -305,6 +305,16 @@ func rejected(err error) bool {
 
 // Get reads one task, strongly consistent: its item, then its payload item if it has one.
 func (st *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	return st.get(ctx, lambda, id, true)
+}
+
+// GetState reads one task without a payload kept in an item of its own (task.StateReader): one
+// read unit for a heartbeat or a result, whatever the payload's size.
+func (st *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	return st.get(ctx, lambda, id, false)
+}
+
+func (st *Store) get(ctx context.Context, lambda, id string, payload bool) (task.Task, error) {
 	if validKey(lambda, id) != nil {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
 	}
@@ -322,7 +332,7 @@ func (st *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) 
 	if err != nil {
 		return task.Task{}, fmt.Errorf("dynamostore: get %s/%s: %w", lambda, id, err)
 	}
-	if ref == "" {
+	if ref == "" || !payload {
 		return t, nil
 	}
 	// The payload item never changes after Create: reading it after the task item is consistent.

@@ -596,6 +596,15 @@ func TestTransitionWritesOnlyState(t *testing.T) {
 		}
 		return w
 	}
+	read := func() float64 {
+		var r float64
+		for op, c := range meter.Counts() {
+			if op.Service == "DynamoDB" {
+				r += c.Read
+			}
+		}
+		return r
+	}
 	for i := range 3 {
 		meter.Reset()
 		if err := hsc.Heartbeat(ctx, l.Name, "h1", claimed.Lease); err != nil {
@@ -609,6 +618,10 @@ func TestTransitionWritesOnlyState(t *testing.T) {
 		}
 		if w := written(); w > limit {
 			t.Errorf("heartbeat %d of a task with a %d-byte payload: %.0f write units, want at most %.0f\n%s", i+1, len(big), w, limit, &meter)
+		}
+		// And it reads the task item alone: the payload item is for the claim.
+		if r := read(); r > 1 {
+			t.Errorf("heartbeat %d of a task with a %d-byte payload: %.0f read units, want 1\n%s", i+1, len(big), r, &meter)
 		}
 	}
 	meter.Reset()

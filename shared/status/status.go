@@ -110,13 +110,14 @@ var errClaimedAlready = errors.New("claimed already for this delivery")
 // Heartbeat records that the lease holder is still running the task; the first one starts it.
 // It fails with task.ErrStaleLease once the lease is no longer the task's.
 func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	_, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
 		return task.Heartbeat(t, lease, c.now().UTC(), c.cfg)
 	})
 	return err
 }
 
-// SetResult records how a run ended and returns the task as stored. The task keeps at most
+// SetResult records how a run ended and returns the task as stored, without its payload if the
+// store keeps it apart (task.StateReader): the worker has it already. The task keeps at most
 // task.MaxErrorBytes of r.Error. A result or error that the store cannot hold (over a DynamoDB
 // item's 400 KB) still ends the task, as a fatal failure whose error says so: retrying would end
 // the same way.
@@ -132,14 +133,14 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 	default:
 		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
 	}
-	t, err := task.Apply(ctx, c.store, lambda, id, fn)
+	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)
 	if errors.Is(err, task.ErrTooLarge) {
 		what := fmt.Sprintf("the result (%d bytes)", len(r.Result))
 		if r.Outcome != Success {
 			what = fmt.Sprintf("the %s error (%d bytes)", r.Outcome, len(r.Error))
 		}
 		// A short error and no result: this write fits wherever a task does.
-		t, err = task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		t, err = task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
 			return task.Fail(t, lease, what+" does not fit in the task store", false, c.now().UTC(), c.cfg, 0)
 		})
 	}
@@ -151,7 +152,7 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 
 // Release hands a task back untried, as when its executor shuts down.
 func (c *Controller) Release(ctx context.Context, lambda, id, lease string) error {
-	_, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
 		return task.Release(t, lease, c.now().UTC())
 	})
 	return err

@@ -77,6 +77,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 		if err != nil {
 			return Response{}, err
 		}
+		t.Payload = nil // the worker has it: the answer stays small whatever the payload
 		return Response{Task: &t}, nil
 	default: // OpRelease; validate rejected the rest
 		return Response{}, h.status.Release(ctx, req.Lambda, req.TaskID, req.Lease)

@@ -16,8 +16,8 @@
 // sent again for the same delivery, as when the Lambda client retries a call whose answer was
 // lost, is answered with the same claim and lease, and counts no second attempt.
 //
-// A response carries the task for claim and set_result, and for claim the lease beside it, since
-// a task's JSON never shows its lease. Or it carries an error:
+// A response carries the task for claim and set_result (without its payload, which the worker
+// has), and for claim the lease beside it, since a task's JSON never shows its lease. Or it carries an error:
 //
 //	{"v": 1, "task": {"id": "t1", "status": "claimed", ...}, "lease": "Q7B2..."}
 //	{"v": 1, "error": {"code": "stale_lease", "message": "cannot heartbeat task t1: ..."}}

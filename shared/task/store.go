@@ -149,12 +149,32 @@ type ReceiveParams struct {
 	Visibility       time.Duration
 }
 
+// StateReader is a Store that can read a task without its payload, for the transitions that
+// never need it (heartbeats, results, releases): a DynamoDB task keeps a large payload in an item
+// of its own. Update never writes the payload, so a task read so may be written back.
+type StateReader interface {
+	GetState(ctx context.Context, lambda, id string) (Task, error)
+}
+
+// ApplyState is Apply for a transition that does not need the payload: it reads the task
+// through s's GetState if s is a StateReader, or Get otherwise.
+func ApplyState(ctx context.Context, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
+	if r, ok := s.(StateReader); ok {
+		return apply(ctx, r.GetState, s, lambda, id, fn)
+	}
+	return Apply(ctx, s, lambda, id, fn)
+}
+
 // Apply reads a task, computes a transition with fn and writes it conditionally. If another
 // writer got there first it reads again and retries, a few times, so fn always sees the latest
 // state; an error from fn itself (such as a transition not allowed from the new status) ends it.
 func Apply(ctx context.Context, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
+	return apply(ctx, s.Get, s, lambda, id, fn)
+}
+
+func apply(ctx context.Context, get func(ctx context.Context, lambda, id string) (Task, error), s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
 	for range 5 {
-		t, err := s.Get(ctx, lambda, id)
+		t, err := get(ctx, lambda, id)
 		if err != nil {
 			return Task{}, err
 		}
