@@ -370,6 +370,9 @@ func TestLateStartDoesNotRun(t *testing.T) {
 // process that runs it.
 func TestProgramNotAbandoned(t *testing.T) {
 	s := newSetup(t)
+	// A grace of 300 ms, far below the 2 s a wait for the output would take, and far above what a
+	// loaded machine takes to return from a kill.
+	s.cfg.HeartbeatTimeout, s.cfg.ClaimTimeout, s.cfg.LeaseMargin = 1200*time.Millisecond, 1200*time.Millisecond, 600*time.Millisecond
 	ctx := context.Background()
 	tk, _ := task.New(task.Spec{ID: "prog"}, s.l, time.Now().UTC(), s.cfg)
 	if err := s.store.Create(ctx, tk); err != nil {

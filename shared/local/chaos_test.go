@@ -234,12 +234,17 @@ func TestChaosHeartbeatLossAWS(t *testing.T) { testHeartbeatLoss(t, emulated(t, 
 // (j) The status controller is slow: every claim and heartbeat takes from 0 to 3 heartbeat
 // intervals, and a quarter of them then fail, before or after the write. The executor must stop
 // a run by its clock before its lease can run out, however long the calls hang: no two runs of a
-// task overlap, and none is lost. Runs take 6 heartbeat intervals, so most see several slow
-// heartbeats and many lose their lease: a heartbeat out for 3 intervals leaves little of the
-// HeartbeatTimeout − LeaseMargin the executor may wait for one that succeeds.
+// task overlap, and none is lost. Runs take 6 heartbeat intervals, so each sees several slow
+// heartbeats.
 func testSlowStatus(t *testing.T, b backend) {
 	n := size(b, 100, 2000)
 	timing := chaostest.Timing(b.aws)
+	// A heartbeat that takes L is followed at once by the next, so a run lives while
+	// max(I, L) + L < HeartbeatTimeout − LeaseMargin: with calls of up to 3 intervals, 7
+	// intervals keep the healthy runs alive, and only the runs whose heartbeats fail are stopped.
+	timing.HeartbeatTimeout = 9 * timing.HeartbeatInterval
+	timing.ClaimTimeout = timing.HeartbeatTimeout
+	timing.LeaseMargin = 2 * timing.HeartbeatInterval
 	slow := &chaostest.SlowStatus{Store: b.store, Max: 3 * timing.HeartbeatInterval, Rate: 0.25}
 	h := &chaostest.History{}
 	mux := worker.NewMux()
