@@ -104,6 +104,9 @@ type Stats struct {
 	// Parked and Unparked count tasks set aside while a gate holds their collection, and put
 	// back once it opens.
 	Parked, Unparked int
+	// Capped counts due tasks left waiting because their lambda had its most tasks enqueued
+	// (task.Lambda.MaxEnqueued).
+	Capped int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
 }
@@ -115,6 +118,7 @@ func (s *Stats) add(o Stats) {
 	s.Dropped += o.Dropped
 	s.Parked += o.Parked
 	s.Unparked += o.Unparked
+	s.Capped += o.Capped
 	s.Full = s.Full || o.Full
 }
 
@@ -347,6 +351,7 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 
 	quota := c.cfg.EnqueueQuota
 	defer func() { st.Full = st.Full || quota == 0 }()
+	room := roomUnknown // how many more tasks may be enqueued: read when first needed
 	ready := []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}
 	for _, p := range l.Priorities {
 		if quota == 0 {
@@ -365,6 +370,9 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 		}
 		if mode, held, dropped = gatesOf(l.Name, gates); mode != task.GateOpen {
 			return nil
+		}
+		if due, err = c.admit(ctx, l, due, held, &room, now); err != nil {
+			return err
 		}
 		// Higher priorities go first, and within one the earliest due. Each chunk's messages go
 		// out as soon as its writes are done, so a pass cut short has at most one chunk to send.
@@ -388,6 +396,46 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 		}
 	}
 	return nil
+}
+
+// roomUnknown marks a pass's room before it has read the lambda's counts.
+const roomUnknown = -1
+
+// inFlightGrace is how long a due task may be left waiting by the lambda's cap on enqueued tasks
+// before it is enqueued whatever the counts say. Counts can drift on DynamoDB, and messages lost
+// behind a backlog are out of the sweep's range: neither may hold a lambda back for ever. Any
+// enqueued task comes due again within this (task.MaxEnqueueWait).
+const inFlightGrace = task.MaxEnqueueWait
+
+// admit keeps of due the tasks this pass may move: every task already enqueued (a resend adds
+// nothing in flight), every task of a held collection (parked or dropped, not sent), and the
+// waiting tasks that fit in the lambda's room, earliest first, or have waited past the grace.
+// The room is read from the lambda's counts on the first waiting task, so a pass that enqueues
+// nothing reads none. The others wait in the store for a later pass.
+func (c *passState) admit(ctx context.Context, l task.Lambda, due []task.Task, held []string, room *int, now time.Time) ([]task.Task, error) {
+	kept := due[:0:0]
+	for _, t := range due {
+		if t.Status != task.StatusEnqueued && !slices.Contains(held, t.Collection) {
+			if *room == roomUnknown {
+				counts, err := c.store.Counts(ctx, l.Name)
+				if err != nil {
+					return nil, err
+				}
+				// A count that drifted below zero counts as none.
+				*room = max(l.EnqueuedCap(c.cfg)-max(counts[task.StatusEnqueued], 0), 0)
+			}
+			switch {
+			case *room > 0:
+				*room--
+			case t.NextTriggerAt != nil && now.Sub(*t.NextTriggerAt) >= inFlightGrace:
+			default:
+				c.st.Capped++
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept, nil
 }
 
 // enqueueWriters is how many enqueue writes a pass has in flight at once, and how many tasks'
