@@ -351,15 +351,29 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 
 	quota := c.cfg.EnqueueQuota
 	defer func() { st.Full = st.Full || quota == 0 }()
+
+	// Enqueued tasks whose message may be lost, of every priority: their lane holds nothing
+	// else, so no backlog of waiting tasks is ahead of them. A resend adds nothing in flight, so
+	// the lambda's cap never holds one back. A task scheduled after its gate closed is not among
+	// them (it was enqueued by a pass that saw no gate): a resend of one enqueued before meets the
+	// gate as its first message would have, and a held collection's is parked.
+	resends, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusEnqueued}, Before: now, Limit: quota})
+	if err != nil {
+		return err
+	}
+	if err := c.move(ctx, resends, held, dropped, now, &quota); err != nil {
+		return err
+	}
+
 	room := roomUnknown // how many more tasks may be enqueued: read when first needed
-	ready := []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}
+	waiting := []task.Status{task.StatusNew, task.StatusRetriableFailure}
 	for _, p := range l.Priorities {
 		if quota == 0 {
 			break
 		}
 		// Tasks of held collections are read too, and parked (or dropped) below: the range
 		// never holds more of them than one quota.
-		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: ready, Before: now, Limit: quota})
+		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: waiting, Before: now, Limit: quota})
 		if err != nil {
 			return err
 		}
@@ -374,25 +388,34 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 		if due, err = c.admit(ctx, l, due, held, &room, now); err != nil {
 			return err
 		}
-		// Higher priorities go first, and within one the earliest due. Each chunk's messages go
-		// out as soon as its writes are done, so a pass cut short has at most one chunk to send.
-		for chunk := range slices.Chunk(due, enqueueWriters) {
-			if err := ctx.Err(); err != nil {
-				return err
+		if err := c.move(ctx, due, held, dropped, now, &quota); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// move enqueues (or parks, or drops) due and sends the messages of those enqueued, taking what
+// it moved from quota. Higher priorities go first, and within one the earliest due. Each chunk's
+// messages go out as soon as its writes are done, so a pass cut short has at most one chunk to
+// send.
+func (c *passState) move(ctx context.Context, due []task.Task, held, dropped []string, now time.Time, quota *int) error {
+	for chunk := range slices.Chunk(due, enqueueWriters) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
+		*quota -= len(moved) + aside
+		var sends []task.Task
+		for _, next := range moved {
+			if next.Status == task.StatusDead {
+				c.st.Dead++
+				continue
 			}
-			moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
-			quota -= len(moved) + aside
-			var sends []task.Task
-			for _, next := range moved {
-				if next.Status == task.StatusDead {
-					st.Dead++
-					continue
-				}
-				sends = append(sends, next)
-			}
-			if err := c.send(sends, now); err != nil {
-				return err
-			}
+			sends = append(sends, next)
+		}
+		if err := c.send(sends, now); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -402,20 +425,21 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 const roomUnknown = -1
 
 // inFlightGrace is how long a due task may be left waiting by the lambda's cap on enqueued tasks
-// before it is enqueued whatever the counts say. Counts can drift on DynamoDB, and messages lost
-// behind a backlog are out of the sweep's range: neither may hold a lambda back for ever. Any
-// enqueued task comes due again within this (task.MaxEnqueueWait).
+// before it is enqueued whatever the counts say: a safety net for counts that drifted far above
+// the truth (DynamoDB's counters can, see docs/capacity.md), which would otherwise shrink the
+// lambda's room for good. It equals the longest wait of an enqueued task between two resends
+// (task.MaxEnqueueWait).
 const inFlightGrace = task.MaxEnqueueWait
 
-// admit keeps of due the tasks this pass may move: every task already enqueued (a resend adds
-// nothing in flight), every task of a held collection (parked or dropped, not sent), and the
-// waiting tasks that fit in the lambda's room, earliest first, or have waited past the grace.
-// The room is read from the lambda's counts on the first waiting task, so a pass that enqueues
-// nothing reads none. The others wait in the store for a later pass.
+// admit keeps of due, the waiting (not yet enqueued) tasks of one priority, those this pass may
+// move: every task of a held collection (parked or dropped, not sent), and the others that fit
+// in the lambda's room, earliest first, or have waited past the grace. The room is read from the
+// lambda's counts on the first task that needs it, so a pass that enqueues nothing reads none.
+// The others wait in the store for a later pass.
 func (c *passState) admit(ctx context.Context, l task.Lambda, due []task.Task, held []string, room *int, now time.Time) ([]task.Task, error) {
 	kept := due[:0:0]
 	for _, t := range due {
-		if t.Status != task.StatusEnqueued && !slices.Contains(held, t.Collection) {
+		if !slices.Contains(held, t.Collection) {
 			if *room == roomUnknown {
 				counts, err := c.store.Counts(ctx, l.Name)
 				if err != nil {
@@ -543,20 +567,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 var endOfTime = time.Unix(0, math.MaxInt64)
 
 // dropAll ends a dropped lambda's waiting tasks, due or not, parked or not: up to a quota per
-// sweep, read from the due index's waiting lanes, which hold nothing else.
+// sweep, read from the due index's waiting lanes, the enqueued tasks' lane and the parked lane,
+// which hold nothing else.
 func (c *Consumer) dropAll(ctx context.Context, l task.Lambda, now time.Time, st *Stats) error {
 	quota := c.cfg.EnqueueQuota
-	lanes := make([]task.DueParams, 0, len(l.Priorities)+1)
+	notEnqueued := slices.DeleteFunc(slices.Clone(task.Waiting), func(s task.Status) bool { return s == task.StatusEnqueued })
+	lanes := make([]task.DueParams, 0, len(l.Priorities)+2)
 	for _, p := range l.Priorities {
-		lanes = append(lanes, task.DueParams{Priority: p})
+		lanes = append(lanes, task.DueParams{Priority: p, Statuses: notEnqueued})
 	}
-	lanes = append(lanes, task.DueParams{Parked: true})
+	lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}}, task.DueParams{Parked: true, Statuses: task.Waiting})
 	for _, lane := range lanes {
 		if quota == 0 {
 			st.Full = true
 			return nil
 		}
-		lane.Lambda, lane.Statuses, lane.Before, lane.Limit = l.Name, task.Waiting, endOfTime, quota
+		lane.Lambda, lane.Before, lane.Limit = l.Name, endOfTime, quota
 		n, err := c.each(ctx, lane, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
 		st.Dropped += n
 		quota -= n

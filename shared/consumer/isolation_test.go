@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -341,5 +342,39 @@ func TestInFlightDriftedCounts(t *testing.T) {
 	}
 	if st := e.sweep(t); st.Enqueued != 10 {
 		t.Errorf("counts below zero: %+v, want the cap of 10 enqueued", st)
+	}
+}
+
+// TestLostMessageResentBehindCappedBacklog: a lambda at its cap, whose enqueued tasks' messages
+// were all lost, with more than a quota of new tasks due before their resends. The next pass
+// resends the lost messages: their lane is apart from the waiting tasks', which the cap holds.
+func TestLostMessageResentBehindCappedBacklog(t *testing.T) {
+	const quota, limit = 5, 8
+	timeout := time.Minute
+	e := newEnvWith(t, options{cfg: task.Config{EnqueueQuota: quota, EnqueueTimeout: timeout}, maxEnqueued: limit}, "l")
+	var lost []string
+	for i := range limit { // enqueued without their messages
+		tk := e.schedule(t, "l", task.Spec{ID: fmt.Sprintf("lost%d", i)})
+		if _, err := task.Apply(context.Background(), e.store, "l", tk.ID, func(tk task.Task) (task.Task, error) {
+			return task.Enqueue(tk, e.now, e.cfg)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		lost = append(lost, tk.ID)
+	}
+	for i := range 3 * quota {
+		e.schedule(t, "l", task.Spec{ID: fmt.Sprintf("new%02d", i)})
+	}
+	e.now = e.now.Add(timeout)
+	st := e.sweep(t)
+	if st.Enqueued != quota || !st.Full {
+		t.Fatalf("pass: %+v, want a full quota of %d resends", st, quota)
+	}
+	got := e.received(t, "l", "normal")
+	if len(got) != quota || !slices.Equal(got, lost[:quota]) {
+		t.Fatalf("messages %v, want the first %d lost ones, %v", got, quota, lost[:quota])
+	}
+	if st = e.sweep(t); st.Enqueued != limit-quota || st.Capped == 0 {
+		t.Fatalf("second pass: %+v, want the other %d resends and the new tasks capped", st, limit-quota)
 	}
 }

@@ -96,8 +96,8 @@ func sweepReads(t *testing.T, c *consumer.Consumer, reads *atomic.Int64) (int64,
 // each lane it looks at (a jump over a held collection reads one entry), and the lambda's counter
 // items, one per shard, when it has tasks to enqueue.
 func sweepBound(l task.Lambda) int64 {
-	parts := int64(3) // drop or unpark, and the waiting lanes, whose quota is shared
-	return parts*2*readQuota + int64(readShards)*int64(len(l.Priorities)+5)
+	parts := int64(3) // drop or unpark, and the enqueued and waiting lanes, whose quota is shared
+	return parts*2*readQuota + int64(readShards)*int64(len(l.Priorities)+6)
 }
 
 // TestPausedBacklogReads: a paused collection with a backlog many times the quota costs each
