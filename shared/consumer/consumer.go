@@ -62,6 +62,9 @@ type Consumer struct {
 	jitter      func() float64
 	log         *slog.Logger
 	wake        chan struct{}
+	refills     []refill       // by lambda, as lambdas
+	byName      map[string]int // index of a lambda in lambdas
+	refilled    chan struct{}  // a refill is due: see Claimed
 	workers     int
 	passTimeout time.Duration
 	sendTimeout time.Duration
@@ -91,10 +94,50 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	if c.SendTimeout <= 0 || c.SendTimeout >= c.PassTimeout {
 		c.SendTimeout = min(DefaultSendTimeout, c.PassTimeout/2)
 	}
-	return &Consumer{
+	cons := &Consumer{
 		store: store, queue: queue, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(),
 		now: c.Now, jitter: c.Jitter, log: c.Logger, wake: make(chan struct{}, 1),
-		workers: c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
+		refilled: make(chan struct{}, 1),
+		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+	}
+	for i, l := range c.Lambdas {
+		cons.byName[l.Name] = i
+		cons.refills[i].after = int64(max(1, l.EnqueuedCap(cons.cfg)/refillPart))
+	}
+	return cons
+}
+
+// refillPart: a lambda held back by its cap is refilled once its workers have claimed this part
+// of the cap (an eighth), so its queue stays at least 7/8 full at the cost of one pass per eighth.
+const refillPart = 8
+
+// refill tracks a lambda whose last pass Run made was cut by its cap on enqueued tasks.
+type refill struct {
+	capped  atomic.Bool  // the last pass left due tasks waiting for room
+	claimed atomic.Int64 // claims since that pass
+	due     atomic.Bool  // enough were claimed: the next pass starts at once
+	after   int64        // claims that make a refill due
+}
+
+// Claimed tells a running consumer that a task of lambda was claimed, so one fewer is enqueued.
+// When the lambda's last pass was cut by its cap (task.Lambda.MaxEnqueued) and its workers have
+// since claimed an eighth of the cap, its next pass starts at once rather than at its next poll:
+// the cap bounds what waits in the queue, not how fast workers drain it. It costs an atomic add,
+// and nothing for a lambda that is not capped.
+func (c *Consumer) Claimed(lambda string) {
+	i, ok := c.byName[lambda]
+	if !ok {
+		return
+	}
+	r := &c.refills[i]
+	if !r.capped.Load() || r.claimed.Add(1) < r.after || !r.capped.CompareAndSwap(true, false) {
+		return
+	}
+	r.due.Store(true)
+	select {
+	case c.refilled <- struct{}{}:
+	default:
 	}
 }
 
@@ -194,7 +237,8 @@ type RunStats struct {
 
 // Run sweeps every lambda on a schedule of its own until ctx ends or p.Until passes. A lambda's
 // next pass starts an interval after its last one started, at once if that one used the whole
-// quota (a backlog), or when woken; whatever the other lambdas do. A slow lambda thus delays no
+// quota (a backlog), or when woken, or when its workers claimed enough of what its cap held back
+// (Claimed); whatever the other lambdas do. A slow lambda thus delays no
 // other; at most Workers passes run at once. Run returns once its last passes have ended.
 func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 	if p.Interval <= 0 {
@@ -259,6 +303,9 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			if r.st.Full {
 				states[r.i].next = time.Time{} // a backlog: its next pass at once
 			}
+			refill := &c.refills[r.i]
+			refill.claimed.Store(0)
+			refill.capped.Store(r.st.Capped > 0 && !r.st.Full)
 			if r.err != nil {
 				total.Failed++
 				total.Err = r.err
@@ -270,6 +317,12 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		case <-c.wake:
 			for i := range states {
 				states[i].next = time.Time{}
+			}
+		case <-c.refilled:
+			for i := range states {
+				if c.refills[i].due.Swap(false) {
+					states[i].next = time.Time{}
+				}
 			}
 		case <-stop:
 		}

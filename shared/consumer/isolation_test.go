@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/consumer"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -377,4 +378,42 @@ func TestLostMessageResentBehindCappedBacklog(t *testing.T) {
 	if st = e.sweep(t); st.Enqueued != limit-quota || st.Capped == 0 {
 		t.Fatalf("second pass: %+v, want the other %d resends and the new tasks capped", st, limit-quota)
 	}
+}
+
+// TestClaimRefillsCappedLambda: Run polls once an hour here. A lambda whose pass was cut by its
+// cap gets its next pass at once when its workers claim a task (Claimed), not at the next poll.
+func TestClaimRefillsCappedLambda(t *testing.T) {
+	const limit = 8 // a claim of an eighth of the cap, one, refills it
+	e := newEnvWith(t, options{maxEnqueued: limit}, "l")
+	for i := range 3 * limit {
+		e.schedule(t, "l", task.Spec{ID: fmt.Sprintf("t%02d", i)})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan consumer.RunStats)
+	go func() { done <- e.cons.Run(ctx, consumer.RunParams{Interval: time.Hour}) }()
+	defer func() {
+		cancel()
+		if st := <-done; st.Passes < 2 || st.Enqueued != limit+1 {
+			t.Errorf("run: %+v, want the cap's worth enqueued, then the one claimed", st)
+		}
+	}()
+	claimed := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if !claimed && e.countStatus(t, "l", task.StatusEnqueued) == limit {
+			id := e.received(t, "l", "normal")[0]
+			if _, err := task.Apply(context.Background(), e.store, "l", id, func(tk task.Task) (task.Task, error) {
+				return task.Claim(tk, "lease", e.now, e.cfg)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			claimed = true
+		}
+		if claimed {
+			e.cons.Claimed("l") // as the workers' status controller does; a no-op until the capped pass has ended
+			if e.countStatus(t, "l", task.StatusEnqueued) == limit && e.countStatus(t, "l", task.StatusClaimed) == 1 {
+				return
+			}
+		}
+	}
+	t.Fatal("no pass refilled the capped lambda after a claim")
 }
