@@ -62,6 +62,9 @@ type Consumer struct {
 	jitter      func() float64
 	log         *slog.Logger
 	wake        chan struct{}
+	refills     []refill       // by lambda, as lambdas
+	byName      map[string]int // index of a lambda in lambdas
+	refilled    chan struct{}  // a refill is due: see Claimed
 	workers     int
 	passTimeout time.Duration
 	sendTimeout time.Duration
@@ -91,10 +94,50 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	if c.SendTimeout <= 0 || c.SendTimeout >= c.PassTimeout {
 		c.SendTimeout = min(DefaultSendTimeout, c.PassTimeout/2)
 	}
-	return &Consumer{
+	cons := &Consumer{
 		store: store, queue: queue, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(),
 		now: c.Now, jitter: c.Jitter, log: c.Logger, wake: make(chan struct{}, 1),
-		workers: c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
+		refilled: make(chan struct{}, 1),
+		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+	}
+	for i, l := range c.Lambdas {
+		cons.byName[l.Name] = i
+		cons.refills[i].after = int64(max(1, l.EnqueuedCap(cons.cfg)/refillPart))
+	}
+	return cons
+}
+
+// refillPart: a lambda held back by its cap is refilled once its workers have claimed this part
+// of the cap (an eighth), so its queue stays at least 7/8 full at the cost of one pass per eighth.
+const refillPart = 8
+
+// refill tracks a lambda whose last pass Run made was cut by its cap on enqueued tasks.
+type refill struct {
+	capped  atomic.Bool  // the last pass left due tasks waiting for room
+	claimed atomic.Int64 // claims since that pass
+	due     atomic.Bool  // enough were claimed: the next pass starts at once
+	after   int64        // claims that make a refill due
+}
+
+// Claimed tells a running consumer that a task of lambda was claimed, so one fewer is enqueued.
+// When the lambda's last pass was cut by its cap (task.Lambda.MaxEnqueued) and its workers have
+// since claimed an eighth of the cap, its next pass starts at once rather than at its next poll:
+// the cap bounds what waits in the queue, not how fast workers drain it. It costs an atomic add,
+// and nothing for a lambda that is not capped.
+func (c *Consumer) Claimed(lambda string) {
+	i, ok := c.byName[lambda]
+	if !ok {
+		return
+	}
+	r := &c.refills[i]
+	if !r.capped.Load() || r.claimed.Add(1) < r.after || !r.capped.CompareAndSwap(true, false) {
+		return
+	}
+	r.due.Store(true)
+	select {
+	case c.refilled <- struct{}{}:
+	default:
 	}
 }
 
@@ -104,6 +147,9 @@ type Stats struct {
 	// Parked and Unparked count tasks set aside while a gate holds their collection, and put
 	// back once it opens.
 	Parked, Unparked int
+	// Capped counts due tasks left waiting because their lambda had its most tasks enqueued
+	// (task.Lambda.MaxEnqueued).
+	Capped int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
 }
@@ -115,6 +161,7 @@ func (s *Stats) add(o Stats) {
 	s.Dropped += o.Dropped
 	s.Parked += o.Parked
 	s.Unparked += o.Unparked
+	s.Capped += o.Capped
 	s.Full = s.Full || o.Full
 }
 
@@ -190,7 +237,8 @@ type RunStats struct {
 
 // Run sweeps every lambda on a schedule of its own until ctx ends or p.Until passes. A lambda's
 // next pass starts an interval after its last one started, at once if that one used the whole
-// quota (a backlog), or when woken; whatever the other lambdas do. A slow lambda thus delays no
+// quota (a backlog), or when woken, or when its workers claimed enough of what its cap held back
+// (Claimed); whatever the other lambdas do. A slow lambda thus delays no
 // other; at most Workers passes run at once. Run returns once its last passes have ended.
 func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 	if p.Interval <= 0 {
@@ -255,6 +303,9 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			if r.st.Full {
 				states[r.i].next = time.Time{} // a backlog: its next pass at once
 			}
+			refill := &c.refills[r.i]
+			refill.claimed.Store(0)
+			refill.capped.Store(r.st.Capped > 0 && !r.st.Full)
 			if r.err != nil {
 				total.Failed++
 				total.Err = r.err
@@ -266,6 +317,12 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		case <-c.wake:
 			for i := range states {
 				states[i].next = time.Time{}
+			}
+		case <-c.refilled:
+			for i := range states {
+				if c.refills[i].due.Swap(false) {
+					states[i].next = time.Time{}
+				}
 			}
 		case <-stop:
 		}
@@ -347,14 +404,29 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 
 	quota := c.cfg.EnqueueQuota
 	defer func() { st.Full = st.Full || quota == 0 }()
-	ready := []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}
+
+	// Enqueued tasks whose message may be lost, of every priority: their lane holds nothing
+	// else, so no backlog of waiting tasks is ahead of them. A resend adds nothing in flight, so
+	// the lambda's cap never holds one back. A task scheduled after its gate closed is not among
+	// them (it was enqueued by a pass that saw no gate): a resend of one enqueued before meets the
+	// gate as its first message would have, and a held collection's is parked.
+	resends, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusEnqueued}, Before: now, Limit: quota})
+	if err != nil {
+		return err
+	}
+	if err := c.move(ctx, resends, held, dropped, now, &quota); err != nil {
+		return err
+	}
+
+	room := roomUnknown // how many more tasks may be enqueued: read when first needed
+	waiting := []task.Status{task.StatusNew, task.StatusRetriableFailure}
 	for _, p := range l.Priorities {
 		if quota == 0 {
 			break
 		}
 		// Tasks of held collections are read too, and parked (or dropped) below: the range
 		// never holds more of them than one quota.
-		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: ready, Before: now, Limit: quota})
+		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: waiting, Before: now, Limit: quota})
 		if err != nil {
 			return err
 		}
@@ -366,28 +438,81 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 		if mode, held, dropped = gatesOf(l.Name, gates); mode != task.GateOpen {
 			return nil
 		}
-		// Higher priorities go first, and within one the earliest due. Each chunk's messages go
-		// out as soon as its writes are done, so a pass cut short has at most one chunk to send.
-		for chunk := range slices.Chunk(due, enqueueWriters) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
-			quota -= len(moved) + aside
-			var sends []task.Task
-			for _, next := range moved {
-				if next.Status == task.StatusDead {
-					st.Dead++
-					continue
-				}
-				sends = append(sends, next)
-			}
-			if err := c.send(sends, now); err != nil {
-				return err
-			}
+		if due, err = c.admit(ctx, l, due, held, &room, now); err != nil {
+			return err
+		}
+		if err := c.move(ctx, due, held, dropped, now, &quota); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// move enqueues (or parks, or drops) due and sends the messages of those enqueued, taking what
+// it moved from quota. Higher priorities go first, and within one the earliest due. Each chunk's
+// messages go out as soon as its writes are done, so a pass cut short has at most one chunk to
+// send.
+func (c *passState) move(ctx context.Context, due []task.Task, held, dropped []string, now time.Time, quota *int) error {
+	for chunk := range slices.Chunk(due, enqueueWriters) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
+		*quota -= len(moved) + aside
+		var sends []task.Task
+		for _, next := range moved {
+			if next.Status == task.StatusDead {
+				c.st.Dead++
+				continue
+			}
+			sends = append(sends, next)
+		}
+		if err := c.send(sends, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roomUnknown marks a pass's room before it has read the lambda's counts.
+const roomUnknown = -1
+
+// inFlightGrace is how long a due task may be left waiting by the lambda's cap on enqueued tasks
+// before it is enqueued whatever the counts say: a safety net for counts that drifted far above
+// the truth (DynamoDB's counters can, see docs/capacity.md), which would otherwise shrink the
+// lambda's room for good. It equals the longest wait of an enqueued task between two resends
+// (task.MaxEnqueueWait).
+const inFlightGrace = task.MaxEnqueueWait
+
+// admit keeps of due, the waiting (not yet enqueued) tasks of one priority, those this pass may
+// move: every task of a held collection (parked or dropped, not sent), and the others that fit
+// in the lambda's room, earliest first, or have waited past the grace. The room is read from the
+// lambda's counts on the first task that needs it, so a pass that enqueues nothing reads none.
+// The others wait in the store for a later pass.
+func (c *passState) admit(ctx context.Context, l task.Lambda, due []task.Task, held []string, room *int, now time.Time) ([]task.Task, error) {
+	kept := due[:0:0]
+	for _, t := range due {
+		if !slices.Contains(held, t.Collection) {
+			if *room == roomUnknown {
+				counts, err := c.store.Counts(ctx, l.Name)
+				if err != nil {
+					return nil, err
+				}
+				// A count that drifted below zero counts as none.
+				*room = max(l.EnqueuedCap(c.cfg)-max(counts[task.StatusEnqueued], 0), 0)
+			}
+			switch {
+			case *room > 0:
+				*room--
+			case t.NextTriggerAt != nil && now.Sub(*t.NextTriggerAt) >= inFlightGrace:
+			default:
+				c.st.Capped++
+				continue
+			}
+		}
+		kept = append(kept, t)
+	}
+	return kept, nil
 }
 
 // enqueueWriters is how many enqueue writes a pass has in flight at once, and how many tasks'
@@ -495,20 +620,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 var endOfTime = time.Unix(0, math.MaxInt64)
 
 // dropAll ends a dropped lambda's waiting tasks, due or not, parked or not: up to a quota per
-// sweep, read from the due index's waiting lanes, which hold nothing else.
+// sweep, read from the due index's waiting lanes, the enqueued tasks' lane and the parked lane,
+// which hold nothing else.
 func (c *Consumer) dropAll(ctx context.Context, l task.Lambda, now time.Time, st *Stats) error {
 	quota := c.cfg.EnqueueQuota
-	lanes := make([]task.DueParams, 0, len(l.Priorities)+1)
+	notEnqueued := slices.DeleteFunc(slices.Clone(task.Waiting), func(s task.Status) bool { return s == task.StatusEnqueued })
+	lanes := make([]task.DueParams, 0, len(l.Priorities)+2)
 	for _, p := range l.Priorities {
-		lanes = append(lanes, task.DueParams{Priority: p})
+		lanes = append(lanes, task.DueParams{Priority: p, Statuses: notEnqueued})
 	}
-	lanes = append(lanes, task.DueParams{Parked: true})
+	lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}}, task.DueParams{Parked: true, Statuses: task.Waiting})
 	for _, lane := range lanes {
 		if quota == 0 {
 			st.Full = true
 			return nil
 		}
-		lane.Lambda, lane.Statuses, lane.Before, lane.Limit = l.Name, task.Waiting, endOfTime, quota
+		lane.Lambda, lane.Before, lane.Limit = l.Name, endOfTime, quota
 		n, err := c.each(ctx, lane, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
 		st.Dropped += n
 		quota -= n

@@ -29,9 +29,10 @@ func newEnv(t *testing.T, quota int, names ...string) *env {
 // options vary an env: its task config, and wrappers of the store and the queue the consumer
 // sees (the env itself reads and writes the store unwrapped).
 type options struct {
-	cfg       task.Config
-	wrapStore func(task.Store) task.Store
-	wrapQueue func(task.Queue) task.Queue
+	cfg         task.Config
+	maxEnqueued int // of every lambda
+	wrapStore   func(task.Store) task.Store
+	wrapQueue   func(task.Queue) task.Queue
 }
 
 func newEnvWith(t *testing.T, o options, names ...string) *env {
@@ -44,7 +45,7 @@ func newEnvWith(t *testing.T, o options, names ...string) *env {
 	e.cfg = o.cfg.WithDefaults()
 	var lambdas []task.Lambda
 	for _, n := range names {
-		l := task.Lambda{Name: n}.WithDefaults()
+		l := task.Lambda{Name: n, MaxEnqueued: o.maxEnqueued}.WithDefaults()
 		e.ls[n] = l
 		lambdas = append(lambdas, l)
 	}

@@ -67,7 +67,8 @@ const (
 	payloadSK  = "payload#"
 	gatePK     = "gate"
 	laneRun    = "r" // claimed and processing tasks, whatever their priority
-	laneWait   = "w" // waiting tasks, by priority
+	laneResend = "e" // enqueued tasks, whatever their priority: due when their message may be lost
+	laneWait   = "w" // waiting tasks not yet enqueued (new, retriable), by priority
 	laneParked = "p" // waiting tasks a gate parked, by collection
 )
 
@@ -80,14 +81,17 @@ func listPK(lambda string, shard int) string { return "list#" + lambda + "#" + s
 func stamp(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
 
 // dueSK orders a lambda shard's due entries by lane, then trigger time, then id: a waiting task
-// sits at w#<priority>#<trigger>#<id>, a running one at r#<trigger>#<id>, a parked one at
-// p#<collection>#<trigger>#<id>.
+// sits at w#<priority>#<trigger>#<id>, an enqueued one at e#<trigger>#<id>, a running one at
+// r#<trigger>#<id>, a parked one at p#<collection>#<trigger>#<id>. An enqueue moves a task's
+// entry anyway (its trigger changes), so its lane of its own costs no write.
 func dueSK(t task.Task) string {
 	switch {
 	case isRunning(t.Status):
 		return laneRun + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 	case t.Parked:
 		return laneParked + "#" + t.Collection + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
+	case t.Status == task.StatusEnqueued:
+		return laneResend + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 	}
 	return laneWait + "#" + t.Priority + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 }

@@ -109,8 +109,9 @@ func (st *Store) scanShards(ctx context.Context, lambda, index, pkAttr, skAttr s
 //
 // A waiting task's entry is keyed by priority, so a query for one priority reads only what it
 // returns. A query for waiting tasks of every priority reads all of the lambda's waiting entries;
-// the consumer never makes one. Parked tasks are a lane of their own, keyed by collection (see
-// scanParked).
+// the consumer never makes one. Enqueued tasks, whose trigger is their enqueue timeout, are a
+// lane of their own, in trigger order whatever their priority (a query of one priority filters
+// it). Parked tasks are a lane of their own, keyed by collection (see scanParked).
 func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
 	if task.ValidateName("lambda name", p.Lambda) != nil || (p.Collection != "" && task.ValidateID("collection", p.Collection) != nil) {
 		return nil, nil
@@ -143,13 +144,16 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 func dueRanges(p task.DueParams, wanted func(task.Status) bool) []keyRange {
 	before := stamp(p.Before)
 	var ranges []keyRange
-	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !isRunning(s) }) {
+	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !isRunning(s) && s != task.StatusEnqueued }) {
 		if p.Priority != "" {
 			prefix := laneWait + "#" + p.Priority + "#"
 			ranges = append(ranges, keyRange{lo: prefix, hi: prefix + before + "$", ordered: true})
 		} else {
 			ranges = append(ranges, keyRange{lo: laneWait + "#", hi: laneWait + "$"})
 		}
+	}
+	if wanted(task.StatusEnqueued) {
+		ranges = append(ranges, keyRange{lo: laneResend + "#", hi: laneResend + "#" + before + "$", ordered: true})
 	}
 	if wanted(task.StatusClaimed) || wanted(task.StatusProcessing) {
 		ranges = append(ranges, keyRange{lo: laneRun + "#", hi: laneRun + "#" + before + "$", ordered: true})

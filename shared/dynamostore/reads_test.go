@@ -93,10 +93,11 @@ func sweepReads(t *testing.T, c *consumer.Consumer, reads *atomic.Int64) (int64,
 
 // sweepBound is what one sweep of a lambda with P priorities may read: a quota of tasks (each an
 // index entry and the task itself) per part that moves tasks, and a few entries per shard for
-// each lane it looks at (a jump over a held collection reads one entry).
+// each lane it looks at (a jump over a held collection reads one entry), and the lambda's counter
+// items, one per shard, when it has tasks to enqueue.
 func sweepBound(l task.Lambda) int64 {
-	parts := int64(3) // drop or unpark, and the waiting lanes, whose quota is shared
-	return parts*2*readQuota + int64(readShards)*int64(len(l.Priorities)+4)
+	parts := int64(3) // drop or unpark, and the enqueued and waiting lanes, whose quota is shared
+	return parts*2*readQuota + int64(readShards)*int64(len(l.Priorities)+6)
 }
 
 // TestPausedBacklogReads: a paused collection with a backlog many times the quota costs each
@@ -105,7 +106,7 @@ func sweepBound(l task.Lambda) int64 {
 // sweep. Every task runs once the gate opens.
 func TestPausedBacklogReads(t *testing.T) {
 	now := time.Now().UTC()
-	l := task.Lambda{Name: "paused"}.WithDefaults()
+	l := task.Lambda{Name: "paused", MaxEnqueued: readBacklog}.WithDefaults() // no worker claims them
 	s, c, reads := boundedSetup(t, l, &now)
 	backlog(t, s, l, "held", readBacklog, now.Add(-time.Minute), func(tk *task.Task) { tk.Collection = "held" })
 	if err := s.SetGate(t.Context(), task.Gate{Lambda: l.Name, Collection: "held", Mode: task.GatePause}); err != nil {

@@ -123,7 +123,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		}
 	}
 	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger})
-	exec := executor.New(hsc, executor.Config{Task: c.Task, Logger: c.Logger})
+	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -144,6 +144,22 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	go s.server.Serve(ln)
 	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names(lambdas))
 	return s, nil
+}
+
+// claimSignal tells the consumer of every claim, so that a lambda held back by its cap on
+// enqueued tasks is refilled as its workers drain its queue, not a poll interval later
+// (consumer.Consumer.Claimed).
+type claimSignal struct {
+	*status.Controller
+	claimed func(lambda string)
+}
+
+func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+	t, err := s.Controller.Claim(ctx, lambda, id, delivery)
+	if err == nil {
+		s.claimed(lambda)
+	}
+	return t, err
 }
 
 func names(lambdas []task.Lambda) []string {

@@ -156,6 +156,8 @@ func TestSweepPlans(t *testing.T) {
 		switch {
 		case slices.Equal(p.Statuses, task.Running):
 			seen["running lane"] = true
+		case slices.Equal(p.Statuses, []task.Status{task.StatusEnqueued}):
+			seen["enqueued lane"] = true
 		case p.Parked:
 			seen[fmt.Sprintf("parked, one collection %t", p.Collection != "")] = true
 		default:
@@ -165,7 +167,7 @@ func TestSweepPlans(t *testing.T) {
 	for _, p := range rec.lists {
 		seen[fmt.Sprintf("list by status %t, collection %t, cursor %t", p.Status != "", p.Collection != "", p.Cursor != "")] = true
 	}
-	want := []string{"running lane", "parked, one collection true", "parked, one collection false",
+	want := []string{"running lane", "enqueued lane", "parked, one collection true", "parked, one collection false",
 		"list by status true, collection false, cursor false", "list by status true, collection false, cursor true"}
 	for _, p := range l.Priorities {
 		want = append(want, "waiting lane "+p)
@@ -292,7 +294,7 @@ func TestMigrateDueIndex(t *testing.T) {
 	}
 	queries := trace(t, s)
 	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Priority: tk.Priority, Before: now, Limit: 10,
-		Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure, task.StatusEnqueued}})
+		Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +307,8 @@ func TestMigrateDueIndex(t *testing.T) {
 }
 
 // TestLanes: the index's lane expression puts exactly the task.Running statuses in the running
-// lane, and every other status in its priority's waiting lane, as dueLane expects; a parked task
+// lane, enqueued tasks in theirs, and every other status in its priority's waiting lane, as
+// dueLane expects; a parked task
 // is in a lane of its own, which no lane dueLane names.
 func TestLanes(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
@@ -325,6 +328,59 @@ func TestLanes(t *testing.T) {
 		}
 		if parked != "p" {
 			t.Errorf("status %s, parked: in lane %q, want p", st, parked)
+		}
+	}
+}
+
+// TestMigrateEnqueuedLane: a file whose due index has the lanes of before enqueued tasks had one
+// of their own is reindexed when the store opens it, and its enqueued tasks are read from their
+// lane, by the index.
+func TestMigrateEnqueuedLane(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	l := task.Lambda{Name: "old"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	tk, err := task.New(task.Spec{}, l, now.Add(-time.Hour), cfg)
+	if err == nil {
+		tk, err = task.Enqueue(tk, now.Add(-time.Hour), cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	const before = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
+	if _, err := s.w.ExecContext(ctx, `DROP INDEX tasks_due_lane;
+		CREATE INDEX tasks_due_lane ON tasks (lambda, `+before+`, next_trigger_at, id, status, collection) WHERE next_trigger_at IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, path)
+	defer s.Close()
+	var index string
+	if err := s.r.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'tasks_due_lane'`).Scan(&index); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(index, laneSQL) {
+		t.Errorf("the due index after reopening is %q, want the lanes %s", index, laneSQL)
+	}
+	queries := trace(t, s)
+	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusEnqueued}, Before: now, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].ID != tk.ID {
+		t.Errorf("due after reopening: got %v, want %s", due, tk.ID)
+	}
+	for _, q := range *queries {
+		if plan := checkPlan(t, s, q.q, q.args...); !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "tasks_due_lane") }) {
+			t.Errorf("the enqueued lane is not read through tasks_due_lane: %q", plan)
 		}
 	}
 }

@@ -93,12 +93,14 @@ CREATE TABLE IF NOT EXISTS gates (
 );`
 
 // laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
-// processing) share the lane 'r', waiting tasks have one lane per priority, 'w#<priority>', and
-// parked tasks one of their own, 'p', which the consumer reads through tasks_parked instead.
-// The consumer's due queries each read one lane in trigger order and stop at their limit, so
-// neither the waiting backlog slows the timeout sweep nor one priority's backlog another's.
-// Queries must use this very expression for SQLite to match it with the index.
-const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' ELSE 'w#' || priority END)`
+// processing) share the lane 'r', enqueued tasks the lane 'e' (their trigger is the enqueue
+// timeout: due when their message may be lost), the other waiting tasks have one lane per
+// priority, 'w#<priority>', and parked tasks one of their own, 'p', which the consumer reads
+// through tasks_parked instead. The consumer's due queries each read one lane in trigger order
+// and stop at their limit, so neither the waiting backlog slows the timeout sweep or the resends,
+// nor one priority's backlog another's. Queries must use this very expression for SQLite to
+// match it with the index; a file whose index has another is reindexed on open (migrate).
+const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' ELSE 'w#' || priority END)`
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked`
@@ -525,9 +527,9 @@ func (s *Store) listBoth(ctx context.Context, p task.ListParams, after *position
 // means any status; a limit of zero means no limit. Parked tasks are asked for apart: among them
 // each collection is its own index range (see dueParked).
 //
-// A query within one lane (running statuses only, or waiting statuses of one priority: every
-// query of the consumer) reads that lane of tasks_due_lane in order and stops at its limit. Any
-// other reads and sorts the lambda's whole due range.
+// A query within one lane (running statuses only, enqueued only, or the other waiting statuses
+// of one priority: every query of the consumer) reads that lane of tasks_due_lane in order and
+// stops at its limit. Any other reads and sorts the lambda's whole due range.
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
 	if p.Parked && p.Collection == "" {
 		return s.dueParked(ctx, p)
@@ -581,11 +583,16 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 func dueLane(p task.DueParams) (string, bool) {
 	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
 	running := slices.ContainsFunc(task.Running, wanted)
-	waiting := slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !slices.Contains(task.Running, s) })
+	enqueued := wanted(task.StatusEnqueued)
+	waiting := slices.ContainsFunc(task.Statuses, func(s task.Status) bool {
+		return wanted(s) && s != task.StatusEnqueued && !slices.Contains(task.Running, s)
+	})
 	switch {
-	case running && !waiting:
+	case running && !enqueued && !waiting:
 		return "r", true
-	case waiting && !running && p.Priority != "":
+	case enqueued && !running && !waiting:
+		return "e", true
+	case waiting && !running && !enqueued && p.Priority != "":
 		return "w#" + p.Priority, true
 	}
 	return "", false
@@ -788,7 +795,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // parked column, and the counts table filled from the tasks, before the schema's indexes and
-// triggers need them. In one transaction, so a crash leaves the file as it was.
+// triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
 	if err != nil {
@@ -809,6 +816,18 @@ func migrate(w *sql.DB) error {
 	} else if !parked {
 		if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0`); err != nil {
 			return fmt.Errorf("add column parked: %w", err)
+		}
+	}
+	// tasks_due_lane indexes the lanes of laneSQL. One made with other lanes (before enqueued tasks
+	// had one of their own) is dropped here, and the schema makes it again.
+	var laneIndex sql.NullString
+	switch err := tx.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'tasks_due_lane'`).Scan(&laneIndex); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case !strings.Contains(laneIndex.String, laneSQL):
+		if _, err := tx.Exec(`DROP INDEX tasks_due_lane`); err != nil {
+			return fmt.Errorf("drop the due lanes' index of before: %w", err)
 		}
 	}
 	if counted, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_counts'`); err != nil {

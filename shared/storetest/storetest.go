@@ -581,6 +581,7 @@ func testDue(t *testing.T, s task.Store) {
 		mk(l, "a", task.StatusNew, -3*time.Minute, "high", ""),
 		mk(l, "retry", task.StatusRetriableFailure, -2*time.Minute, "normal", "other"),
 		mk(l, "b", task.StatusNew, -time.Minute, "normal", ""),
+		mk(l, "sent", task.StatusEnqueued, -30*time.Second, "high", ""),
 		mk(l, "now", task.StatusEnqueued, 0, "low", ""),
 		mk(l, "future", task.StatusNew, time.Microsecond, "high", ""),
 		mk(l, "running", task.StatusProcessing, -5*time.Minute, "high", ""),
@@ -593,16 +594,21 @@ func testDue(t *testing.T, s task.Store) {
 		p    task.DueParams
 		want []string
 	}{
-		{"ready", task.DueParams{Statuses: ready}, []string{"held", "a", "retry", "b", "now"}},
-		{"skip", task.DueParams{Statuses: ready, SkipCollections: []string{"held", "nope"}}, []string{"a", "retry", "b", "now"}},
-		{"priority", task.DueParams{Statuses: ready, Priority: "high"}, []string{"a"}},
+		{"ready", task.DueParams{Statuses: ready}, []string{"held", "a", "retry", "b", "sent", "now"}},
+		{"skip", task.DueParams{Statuses: ready, SkipCollections: []string{"held", "nope"}}, []string{"a", "retry", "b", "sent", "now"}},
+		{"priority", task.DueParams{Statuses: ready, Priority: "high"}, []string{"a", "sent"}},
+		// The consumer's reads: enqueued tasks of every priority (their lane), and each
+		// priority's tasks not yet enqueued.
+		{"enqueued", task.DueParams{Statuses: []task.Status{task.StatusEnqueued}}, []string{"sent", "now"}},
+		{"enqueued, one priority", task.DueParams{Statuses: []task.Status{task.StatusEnqueued}, Priority: "low"}, []string{"now"}},
+		{"not enqueued, one priority", task.DueParams{Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}, Priority: "high"}, []string{"a"}},
 		{"priority skip", task.DueParams{Statuses: ready, Priority: "normal", SkipCollections: []string{"held"}}, []string{"retry", "b"}},
 		{"limit", task.DueParams{Statuses: ready, Limit: 2}, []string{"held", "a"}},
 		{"one status", task.DueParams{Statuses: []task.Status{task.StatusRetriableFailure}}, []string{"retry"}},
 		{"running", task.DueParams{Statuses: task.Running}, []string{"running"}},
-		{"every status", task.DueParams{Statuses: task.Statuses}, []string{"running", "held", "a", "retry", "b", "now"}},
+		{"every status", task.DueParams{Statuses: task.Statuses}, []string{"running", "held", "a", "retry", "b", "sent", "now"}},
 		{"earlier", task.DueParams{Statuses: task.Statuses, Before: now.Add(-3 * time.Minute)}, []string{"running", "held", "a"}},
-		{"later", task.DueParams{Statuses: ready, Before: now.Add(time.Minute)}, []string{"held", "a", "retry", "b", "now", "future"}},
+		{"later", task.DueParams{Statuses: ready, Before: now.Add(time.Minute)}, []string{"held", "a", "retry", "b", "sent", "now", "future"}},
 	} {
 		p := c.p
 		p.Lambda = l

@@ -29,6 +29,24 @@ type Lambda struct {
 	Timeout time.Duration
 	// MaxAttempts is the default for tasks that don't set their own; zero means Config.MaxAttempts.
 	MaxAttempts int
+	// MaxEnqueued bounds how many of its tasks are enqueued (in its queues) at once; the consumer
+	// leaves further due tasks waiting in the store. Zero means DefaultMaxEnqueued. It is a soft
+	// bound, read from the store's kept counts (docs/guarantees.md).
+	MaxEnqueued int
+}
+
+// DefaultMaxEnqueued is a lambda's MaxEnqueued unless it sets one: twice the enqueue quota and
+// its concurrency. A pass is cut by it only while more than a quota plus twice the concurrency
+// are still queued, more than the next pass could add, so a worker pool cannot run dry before
+// that pass (docs/capacity.md).
+func (l Lambda) DefaultMaxEnqueued(c Config) int { return 2 * (c.EnqueueQuota + l.Concurrency) }
+
+// EnqueuedCap returns MaxEnqueued, or its default.
+func (l Lambda) EnqueuedCap(c Config) int {
+	if l.MaxEnqueued > 0 {
+		return l.MaxEnqueued
+	}
+	return l.DefaultMaxEnqueued(c)
 }
 
 // WithDefaults returns l with every zero field set to its default.
@@ -66,6 +84,9 @@ func (l Lambda) Validate() error {
 	}
 	if l.Timeout <= 0 {
 		return Errorf(ErrInvalid, "lambda %s: timeout must be positive, got %s", l.Name, l.Timeout)
+	}
+	if l.MaxEnqueued != 0 && l.MaxEnqueued < l.Concurrency { // slots would stay idle for want of messages
+		return Errorf(ErrInvalid, "lambda %s: max enqueued must be zero (the default) or at least the concurrency %d, got %d", l.Name, l.Concurrency, l.MaxEnqueued)
 	}
 	if l.MaxAttempts < 0 || l.MaxAttempts > MaxAttemptsLimit {
 		return Errorf(ErrInvalid, "lambda %s: max attempts must be in 0..%d, got %d", l.Name, MaxAttemptsLimit, l.MaxAttempts)
