@@ -387,11 +387,16 @@ func testDev(t *testing.T, b backend, strictPriority bool) {
 func TestCrash(t *testing.T) { testCrash(t, embedded) }
 
 // TestCrashAWS does the same on DynamoDB and SQS, where the tasks that were running come back
-// through their heartbeat timeouts.
-func TestCrashAWS(t *testing.T) { testCrash(t, onAWS) }
+// through their heartbeat timeouts, and a task enqueued whose message the kill kept from being
+// sent through its enqueue timeout (5 s here).
+func TestCrashAWS(t *testing.T) { testCrash(t, withEnqueueTimeout(onAWS)) }
 
 // TestCrashFunctions does it with the function handlers.
-func TestCrashFunctions(t *testing.T) { testCrash(t, onAWSFunctions) }
+func TestCrashFunctions(t *testing.T) { testCrash(t, withEnqueueTimeout(onAWSFunctions)) }
+
+func withEnqueueTimeout(b backend) backend {
+	return func(t *testing.T) []string { return append(b(t), "--enqueue-timeout", "5s") }
+}
 
 func testCrash(t *testing.T, b backend) {
 	handlers, db := handlersDir(t), b(t)
