@@ -46,11 +46,12 @@ type LambdaSpec struct {
 	Concurrency int      `json:"concurrency,omitempty"`
 	Timeout     string   `json:"timeout,omitempty"` // a Go duration, such as "5m"
 	MaxAttempts int      `json:"max_attempts,omitempty"`
+	MaxEnqueued int      `json:"max_enqueued,omitempty"`
 }
 
 // Lambda returns the task.Lambda of s, with defaults, validated.
 func (s LambdaSpec) Lambda() (task.Lambda, error) {
-	l := task.Lambda{Name: s.Name, Priorities: s.Priorities, Concurrency: s.Concurrency, MaxAttempts: s.MaxAttempts}
+	l := task.Lambda{Name: s.Name, Priorities: s.Priorities, Concurrency: s.Concurrency, MaxAttempts: s.MaxAttempts, MaxEnqueued: s.MaxEnqueued}
 	if s.Timeout != "" {
 		d, err := time.ParseDuration(s.Timeout)
 		if err != nil {

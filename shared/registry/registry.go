@@ -13,6 +13,8 @@
 //	  "timeout":      "5m",                       // one run of the handler, a Go duration
 //	  "concurrency":  4,                          // tasks at once in one function instance or executor
 //	  "max_attempts": 0,                          // 0: the framework's default (task.Config)
+//	  "max_enqueued": 0,                          // tasks in its queues at once; 0: the default,
+//	                                              //   2 × (enqueue quota + concurrency)
 //	  "function": {                               // kind function only
 //	    "memory_mb":       256,
 //	    "batch_size":      the concurrency, at most 10,
@@ -103,6 +105,7 @@ type Entry struct {
 	Timeout     time.Duration
 	Concurrency int
 	MaxAttempts int // zero: task.Config's MaxAttempts
+	MaxEnqueued int // zero: task.Lambda's DefaultMaxEnqueued
 	// Function is set for KindFunction, ECS for KindECS.
 	Function *Function
 	ECS      *ECS
@@ -131,7 +134,7 @@ type ECS struct {
 func (e Entry) Lambda() task.Lambda {
 	return task.Lambda{
 		Name: e.Name, Priorities: slices.Clone(e.Priorities), Concurrency: e.Concurrency,
-		Timeout: e.Timeout, MaxAttempts: e.MaxAttempts,
+		Timeout: e.Timeout, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued,
 	}
 }
 
@@ -163,6 +166,7 @@ type spec struct {
 	Concurrency int      `json:"concurrency,omitempty"`
 	Timeout     string   `json:"timeout,omitempty"`
 	MaxAttempts int      `json:"max_attempts,omitempty"`
+	MaxEnqueued int      `json:"max_enqueued,omitempty"`
 }
 
 // LambdasJSON returns the ATF_LAMBDAS value of the entries named (every entry if none is): a
@@ -173,7 +177,7 @@ func (r *Registry) LambdasJSON(names ...string) (string, error) {
 		if len(names) > 0 && !slices.Contains(names, e.Name) {
 			continue
 		}
-		s := spec{Name: e.Name, MaxAttempts: e.MaxAttempts}
+		s := spec{Name: e.Name, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued}
 		if !slices.Equal(e.Priorities, task.DefaultPriorities) {
 			s.Priorities = e.Priorities
 		}
@@ -220,6 +224,7 @@ type (
 		Timeout     string        `json:"timeout"`
 		Concurrency *int          `json:"concurrency"`
 		MaxAttempts int           `json:"max_attempts"`
+		MaxEnqueued int           `json:"max_enqueued"`
 		Function    *functionJSON `json:"function"`
 		ECS         *ecsJSON      `json:"ecs"`
 	}
@@ -278,7 +283,7 @@ func (ej entryJSON) entry() (Entry, error) {
 	if ej.Name == "" {
 		return Entry{}, errors.New("name is required")
 	}
-	e := Entry{Name: ej.Name, Kind: ej.Kind, Handler: ej.Handler, Priorities: ej.Priorities, MaxAttempts: ej.MaxAttempts}
+	e := Entry{Name: ej.Name, Kind: ej.Kind, Handler: ej.Handler, Priorities: ej.Priorities, MaxAttempts: ej.MaxAttempts, MaxEnqueued: ej.MaxEnqueued}
 	if err := task.ValidateName("name", e.Name); err != nil {
 		return Entry{}, err
 	}

@@ -65,6 +65,7 @@ func TestBadEntries(t *testing.T) {
 		"negative timeout":  {`{"lambdas": [{"name": "a", "timeout": "-1s"}]}`, "timeout must be positive, got -1s"},
 		"zero concurrency":  {`{"lambdas": [{"name": "a", "concurrency": 0}]}`, "concurrency must be in 1..1000, got 0"},
 		"max attempts":      {`{"lambdas": [{"name": "a", "max_attempts": 101}]}`, "max attempts must be in 0..100, got 101"},
+		"max enqueued":      {`{"lambdas": [{"name": "a", "concurrency": 8, "max_enqueued": 4}]}`, "max enqueued must be zero (the default) or at least the concurrency 8, got 4"},
 		"function too long": {`{"lambdas": [{"name": "a", "timeout": "15m"}]}`, `lambdas[0] "a": timeout 15m0s: a worker function runs at most 15m0s, with a margin: use kind "ecs"`},
 		"function memory":   {`{"lambdas": [{"name": "a", "function": {"memory_mb": 64}}]}`, "function.memory_mb must be in 128..10240, got 64"},
 		"batch over 10":     {`{"lambdas": [{"name": "a", "concurrency": 20, "function": {"batch_size": 11}}]}`, "function.batch_size must be in 1..10, got 11"},
@@ -156,7 +157,7 @@ func TestLambdasJSON(t *testing.T) {
 	t.Parallel()
 	r, err := registry.Parse([]byte(`{"lambdas": [
 		{"name": "a"},
-		{"name": "b", "priorities": ["x", "y"], "timeout": "90s", "concurrency": 7, "max_attempts": 3, "function": {"batch_size": 7}},
+		{"name": "b", "priorities": ["x", "y"], "timeout": "90s", "concurrency": 7, "max_attempts": 3, "max_enqueued": 50, "function": {"batch_size": 7}},
 		{"name": "c", "kind": "ecs", "timeout": "2h"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestLambdasJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3},{"name":"c","timeout":"2h0m0s"}]`; js != want {
+	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3,"max_enqueued":50},{"name":"c","timeout":"2h0m0s"}]`; js != want {
 		t.Errorf("LambdasJSON() = %s\nwant %s", js, want)
 	}
 	env := map[string]string{awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "atf-dev", awsfn.EnvLambdas: js}
