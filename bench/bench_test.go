@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/openatf/atf/shared/dynamostore"
@@ -95,6 +97,32 @@ func TestUnits(t *testing.T) {
 		if got := sh.writeUnits(key, c.item, c.ok, c.transact); got != c.want {
 			t.Errorf("%s: %v WRU, want %v", c.name, got, c.want)
 		}
+	}
+	// An UpdateItem as the store writes it: the item after the expression, charged as a write.
+	sh.writeUnits(key, task("enqueued", "w#2"), true, false)
+	claim := &dynamodb.UpdateItemInput{
+		Key:                       item{"pk": s("task#l#a"), "sk": s("task")},
+		UpdateExpression:          aws.String("SET #a0 = :a0, #a1 = :a1 REMOVE #a2"),
+		ExpressionAttributeNames:  map[string]string{"#a0": "status", "#a1": "due_sk", "#a2": "list_sk"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a0": s("claimed"), ":a1": s("r#3")},
+	}
+	next := sh.updated(key, claim)
+	if next["status"].(*types.AttributeValueMemberS).Value != "claimed" || next["due_sk"].(*types.AttributeValueMemberS).Value != "r#3" || next["list_sk"] != nil || next["id"] == nil {
+		t.Errorf("updated: %v", next)
+	}
+	if got := sh.writeUnits(key, next, true, false); got != 4 { // the table, the due entry moved (2), the list entry gone (1)
+		t.Errorf("an UpdateItem that moves the due entry and drops the list entry: %v WRU, want 4", got)
+	}
+	counter := &dynamodb.UpdateItemInput{
+		Key: item{"pk": s("count#l#0"), "sk": s("count")}, UpdateExpression: aws.String("ADD #s0 :d0, #s1 :d1"),
+		ExpressionAttributeNames:  map[string]string{"#s0": "new", "#s1": "enqueued"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d0": &types.AttributeValueMemberN{Value: "-1"}, ":d1": &types.AttributeValueMemberN{Value: "1"}},
+	}
+	ckey := sh.key(counter.Key)
+	if c := sh.updated(ckey, counter); c["new"].(*types.AttributeValueMemberN).Value != "-1" || c["enqueued"].(*types.AttributeValueMemberN).Value != "1" {
+		t.Errorf("ADD on a new counter item: %v", c)
+	} else if got := sh.writeUnits(ckey, c, true, false); got != 1 {
+		t.Errorf("a counter write: %v WRU, want 1", got)
 	}
 	big := task("new", "w#1")
 	big["payload"] = &types.AttributeValueMemberB{Value: make([]byte, 3000)}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"maps"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -98,6 +100,58 @@ func (s *shadow) writeUnits(key string, next item, ok, transact bool) float64 {
 		s.items[key] = next
 	}
 	return units
+}
+
+// updated returns the item at key as in's update expression leaves it. It knows the clauses atf
+// writes: SET a = :v, REMOVE a, and ADD a :n on numbers.
+func (s *shadow) updated(key string, in *dynamodb.UpdateItemInput) item {
+	s.mu.Lock()
+	next := maps.Clone(s.items[key])
+	s.mu.Unlock()
+	if next == nil {
+		next = maps.Clone(in.Key)
+	}
+	name := func(n string) string {
+		if v, ok := in.ExpressionAttributeNames[n]; ok {
+			return v
+		}
+		return n
+	}
+	clause, action := "", []string{}
+	apply := func() {
+		switch {
+		case clause == "SET" && len(action) == 3 && action[1] == "=":
+			next[name(action[0])] = in.ExpressionAttributeValues[action[2]]
+		case clause == "REMOVE" && len(action) == 1:
+			delete(next, name(action[0]))
+		case clause == "ADD" && len(action) == 2:
+			a := name(action[0])
+			sum := 0.0
+			if v, ok := next[a].(*types.AttributeValueMemberN); ok {
+				sum, _ = strconv.ParseFloat(v.Value, 64)
+			}
+			if v, ok := in.ExpressionAttributeValues[action[1]].(*types.AttributeValueMemberN); ok {
+				d, _ := strconv.ParseFloat(v.Value, 64)
+				sum += d
+			}
+			next[a] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(sum, 'f', -1, 64)}
+		}
+		action = action[:0]
+	}
+	expr := strings.NewReplacer(",", " , ", "=", " = ").Replace(aws.ToString(in.UpdateExpression))
+	for _, word := range strings.Fields(expr) {
+		switch word {
+		case "SET", "REMOVE", "ADD", "DELETE":
+			apply()
+			clause = word
+		case ",":
+			apply()
+		default:
+			action = append(action, word)
+		}
+	}
+	apply()
+	return next
 }
 
 // entry is the index entry of it, or nil if it lacks the index's keys (a sparse index).
@@ -255,6 +309,9 @@ func (p *probe) handle(ctx context.Context, in middleware.InitializeInput, next 
 	switch params := in.Parameters.(type) {
 	case *dynamodb.PutItemInput:
 		u.Write = p.shadow.writeUnits(p.shadow.key(params.Item), params.Item, err == nil, false)
+	case *dynamodb.UpdateItemInput:
+		key := p.shadow.key(params.Key)
+		u.Write = p.shadow.writeUnits(key, p.shadow.updated(key, params), err == nil, false)
 	case *dynamodb.DeleteItemInput:
 		u.Write = p.shadow.writeUnits(p.shadow.key(params.Key), nil, err == nil, false)
 	case *dynamodb.TransactWriteItemsInput:
