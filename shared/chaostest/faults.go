@@ -265,18 +265,18 @@ func (s *Owner) Foreign() []string {
 
 // SlowStatus makes the status controller slow, as a status function that is slow to answer or
 // times out: every claim and heartbeat (a write to claimed or processing) waits a random time up
-// to Max. For a share (Rate) of the runs, every heartbeat after the start then hangs from 2/3 of
-// Max to Max and fails without writing, as a status function that times out on its store: the
+// to Max. For the runs Fail picks, every heartbeat after the start then hangs from 2/3 of Max to
+// Max and fails without writing, as a status function that times out on its store: the
 // heartbeats of those runs fail slowly from then on. A wait ignores the caller's deadline on
 // purpose: a call that hangs does not stop for it.
 type SlowStatus struct {
 	task.Store
 	Max    time.Duration
-	Rate   float64
+	Fail   func(task.Task) bool
 	calls  atomic.Int64
 	faults atomic.Int64
 	mu     sync.Mutex
-	bad    map[string]bool // leases whose heartbeats fail, by lease; false: started, healthy
+	bad    map[string]bool // by lease: whether the run's heartbeats fail; absent until it starts
 }
 
 // Calls is how many status writes were slowed, and Faults how many of them failed.
@@ -294,7 +294,7 @@ func (s *SlowStatus) Update(ctx context.Context, t task.Task, prev int64) error 
 	}
 	bad, started := s.bad[t.Lease]
 	if !started && t.Status == task.StatusProcessing {
-		s.bad[t.Lease] = rand.Float64() < s.Rate // decided at the start, which goes through
+		s.bad[t.Lease] = s.Fail(t) // decided at the start, which goes through
 	}
 	s.mu.Unlock()
 	if !bad {

@@ -232,10 +232,10 @@ func TestChaosHeartbeatLoss(t *testing.T)    { testHeartbeatLoss(t, embedded(t))
 func TestChaosHeartbeatLossAWS(t *testing.T) { testHeartbeatLoss(t, emulated(t, "hb")) }
 
 // (j) The status controller is slow: every claim and heartbeat takes from 0 to 3 heartbeat
-// intervals, and a quarter of them then fail, before or after the write. The executor must stop
-// a run by its clock before its lease can run out, however long the calls hang: no two runs of a
-// task overlap, and none is lost. Runs take 6 heartbeat intervals, so each sees several slow
-// heartbeats.
+// intervals, and for the first runs of a quarter of the tasks every heartbeat after the start
+// hangs and fails. The executor must stop a run by its clock before its lease can run out,
+// however long the calls hang: no two runs of a task overlap, and none is lost. Runs take 6
+// heartbeat intervals, so each sees several slow heartbeats.
 func testSlowStatus(t *testing.T, b backend) {
 	n := size(b, 100, 2000)
 	timing := chaostest.Timing(b.aws)
@@ -245,7 +245,8 @@ func testSlowStatus(t *testing.T, b backend) {
 	timing.HeartbeatTimeout = 9 * timing.HeartbeatInterval
 	timing.ClaimTimeout = timing.HeartbeatTimeout
 	timing.LeaseMargin = 2 * timing.HeartbeatInterval
-	slow := &chaostest.SlowStatus{Store: b.store, Max: 3 * timing.HeartbeatInterval, Rate: 0.25}
+	slow := &chaostest.SlowStatus{Store: b.store, Max: 3 * timing.HeartbeatInterval,
+		Fail: func(tk task.Task) bool { return tk.Attempts == 1 && chosen(tk.ID) }}
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle("slow", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(6*timing.HeartbeatInterval, nil)})
