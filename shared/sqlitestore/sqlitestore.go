@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/openatf/atf/shared/task"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver; its errors carry SQLite's codes
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Times are INTEGER unix nanoseconds, NULL for a nil pointer (or a zero time). Payload and
@@ -264,11 +265,21 @@ func (s *Store) write(ctx context.Context, u *update, t task.Task) error {
 	}
 	select {
 	case err := <-u.done:
-		return err
+		return storageError(err)
 	case <-ctx.Done():
 		// As with a statement cut short: the write may or may not be committed.
 		return ctx.Err()
 	}
+}
+
+// storageError turns SQLite's "database or disk is full" into task.ErrStorageFull: the write
+// was rolled back, and may be retried once there is room. Other errors are left as they are.
+func storageError(err error) error {
+	var e *sqlite.Error
+	if errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL {
+		return task.Errorf(task.ErrStorageFull, "the task store is full: its disk has no room left; retry later")
+	}
+	return err
 }
 
 // writeUpdates commits the updates waiting, together, until the store closes. It alone answers
@@ -671,7 +682,7 @@ func (s *Store) SetGate(ctx context.Context, g task.Gate) error {
 			g.Lambda, g.Collection, g.Mode, nanos(g.UpdatedAt))
 	}
 	if err != nil {
-		return fmt.Errorf("sqlitestore: set gate %s/%s: %w", g.Lambda, g.Collection, err)
+		return storageError(fmt.Errorf("sqlitestore: set gate %s/%s: %w", g.Lambda, g.Collection, err))
 	}
 	return nil
 }
