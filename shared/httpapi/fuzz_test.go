@@ -92,7 +92,9 @@ func FuzzRequestBody(f *testing.F) {
 
 func serve(h http.Handler, method, path string, body []byte) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, path, bytes.NewReader(body)))
+	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -111,7 +113,7 @@ func checkJSON(t *testing.T, rec *httptest.ResponseRecorder) {
 }
 
 // The error code of each client error status (httpapi's table, as the README documents it).
-var errorCodeOf = map[int]string{400: "malformed", 404: "not_found", 409: "conflict", 413: "too_large", 422: "invalid", 429: "throttled"}
+var errorCodeOf = map[int]string{400: "malformed", 404: "not_found", 409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid", 429: "throttled"}
 
 func checkError(t *testing.T, rec *httptest.ResponseRecorder) {
 	t.Helper()

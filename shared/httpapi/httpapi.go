@@ -14,6 +14,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rw.Header().Set("Allow", allow)
 		}
 		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	} else if !jsonBody(r) {
+		writeError(rw, http.StatusUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 	} else {
 		a.mux.ServeHTTP(rw, r)
 	}
@@ -271,24 +274,39 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	return false
 }
 
-// The one table that maps domain errors to HTTP.
+// statusClientClosed answers a request whose client went away (nginx's 499): nobody reads it, and
+// it is no fault of the server, so it is not logged as one.
+const statusClientClosed = 499
+
+// The one table that maps domain errors to HTTP. Errors the client may retry as they are, once
+// the store has caught up or has room again, carry a Retry-After in seconds.
 var errorCodes = []struct {
-	kind   error
-	status int
-	code   string
+	kind       error
+	status     int
+	code       string
+	retryAfter string
 }{
-	{task.ErrNotFound, http.StatusNotFound, "not_found"},
-	{task.ErrExists, http.StatusConflict, "conflict"},
-	{task.ErrConflict, http.StatusConflict, "conflict"},
-	{task.ErrStaleLease, http.StatusConflict, "stale_lease"},
-	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
-	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-	{task.ErrThrottled, http.StatusTooManyRequests, "throttled"},
+	{task.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{task.ErrExists, http.StatusConflict, "conflict", ""},
+	{task.ErrConflict, http.StatusConflict, "conflict", ""},
+	{task.ErrStaleLease, http.StatusConflict, "stale_lease", ""},
+	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid", ""},
+	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
+	{task.ErrThrottled, http.StatusTooManyRequests, "throttled", "1"},
+	{task.ErrStorageFull, http.StatusInsufficientStorage, "storage_full", "10"},
 }
 
 func (a *api) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.Canceled) {
+		// The request's context ends when its client goes away.
+		writeError(w, statusClientClosed, "client_closed", "the client went away")
+		return
+	}
 	for _, e := range errorCodes {
 		if errors.Is(err, e.kind) {
+			if e.retryAfter != "" {
+				w.Header().Set("Retry-After", e.retryAfter)
+			}
 			writeError(w, e.status, e.code, err.Error())
 			return
 		}
