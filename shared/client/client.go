@@ -19,6 +19,7 @@ import (
 type Client struct {
 	Endpoint string // such as http://127.0.0.1:8080
 	HTTP     *http.Client
+	Token    string // if set, sent as a bearer token, as atf dev --token requires
 }
 
 // Error is an error answer of the API.
@@ -152,6 +153,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := c.HTTP
 	if hc == nil {

@@ -2,9 +2,6 @@ package local
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -67,14 +64,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	s.loops.Go(func() { sched.Run(quit) })
 
 	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: lambdas, Task: c.Task}), c.Logger), c.Logger)
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return err
-	}
-	s.addr = ln.Addr().String()
-	s.server = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	go s.server.Serve(ln)
-	return nil
+	return s.serve(c, api)
 }
 
 // stopFunctions stops the event sources; invocations in flight may finish until ctx is done,

@@ -6,6 +6,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,41 @@ type Config struct {
 	Timeout     time.Duration
 	Task        task.Config
 	Logger      *slog.Logger
+	// Token, if set, is the bearer token every API request must carry (httpapi.Guard).
+	Token string
+	// HTTP bounds the API listener's connections; zero fields take DefaultHTTPLimits'.
+	HTTP HTTPLimits
+}
+
+// HTTPLimits bound the connections of the API listener, so that slow and idle clients cannot
+// hold connections, and their goroutines and buffers, without end.
+type HTTPLimits struct {
+	ReadHeaderTimeout time.Duration // to read a request's headers
+	ReadTimeout       time.Duration // to read a whole request, body included
+	WriteTimeout      time.Duration // from the end of the headers to the end of the response
+	IdleTimeout       time.Duration // a kept-alive connection waiting for its next request
+	MaxHeaderBytes    int
+}
+
+// DefaultHTTPLimits are the limits of atf dev's listener. The largest body, a batch of 6 MiB
+// (httpapi), takes ReadTimeout at 100 KiB/s; WriteTimeout leaves a request that took that long
+// another minute to be served and answered.
+var DefaultHTTPLimits = HTTPLimits{
+	ReadHeaderTimeout: 10 * time.Second,
+	ReadTimeout:       time.Minute,
+	WriteTimeout:      2 * time.Minute,
+	IdleTimeout:       30 * time.Second,
+	MaxHeaderBytes:    64 << 10,
+}
+
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	d := DefaultHTTPLimits
+	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, d.ReadTimeout)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, d.WriteTimeout)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, d.IdleTimeout)
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, d.MaxHeaderBytes)
+	return l
 }
 
 // Stack is a running local atf.
@@ -134,16 +170,32 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.consumer = cons
 
 	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake})
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
+	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err
 	}
-	s.addr = ln.Addr().String()
-	s.server = &http.Server{Handler: httpapi.New(svc, c.Logger), ReadHeaderTimeout: 10 * time.Second}
-	go s.server.Serve(ln)
 	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names(lambdas))
 	return s, nil
+}
+
+// serve serves the API h on c.Addr, behind httpapi.Guard and within c.HTTP's limits.
+func (s *Stack) serve(c Config, h http.Handler) error {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	s.addr = ln.Addr().String()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && c.Token == "" {
+		c.Logger.Warn("the API listens beyond this machine with no token: anyone who reaches it can schedule and read tasks; set a token", "addr", s.addr)
+	}
+	l := c.HTTP.withDefaults()
+	s.server = &http.Server{
+		Handler:           httpapi.Guard(h, ln.Addr(), c.Token),
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout,
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
+	}
+	go s.server.Serve(ln)
+	return nil
 }
 
 // claimSignal tells the consumer of every claim, so that a lambda held back by its cap on
