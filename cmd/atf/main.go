@@ -3,6 +3,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +24,7 @@ Usage:
   atf dev --handlers DIR [--addr 127.0.0.1:8080] [--db .atf/atf.db] [--concurrency N]
           [--timeout 5m] [--poll 100ms] [--grace 10s]
           [--backend embedded|aws] [--table atf-dev] [--queue-prefix atf-dev] [--shards 4] [--create]
+          [--token TOKEN]
       run everything in one process, on the embedded store or on DynamoDB and SQS
   atf create --handlers DIR [--table atf-dev] [--queue-prefix atf-dev]
       create the DynamoDB table and the SQS queues of the lambdas in DIR (AWS_* environment)
@@ -34,7 +36,8 @@ Usage:
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
 
-Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --json.
+Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
+(default $ATF_TOKEN) and --json.
 `
 
 func main() {
@@ -63,6 +66,7 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("atf "+cmd, flag.ContinueOnError)
 	endpoint := fs.String("endpoint", envOr("ATF_ENDPOINT", "http://127.0.0.1:8080"), "atf API endpoint")
 	asJSON := fs.Bool("json", false, "print JSON")
+	token := fs.String("token", "", "the API's bearer token, if atf dev has one (default $ATF_TOKEN)")
 	opts := cl.flags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -73,7 +77,7 @@ func run(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/")}
+	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/"), Token: cmp.Or(*token, os.Getenv("ATF_TOKEN"))}
 	v, err := cl.run(ctx, c, pos, opts)
 	if err != nil {
 		return err
