@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,5 +185,25 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("an error that is no fault of the server was logged as one:\n%s", logs.String())
+	}
+}
+
+// timeoutReader returns what a connection returns once its read deadline has passed.
+type timeoutReader struct{}
+
+func (timeoutReader) Read([]byte) (int, error) { return 0, os.ErrDeadlineExceeded }
+
+// TestSlowBody: a body cut by the listener's read timeout is a 408, not a 400 quoting the
+// connection's addresses.
+func TestSlowBody(t *testing.T) {
+	h := httpapi.New(frontend.New(nil, frontend.Config{}), slog.New(slog.DiscardHandler))
+	req := httptest.NewRequest("POST", "/v1/lambdas/echo/tasks", io.MultiReader(strings.NewReader(`{"id":`), timeoutReader{}))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var out map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != http.StatusRequestTimeout || errorCode(out) != "timeout" {
+		t.Errorf("a body cut by the read timeout: %d %s, want 408 timeout", rec.Code, rec.Body)
 	}
 }

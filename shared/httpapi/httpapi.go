@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path"
 	"strconv"
 	"time"
@@ -259,6 +260,9 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	var typ *json.UnmarshalTypeError
 	var parseTime *time.ParseError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The listener's read timeout cut a body that came too slowly.
+		writeError(w, http.StatusRequestTimeout, "timeout", "the request body did not arrive in time")
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over the %d-byte limit", limit))
 	case errors.As(err, &syntax):

@@ -39,11 +39,11 @@ func startWith(t *testing.T, c local.Config) *local.Stack {
 	return s
 }
 
-// closedByServer reads conn until the server closes it, and fails if it does not.
-func closedByServer(t *testing.T, conn net.Conn, what string) {
+// closedByServer reads conn, through r, until the server closes it, and fails if it does not.
+func closedByServer(t *testing.T, r io.Reader, conn net.Conn, what string) {
 	t.Helper()
 	conn.SetReadDeadline(time.Now().Add(hangLimit))
-	_, err := io.Copy(io.Discard, conn)
+	_, err := io.Copy(io.Discard, r)
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("%s: the server did not close the connection: %v", what, err)
 	}
@@ -62,7 +62,12 @@ func TestSlowAndIdleConnectionsClosed(t *testing.T) {
 		defer conn.Close()
 		// The headers promise a body of 1000 bytes; one comes, the rest never do.
 		fmt.Fprintf(conn, "POST /v1/lambdas/work/tasks HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", s.Addr())
-		closedByServer(t, conn, "a body that never ends")
+		conn.SetReadDeadline(time.Now().Add(hangLimit))
+		r := bufio.NewReader(conn)
+		if resp, err := http.ReadResponse(r, nil); err == nil && resp.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("a body that never ends: %d, want 408", resp.StatusCode)
+		}
+		closedByServer(t, r, conn, "a body that never ends")
 	})
 	t.Run("idle", func(t *testing.T) {
 		s := startWith(t, local.Config{HTTP: local.HTTPLimits{ReadTimeout: long, WriteTimeout: long, IdleTimeout: short}})
@@ -82,7 +87,7 @@ func TestSlowAndIdleConnectionsClosed(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Close {
 			t.Fatalf("first request: %d, close %v", resp.StatusCode, resp.Close)
 		}
-		closedByServer(t, conn, "an idle kept-alive connection")
+		closedByServer(t, r, conn, "an idle kept-alive connection")
 	})
 }
 
