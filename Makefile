@@ -44,7 +44,7 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 	@env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	$(GO) run ./cmd/atf create --handlers $(BIN)/handlers >/dev/null || exit 1; \
 	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
-	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN))) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
+	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN)),$(if $(filter status,$(FN)),echo)) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
 test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped here), then make infra-test
 	@mkdir -p $(BIN)

@@ -26,6 +26,10 @@
 // reaches the executor alone, and a stopped handler is killed with everything it started. As the
 // first process the executor does not reap orphaned grandchildren of handlers: run the container
 // with an init process (initProcessEnabled in the ECS task definition) if handlers leave any.
+//
+// Handlers start without the AWS credential variables of the executor's environment
+// (worker.CredentialVars: on ECS, the task role's credentials endpoint), so the role that claims
+// and reports the lambda's tasks is not the handler's to use.
 package main
 
 import (
@@ -152,6 +156,12 @@ func load(args []string, getenv func(string) string, usage io.Writer) (config, e
 	h, ok := mux.Handler(l.Name)
 	if !ok {
 		return config{}, fmt.Errorf("no handler for lambda %s in %s: want an executable file named %s (with any extension)", l.Name, *handlers, l.Name)
+	}
+	// The task role's credentials are the executor's, for claiming and reporting: the handler
+	// gets none (see worker.Program).
+	if p, ok := h.(worker.Program); ok {
+		p.WithoutAWSCredentials = true
+		h = p
 	}
 	return config{env: env, lambda: l, handler: h, handlersDir: *handlers, prefetch: *prefetch, drain: *drain}, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/sqsqueue"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
 )
 
 var executorBin string
@@ -84,6 +85,15 @@ func TestLoad(t *testing.T) {
 		}
 		if cfg.lambda.Name != "nap" || cfg.lambda.Concurrency != 3 || cfg.prefetch != 3 || cfg.drain != DefaultDrain || cfg.handler == nil {
 			t.Fatalf("got lambda %+v, prefetch %d, drain %s", cfg.lambda, cfg.prefetch, cfg.drain)
+		}
+	})
+	t.Run("handler without AWS credentials", func(t *testing.T) {
+		cfg, err := load(nil, getenv(base), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := cfg.handler.(worker.Program); !ok || !p.WithoutAWSCredentials {
+			t.Fatalf("the handler is %#v; want a worker.Program without AWS credentials", cfg.handler)
 		}
 	})
 	t.Run("environment", func(t *testing.T) {

@@ -1,8 +1,11 @@
-// Command status is the status function: workers invoke it to claim tasks, heartbeat and report
-// results, over the contract of shared/statusfn.
+// Command status is a status function: a lambda's workers invoke it to claim tasks, heartbeat and
+// report results, over the contract of shared/statusfn. Each lambda of kind function has one of
+// its own, named by ATF_LAMBDA (required), and it refuses requests naming any other lambda.
 package main
 
 import (
+	"log"
+
 	"github.com/openatf/atf/shared/awsfn"
 	"github.com/openatf/atf/shared/status"
 	"github.com/openatf/atf/shared/statusfn"
@@ -10,6 +13,9 @@ import (
 
 func main() {
 	env, clients, logger := awsfn.Setup()
+	if env.Lambda == "" {
+		log.Fatalf("%s must name the lambda whose tasks this status function serves", awsfn.EnvLambda)
+	}
 	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
-	awsfn.Start(statusfn.NewHandler(hsc, logger).Handle)
+	awsfn.Start(statusfn.NewLambdaHandler(hsc, env.Lambda, logger).Handle)
 }

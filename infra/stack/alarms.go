@@ -41,7 +41,7 @@ type metrics struct {
 	namespace string
 }
 
-func newMetrics(scope constructs.Construct, id string, d *deployment, st *status, cons *consumer, lambdas []*lambdaResources) *metrics {
+func newMetrics(scope constructs.Construct, id string, d *deployment, cons *consumer, lambdas []*lambdaResources) *metrics {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	m := &metrics{namespace: "atf/" + d.name}
 	filter := func(id string, logs awslogs.ILogGroup, name, pattern, value string, unit awscloudwatch.Unit) {
@@ -56,12 +56,14 @@ func newMetrics(scope constructs.Construct, id string, d *deployment, st *status
 		})
 	}
 	filter("ConsumerDeadTasks", cons.logGroup, metricDeadTasks, deadPattern, "1", awscloudwatch.Unit_COUNT)
-	filter("StatusDeliveryLatency", st.logGroup, metricDeliveryLatency, deliveryPattern, "$.delivery_ms", awscloudwatch.Unit_MILLISECONDS)
 	for _, l := range lambdas {
 		filter("DeadTasks-"+l.entry.Name, l.logs, metricDeadTasks, deadPattern, "1", awscloudwatch.Unit_COUNT)
-		if l.executor != nil {
-			filter("DeliveryLatency-"+l.entry.Name, l.logs, metricDeliveryLatency, deliveryPattern, "$.delivery_ms", awscloudwatch.Unit_MILLISECONDS)
+		// Claims are logged by the lambda's status function, or by its executors in-process.
+		claims := l.logs
+		if l.status != nil {
+			claims = l.status.logGroup
 		}
+		filter("DeliveryLatency-"+l.entry.Name, claims, metricDeliveryLatency, deliveryPattern, "$.delivery_ms", awscloudwatch.Unit_MILLISECONDS)
 	}
 	return m
 }

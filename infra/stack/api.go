@@ -43,7 +43,7 @@ func newAPI(scope constructs.Construct, id string, d *deployment, s *store) *api
 		asset: "api", description: "atf-" + d.name + ": the v1 HTTP API behind API Gateway",
 		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.commonEnv(d.lambdasJSON, s.table.TableName()),
 	})}
-	s.grant(a.role)
+	s.grant(a.role, apiActions...)
 
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	a.accessLog = awslogs.NewLogGroup(c, jsii.String("AccessLogs"), &awslogs.LogGroupProps{

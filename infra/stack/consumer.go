@@ -38,7 +38,7 @@ func newConsumer(scope constructs.Construct, id string, d *deployment, s *store,
 		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.commonEnv(d.lambdasJSON, s.table.TableName()),
 		reserved: 1, dropStaleEvents: true, maxEventAge: consumerfn.Period,
 	})}
-	s.grant(c.role)
+	s.grant(c.role, consumerActions...)
 	for _, l := range lambdas {
 		for _, p := range l.queues.priorities {
 			l.queues.queue[p].GrantSendMessages(c.role)

@@ -7,10 +7,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// newDashboard makes the environment's dashboard, atf-<env>: the API, the consumer, the status
-// function and the table on top, then a row per lambda: queue depth and age by priority,
-// dead-letter messages, dead tasks, delivery latency, and its worker function or executors.
-func newDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, a *api, cons *consumer, st *status, s *store, lambdas []*lambdaResources) awscloudwatch.Dashboard {
+// newDashboard makes the environment's dashboard, atf-<env>: the API, the consumer and the table
+// on top, then a row per lambda: queue depth and age by priority, dead-letter messages, dead
+// tasks, delivery latency, and its worker and status functions or its executors.
+func newDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, a *api, cons *consumer, s *store, lambdas []*lambdaResources) awscloudwatch.Dashboard {
 	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 			Title: jsii.String(title), Left: &left, Width: jsii.Number(6), Height: jsii.Number(6),
@@ -23,7 +23,6 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 		graph("API requests and errors", a.api.MetricCount(sum), a.api.MetricClientError(sum), a.api.MetricServerError(sum)),
 		graph("API latency p95", a.api.MetricLatency(p95), a.api.MetricIntegrationLatency(p95)),
 		graph("Consumer invocations, errors, throttles", cons.function.function.MetricInvocations(sum), cons.function.function.MetricErrors(sum), cons.function.function.MetricThrottles(sum)),
-		graph("Status function calls and errors", st.function.function.MetricInvocations(sum), st.function.function.MetricErrors(sum), st.function.function.MetricDuration(p95)),
 	}, {
 		graph("Table throttled requests", s.table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Statistic: jsii.String("Sum")})),
 		graph("Table consumed units", s.table.MetricConsumedReadCapacityUnits(sum), s.table.MetricConsumedWriteCapacityUnits(sum)),
@@ -38,8 +37,10 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 		row := []awscloudwatch.IWidget{graph(l.entry.Name+": queued by priority", ld...), graph(l.entry.Name+": oldest message (s)", la...)}
 		if l.worker != nil {
 			f := l.worker.function.function
+			sf := l.status.function.function
 			row = append(row, graph(l.entry.Name+": worker invocations, errors, throttles", f.MetricInvocations(sum), f.MetricErrors(sum), f.MetricThrottles(sum)),
-				graph(l.entry.Name+": worker duration p95 (ms)", f.MetricDuration(p95)))
+				graph(l.entry.Name+": worker duration p95 (ms)", f.MetricDuration(p95)),
+				graph(l.entry.Name+": status function calls, errors, throttles", sf.MetricInvocations(sum), sf.MetricErrors(sum), sf.MetricThrottles(sum)))
 		} else {
 			svc := l.executor.service
 			row = append(row, graph(l.entry.Name+": executors CPU and memory (%)", svc.MetricCpuUtilization(max), svc.MetricMemoryUtilization(max)))

@@ -5,7 +5,7 @@
 //	store.go     the DynamoDB table: keys, the due and list indexes, TTL, PITR
 //	api.go       the REST API (AWS_IAM on every method) and the API function
 //	consumer.go  the consumer function and its rate(1 minute) rule
-//	status.go    the status function, which workers invoke to claim, heartbeat and report
+//	status.go    a function lambda's status function, which its worker invokes to claim, heartbeat and report
 //	queues.go    a lambda's queues: one per priority, each with a dead-letter queue
 //	worker.go    a function lambda's worker function and its SQS event sources
 //	executor.go  an ecs lambda's Fargate service running functions/executor (and the cluster)
@@ -14,7 +14,8 @@
 //	nag.go       cdk-nag's AwsSolutions checks and every suppression, with its reason
 //
 // Permissions come from the constructs' Grant methods, each on the resources one function
-// needs: a worker reads only its own lambda's queues and invokes only the status function.
+// needs: a worker reads only its own lambda's queues and invokes only its own lambda's status
+// function; a status function and an executor use only their own lambda's items of the table.
 package stack
 
 import (
@@ -108,7 +109,6 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	awscdk.Tags_Of(d.stack).Add(jsii.String("atf:environment"), jsii.String(p.Name), nil)
 
 	store := newStore(d.stack, "Store", d)
-	status := newStatus(d.stack, "Status", d, store)
 	var lambdas []*lambdaResources
 	var cluster *executorCluster
 	for i, e := range p.Registry.Lambdas {
@@ -116,7 +116,8 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		lr := &lambdaResources{entry: e, index: i, queues: newQueues(scope, "Queues", d, e)}
 		switch e.Kind {
 		case registry.KindFunction:
-			lr.worker = newWorker(scope, "Worker", d, e, lr.queues, status)
+			lr.status = newStatus(scope, "Status", d, e, store)
+			lr.worker = newWorker(scope, "Worker", d, e, lr.queues, lr.status)
 			lr.logs = lr.worker.logGroup
 		case registry.KindECS:
 			if cluster == nil {
@@ -129,16 +130,15 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	}
 	consumer := newConsumer(d.stack, "Consumer", d, store, lambdas)
 	api := newAPI(d.stack, "Api", d, store)
-	metrics := newMetrics(d.stack, "Metrics", d, status, consumer, lambdas)
+	metrics := newMetrics(d.stack, "Metrics", d, consumer, lambdas)
 	if p.Env.Alarms != nil {
 		newAlarms(d.stack, "Alarms", d, metrics, consumer, lambdas)
 	}
-	newDashboard(d.stack, "Dashboard", d, metrics, api, consumer, status, store, lambdas)
+	newDashboard(d.stack, "Dashboard", d, metrics, api, consumer, store, lambdas)
 
 	output(d.stack, "ApiUrl", api.api.Url())
 	output(d.stack, "TableName", store.table.TableName())
 	output(d.stack, "QueuePrefix", jsii.String(d.prefix))
-	output(d.stack, "StatusFunction", status.function.function.FunctionName())
 	applyNag(d)
 	return d.stack
 }
@@ -149,6 +149,7 @@ type lambdaResources struct {
 	index    int // in the registry
 	queues   *queues
 	worker   *worker          // kind function
+	status   *status          // kind function: its status function
 	executor *executor        // kind ecs
 	logs     awslogs.LogGroup // where its handler's runs are logged
 }

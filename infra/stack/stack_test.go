@@ -155,7 +155,8 @@ func TestWorkers(t *testing.T) {
 }
 
 // TestFunctions: every function runs provided.al2023 on arm64 and gets the environment of
-// package awsfn; workers get their own lambda only, and the status function's name.
+// package awsfn; a lambda's worker and status function get their own lambda only, and the
+// worker its own status function's name.
 func TestFunctions(t *testing.T) {
 	reg := mustLoadRegistry(t)
 	allJSON, _ := reg.LambdasJSON()
@@ -169,12 +170,21 @@ func TestFunctions(t *testing.T) {
 		if env[awsfn.EnvQueuePrefix] != "atf-prod" || env[awsfn.EnvShards] != "16" || env[awsfn.EnvTable] == nil {
 			t.Errorf("%s: environment %v", id, env)
 		}
+		var statusPath string // of the function ATF_STATUS_FUNCTION names
+		if statusFn, ok := s.json["Resources"].(map[string]any)[ref(env[awsfn.EnvStatusFunction])].(map[string]any); ok {
+			statusPath = path(statusFn)
+		}
 		switch path := path(fn); {
 		case strings.HasPrefix(path, "Lambda-"):
 			lambda := strings.TrimPrefix(strings.Split(path, "/")[0], "Lambda-")
 			own, _ := reg.LambdasJSON(lambda)
-			if env[awsfn.EnvLambda] != lambda || env[awsfn.EnvLambdas] != own || ref(env[awsfn.EnvStatusFunction]) == "" {
-				t.Errorf("%s: worker environment %v", path, env)
+			if env[awsfn.EnvLambda] != lambda || env[awsfn.EnvLambdas] != own {
+				t.Errorf("%s: environment %v", path, env)
+			}
+			if strings.HasSuffix(path, "/Worker/Function/Resource") {
+				if statusPath != "Lambda-"+lambda+"/Status/Function/Resource" {
+					t.Errorf("%s: %s = %v, want its own lambda's status function", path, awsfn.EnvStatusFunction, env[awsfn.EnvStatusFunction])
+				}
 			}
 		default:
 			if env[awsfn.EnvLambdas] != allJSON {
@@ -313,9 +323,10 @@ func grantsOf(s *synthesized, rolePath string) (actions []string, resources []st
 }
 
 // TestLeastPrivilege: each role touches only its own resources. A worker receives from its own
-// queues and invokes the status function, no other lambda's queues, no table; an executor
+// queues and invokes its own status function, no other lambda's queues, no table; an executor
 // consumes its own queues and uses the table; the consumer sends to every queue and receives
-// from none; the API and status functions use the table and nothing else.
+// from none; the API and status functions use the table and nothing else. Which items of the
+// table, isolation_test.go checks.
 func TestLeastPrivilege(t *testing.T) {
 	reg := mustLoadRegistry(t)
 	s := environments(t)["staging"]
@@ -328,7 +339,7 @@ func TestLeastPrivilege(t *testing.T) {
 		switch e.Kind {
 		case registry.KindFunction:
 			role = "Lambda-" + e.Name + "/Worker/Role/Resource"
-			want = append(want, "Lambda-"+e.Name+"/Worker/Logs/Resource", "Status/Function/Resource")
+			want = append(want, "Lambda-"+e.Name+"/Worker/Logs/Resource", "Lambda-"+e.Name+"/Status/Function/Resource")
 		case registry.KindECS:
 			role = "Lambda-" + e.Name + "/Executor/Task/TaskRole/Resource"
 			want = append(want, "Store/Table/Resource")
@@ -339,7 +350,7 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s may touch %v\nwant %v", role, resources, want)
 		}
 		for _, a := range actions {
-			if !strings.HasPrefix(a, "sqs:") && !strings.HasPrefix(a, "logs:") && a != "lambda:InvokeFunction" && !slices.Contains(storeActions, a) {
+			if !strings.HasPrefix(a, "sqs:") && !strings.HasPrefix(a, "logs:") && a != "lambda:InvokeFunction" && !slices.Contains(statusActions, a) {
 				t.Errorf("%s may %s", role, a)
 			}
 			if a == "sqs:SendMessage" {
@@ -358,13 +369,19 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("the consumer may %s", a)
 		}
 	}
-	for _, role := range []string{"ApiFunction/Role/Resource", "Status/Role/Resource"} {
+	roles := map[string][]string{"ApiFunction/Role/Resource": apiActions}
+	for _, e := range reg.Lambdas {
+		if e.Kind == registry.KindFunction {
+			roles["Lambda-"+e.Name+"/Status/Role/Resource"] = statusActions
+		}
+	}
+	for role, allowed := range roles {
 		actions, resources := grantsOf(s, role)
-		if want := []string{strings.Split(role, "/")[0] + "/Logs/Resource", "Store/Table/Resource"}; !slices.Equal(resources, want) {
+		if want := []string{strings.TrimSuffix(role, "Role/Resource") + "Logs/Resource", "Store/Table/Resource"}; !slices.Equal(resources, want) {
 			t.Errorf("%s may touch %v, want %v", role, resources, want)
 		}
 		for _, a := range actions {
-			if !strings.HasPrefix(a, "logs:") && !slices.Contains(storeActions, a) {
+			if !strings.HasPrefix(a, "logs:") && !slices.Contains(allowed, a) {
 				t.Errorf("%s may %s", role, a)
 			}
 		}
@@ -598,8 +615,8 @@ func TestAddLambda(t *testing.T) {
 	}
 	want := map[string]int{
 		"AWS::SQS::Queue": 4, "AWS::SQS::QueuePolicy": 4, "AWS::Lambda::EventSourceMapping": 2,
-		"AWS::Lambda::Function": 1, "AWS::IAM::Role": 1, "AWS::IAM::Policy": 1, "AWS::Logs::LogGroup": 1,
-		"AWS::Logs::MetricFilter": 1, "AWS::CloudWatch::Alarm": 3,
+		"AWS::Lambda::Function": 2, "AWS::IAM::Role": 2, "AWS::IAM::Policy": 2, "AWS::Logs::LogGroup": 2,
+		"AWS::Logs::MetricFilter": 2, "AWS::CloudWatch::Alarm": 3,
 	}
 	if fmt.Sprint(added) != fmt.Sprint(want) {
 		t.Errorf("added %v\nwant  %v", added, want)
@@ -613,7 +630,7 @@ func TestAddLambda(t *testing.T) {
 		}
 		p := path(r.(map[string]any))
 		switch p {
-		case "ApiFunction/Function/Resource", "Consumer/Function/Resource", "Status/Function/Resource",
+		case "ApiFunction/Function/Resource", "Consumer/Function/Resource",
 			"Consumer/Role/DefaultPolicy/Resource", "Dashboard/Resource":
 		default:
 			t.Errorf("changed %s (%s)", id, p)

@@ -72,16 +72,43 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	return s
 }
 
-// storeActions are the DynamoDB actions that shared/dynamostore calls (TransactWriteItems is
-// authorized item by item, as PutItem; UpdateItem adds to the task counters): what a function
-// running a task.Store needs. Scans, batch writes, streams and table management are left out.
-var storeActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+// The DynamoDB actions of each role: those its code calls through shared/dynamostore, and no
+// more. TransactWriteItems is authorized item by item, as PutItem. Scans, batch writes, streams
+// and table management are left out of all.
+var (
+	// apiActions: the API function runs the task.Store methods a client reaches: creates
+	// (PutItem; DeleteItem tidies the payload items of a rejected create; UpdateItem counts),
+	// reads, lists and counts (GetItem, Query, BatchGetItem), cancels (UpdateItem), and gates
+	// (PutItem, and DeleteItem to open one). It is the one role with DeleteItem.
+	apiActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+	// consumerActions: sweeps query the due index and the gates, lists the list index (Query),
+	// re-read hits and counters (BatchGetItem), and move tasks and counters (UpdateItem).
+	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"}
+	// statusActions: a status controller (a lambda's status function, an ecs lambda's executor)
+	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem).
+	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}
+)
 
-// grant lets role use the table as a task.Store: its items and its indexes, nothing else.
-func (s *store) grant(role awsiam.IRole) {
-	s.table.Grant(role, *jsii.Strings(storeActions...)...)
+// grant lets role call actions on the table and its indexes, every lambda's items: for the API
+// and the consumer, which serve every lambda.
+func (s *store) grant(role awsiam.IRole, actions ...string) {
+	s.table.Grant(role, *jsii.Strings(actions...)...)
 	suppress(role, "AwsSolutions-IAM5", "The wildcard stands for the indexes of the task table (due and list), which the store queries; no other table.",
 		`/^Resource::<StoreTable[0-9A-F]{8}\.Arn>\/index\/\*$/`)
+}
+
+// grantLambda lets role call actions on one lambda's items only: a dynamodb:LeadingKeys
+// condition allows the partition keys of its tasks and counters (dynamostore.LambdaKeyPatterns),
+// so a lambda's status function or executor can neither read nor move another lambda's tasks,
+// nor touch the gates. No index: a status controller reads tasks by key.
+func (s *store) grantLambda(role awsiam.IRole, lambda string, actions ...string) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &[]*string{s.table.TableArn()},
+		Conditions: &map[string]any{
+			"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": dynamostore.LambdaKeyPatterns(lambda)},
+		},
+	}))
 }
 
 // keys returns the partition and sort key of a key schema.

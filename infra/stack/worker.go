@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -18,8 +20,8 @@ import (
 // higher priorities more is how worker functions favour them. The function's timeout is the
 // lambda's plus sqsworker.DefaultMargin.
 //
-// Its role receives from and deletes in its own queues, and invokes the status function, and
-// nothing else: no other lambda's queues, no table.
+// Its role receives from and deletes in its own queues, and invokes its lambda's own status
+// function, and nothing else: no other lambda's queues or status function, no table.
 type worker struct {
 	*function
 }
@@ -27,6 +29,7 @@ type worker struct {
 func newWorker(scope constructs.Construct, id string, d *deployment, e registry.Entry, q *queues, st *status) *worker {
 	env := d.commonEnv(d.ownLambdaJSON(e.Name), jsii.String(d.prefix))
 	// The worker never touches the table, but awsfn reads ATF_TABLE in every function.
+	// It claims through its own lambda's status function, the one it may invoke.
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
 	env[awsfn.EnvStatusFunction] = st.function.function.FunctionName()
 	w := &worker{newFunction(scope, id, d, functionProps{
@@ -41,7 +44,17 @@ func newWorker(scope constructs.Construct, id string, d *deployment, e registry.
 		}))
 	}
 	st.function.function.GrantInvoke(w.role)
-	suppress(w.role, "AwsSolutions-IAM5", "The wildcard stands for the versions and aliases of the status function, the one function a worker invokes.",
-		`/^Resource::<StatusFunction[0-9A-F]{8}\.Arn>:\*$/`)
+	suppress(w.role, "AwsSolutions-IAM5", "The wildcard stands for the versions and aliases of the lambda's own status function, the one function its worker invokes.",
+		`/^Resource::<Lambda`+logicalName(e.Name)+`StatusFunction[0-9A-F]{8}\.Arn>:\*$/`)
 	return w
+}
+
+// logicalName is how CDK writes a construct id inside logical ids: its letters and digits.
+func logicalName(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, id)
 }

@@ -34,8 +34,8 @@ const (
 	EnvQueuePrefix    = "ATF_QUEUE_PREFIX"    // the SQS queue name prefix, such as atf-dev
 	EnvShards         = "ATF_SHARDS"          // index shards per lambda; dynamostore.DefaultShards if unset
 	EnvLambdas        = "ATF_LAMBDAS"         // the lambdas, a JSON array of LambdaSpec
-	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function or executor runs
-	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the status function, for workers
+	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
+	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
 	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
 )
 
@@ -190,11 +190,16 @@ func Logger() *slog.Logger {
 
 // Status returns the heartbeat and status controller a worker talks to: the status function
 // named by ATF_STATUS_FUNCTION, over Lambda Invoke; or, when none is named (a local run), the
-// status function's handler in-process, still through its JSON contract.
+// status function's handler in-process, still through its JSON contract, serving e.Lambda's
+// tasks only as the lambda's status function does on AWS.
 func Status(e Env, c Clients, log *slog.Logger) executor.Status {
 	if e.StatusFunction != "" {
 		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
 	}
 	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log})
-	return statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(local, log)})
+	h := statusfn.NewHandler(local, log)
+	if e.Lambda != "" {
+		h = statusfn.NewLambdaHandler(local, e.Lambda, log)
+	}
+	return statusfn.NewClient(statusfn.LocalInvoker{Handler: h})
 }

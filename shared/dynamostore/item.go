@@ -74,6 +74,15 @@ const (
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
 
+// LambdaKeyPatterns are the partition keys of one lambda's items that a status controller reads
+// and writes, as IAM dynamodb:LeadingKeys patterns (StringLike): its tasks' items, task and
+// payload (task#<lambda>#<id>), and its counters (count#<lambda>#<shard>). A name never holds
+// '#', so no other lambda's keys match. The stack grants a lambda's status function and executor
+// the table with these alone.
+func LambdaKeyPatterns(lambda string) []string {
+	return []string{taskPK(lambda, "*"), "count#" + lambda + "#*"}
+}
+
 func duePK(lambda string, shard int) string  { return "due#" + lambda + "#" + strconv.Itoa(shard) }
 func listPK(lambda string, shard int) string { return "list#" + lambda + "#" + strconv.Itoa(shard) }
 

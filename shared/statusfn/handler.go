@@ -8,20 +8,33 @@ import (
 
 	"github.com/openatf/atf/shared/executor"
 	"github.com/openatf/atf/shared/status"
+	"github.com/openatf/atf/shared/task"
 )
 
 // Handler serves requests with a status controller: a *status.Controller in the status function.
 type Handler struct {
 	status executor.Status
 	log    *slog.Logger
+	// lambda, if set, is the one lambda whose tasks this handler serves.
+	lambda string
 }
 
-// NewHandler returns a Handler over s. A nil log means slog.Default.
+// NewHandler returns a Handler over s that serves every lambda. A nil log means slog.Default.
 func NewHandler(s executor.Status, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Handler{status: s, log: log}
+}
+
+// NewLambdaHandler returns a Handler over s that serves the tasks of one lambda and refuses, as
+// invalid, a request naming any other. On AWS each lambda has a status function of its own,
+// which only that lambda's worker may invoke: so one lambda's worker can neither claim another's
+// tasks (a claim answers the payload) nor report or release them.
+func NewLambdaHandler(s executor.Status, lambda string, log *slog.Logger) *Handler {
+	h := NewHandler(s, log)
+	h.lambda = lambda
+	return h
 }
 
 // Handle answers one request; pass it to lambda.Start. Its error is always nil: refusals and
@@ -61,6 +74,9 @@ func (h *Handler) Handle(ctx context.Context, req Request) (Response, error) {
 func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	if err := req.validate(); err != nil {
 		return Response{}, err
+	}
+	if h.lambda != "" && req.Lambda != h.lambda {
+		return Response{}, task.Errorf(task.ErrInvalid, "this status function serves lambda %s only, not %s", h.lambda, req.Lambda)
 	}
 	switch req.Op {
 	case OpClaim:

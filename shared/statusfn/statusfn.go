@@ -27,6 +27,9 @@
 // both sides of the call. A request of another version, or with an unknown op, gets invalid: the
 // function never guesses at a contract it does not speak, and a new version is a new number.
 //
+// On AWS each lambda has a status function of its own, which only its worker may invoke, and
+// whose Handler (NewLambdaHandler) refuses as invalid a request naming another lambda.
+//
 // # Why errors travel in the body
 //
 // An error returned to the Lambda runtime becomes a function error, the same as a crash or a

@@ -452,3 +452,40 @@ func TestClaimRetriedBySDK(t *testing.T) {
 		t.Fatalf("the retried claim's lease cannot start the task: %v", err)
 	}
 }
+
+// TestLambdaHandlerRefusesOtherLambdas: a status function configured for one lambda refuses
+// every op on another lambda's task, as invalid, and leaves the task as it was; so one lambda's
+// worker, which may invoke only its own lambda's status function, cannot claim (and read the
+// payload of), report or release another lambda's tasks.
+func TestLambdaHandlerRefusesOtherLambdas(t *testing.T) {
+	e := newEnv(t)
+	e.fixture(t, "enq", task.StatusEnqueued, "")
+	running := e.fixture(t, "run", task.StatusProcessing, eventLease)
+	other := statusfn.NewLambdaHandler(e.hsc, "mail", slog.New(slog.DiscardHandler))
+	for _, req := range []statusfn.Request{
+		{Op: statusfn.OpClaim, TaskID: "enq", Delivery: "d1"},
+		{Op: statusfn.OpHeartbeat, TaskID: "run", Lease: eventLease},
+		{Op: statusfn.OpSetResult, TaskID: "run", Lease: eventLease, Outcome: status.Success},
+		{Op: statusfn.OpRelease, TaskID: "run", Lease: eventLease},
+	} {
+		req.V, req.Lambda = statusfn.Version, echo.Name
+		before := e.get(t, req.TaskID)
+		resp, err := other.Handle(context.Background(), req)
+		if err != nil || resp.Error == nil || resp.Error.Code != "invalid" || resp.Task != nil || resp.Lease != "" {
+			t.Errorf("%s of lambda echo's task by lambda mail's handler: %+v, %v; want refused as invalid", req.Op, resp, err)
+		}
+		if after := e.get(t, req.TaskID); after.Version != before.Version || after.Status != before.Status {
+			t.Errorf("%s by lambda mail's handler moved the task: %s v%d, was %s v%d", req.Op, after.Status, after.Version, before.Status, before.Version)
+		}
+	}
+	// Its own lambda's handler serves the same requests.
+	own := statusfn.NewLambdaHandler(e.hsc, echo.Name, slog.New(slog.DiscardHandler))
+	resp, err := own.Handle(context.Background(), statusfn.Request{V: statusfn.Version, Op: statusfn.OpClaim, Lambda: echo.Name, TaskID: "enq", Delivery: "d1"})
+	if err != nil || resp.Error != nil || resp.Lease == "" {
+		t.Fatalf("claim by lambda echo's own handler: %+v, %v", resp, err)
+	}
+	resp, err = own.Handle(context.Background(), statusfn.Request{V: statusfn.Version, Op: statusfn.OpHeartbeat, Lambda: echo.Name, TaskID: "run", Lease: running.Lease})
+	if err != nil || resp.Error != nil {
+		t.Fatalf("heartbeat by lambda echo's own handler: %+v, %v", resp, err)
+	}
+}

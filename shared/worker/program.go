@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,13 +33,41 @@ const (
 
 // Program runs an executable as a handler: the payload JSON on stdin, the result JSON on stdout,
 // the task in ATF_* environment variables. A stdout that is not JSON becomes a JSON string.
-type Program struct{ Path string }
+type Program struct {
+	Path string
+	// WithoutAWSCredentials leaves the variables that carry or locate AWS credentials
+	// (CredentialVars) out of the program's environment. The ECS executor sets it: its task
+	// role's credentials are for claiming and reporting, not for the lambda's handler.
+	WithoutAWSCredentials bool
+}
+
+// CredentialVars are the environment variables through which the AWS SDKs find credentials:
+// static keys, the container credentials endpoint (ECS, and its token), web identity, profiles.
+var CredentialVars = []string{
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_CREDENTIAL_EXPIRATION",
+	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+	"AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+	"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
+	"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+}
+
+// environ is the environment the program starts with, before the task's ATF_* variables.
+func (p Program) environ() []string {
+	env := os.Environ()
+	if !p.WithoutAWSCredentials {
+		return env
+	}
+	return slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(CredentialVars, name)
+	})
+}
 
 // Handle runs the program once. When ctx ends, its whole process group is killed.
 func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	cmd := exec.Command(p.Path)
 	cmd.Stdin = bytes.NewReader(t.Payload)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(p.environ(),
 		"ATF_TASK_ID="+t.ID, "ATF_LAMBDA="+t.Lambda, "ATF_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"ATF_COLLECTION="+t.Collection, "ATF_PRIORITY="+t.Priority)
 	var stdout limitedBuffer

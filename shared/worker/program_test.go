@@ -147,3 +147,39 @@ func TestRunTurnsPanicIntoRetriableError(t *testing.T) {
 		t.Fatal("Fatal does not mark an error fatal")
 	}
 }
+
+// TestProgramWithoutAWSCredentials: a Program that runs without AWS credentials (as the ECS
+// executor's handlers do) starts with none of the variables that carry or locate them, the
+// container credentials endpoint included, and keeps the rest of the environment.
+func TestProgramWithoutAWSCredentials(t *testing.T) {
+	for _, name := range worker.CredentialVars {
+		t.Setenv(name, "secret-"+name)
+	}
+	t.Setenv("AWS_REGION", "eu-west-1")
+	h := script(t, "h", `env`)
+
+	out, err := worker.Program{Path: h, WithoutAWSCredentials: true}.Handle(context.Background(), sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env string
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range worker.CredentialVars {
+		if strings.Contains(env, name+"=") {
+			t.Errorf("the handler's environment has %s", name)
+		}
+	}
+	for _, kept := range []string{"AWS_REGION=eu-west-1", "ATF_TASK_ID=t-1", "PATH="} {
+		if !strings.Contains(env, kept) {
+			t.Errorf("the handler's environment lacks %s", kept)
+		}
+	}
+
+	// By default (atf dev's handlers) the environment is passed on whole.
+	out, err = worker.Program{Path: h}.Handle(context.Background(), sample)
+	if err != nil || !strings.Contains(string(out), "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=") {
+		t.Errorf("a default Program's environment lacks the credentials endpoint: %v", err)
+	}
+}

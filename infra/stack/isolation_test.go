@@ -1,0 +1,196 @@
+package stack
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/registry"
+)
+
+// grant is one Allow statement of an IAM policy, with the construct paths of the roles the
+// policy is attached to.
+type grant struct {
+	roles     []string
+	statement map[string]any
+}
+
+func (g grant) actions() []string {
+	var out []string
+	for _, a := range list(g.statement["Action"]) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+// grants returns every Allow statement of the stack's role policies.
+func grants(s *synthesized) []grant {
+	all := s.json["Resources"].(map[string]any)
+	var out []grant
+	for _, p := range s.resources("AWS::IAM::Policy") {
+		var roles []string
+		for _, r := range refs(props(p)["Roles"]) {
+			roles = append(roles, pathOf(all, r))
+		}
+		for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+			if st := st.(map[string]any); st["Effect"] == "Allow" {
+				out = append(out, grant{roles: roles, statement: st})
+			}
+		}
+	}
+	return out
+}
+
+// pathOf returns the construct path of the resource with logical id id, or "" (a pseudo
+// parameter such as AWS::Partition).
+func pathOf(all map[string]any, id string) string {
+	r, _ := all[id].(map[string]any)
+	return path(r)
+}
+
+// lambdaOf returns the lambda a construct path belongs to (Lambda-<name>/...), or "".
+func lambdaOf(path string) string {
+	first, _, _ := strings.Cut(path, "/")
+	name, ok := strings.CutPrefix(first, "Lambda-")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// TestWorkerInvokesOnlyItsOwnStatusFunction: each function lambda has a status function of its
+// own, configured for it (ATF_LAMBDA), which only that lambda's worker may invoke; no worker may
+// invoke another lambda's, and no resource policy opens one to anyone else. So one lambda's
+// worker has no path to claim, report or release another lambda's tasks.
+func TestWorkerInvokesOnlyItsOwnStatusFunction(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		all := s.json["Resources"].(map[string]any)
+		invokes := map[string][]string{} // role -> functions it may invoke
+		for _, g := range grants(s) {
+			if !slices.Contains(g.actions(), "lambda:InvokeFunction") {
+				continue
+			}
+			for _, role := range g.roles {
+				for _, r := range refs(g.statement["Resource"]) {
+					invokes[role] = append(invokes[role], pathOf(all, r))
+				}
+			}
+		}
+		statusFunctions := map[string]string{} // path -> its ATF_LAMBDA
+		for _, fn := range s.resources("AWS::Lambda::Function") {
+			if p := path(fn); strings.HasSuffix(p, "/Status/Function/Resource") || strings.HasPrefix(p, "Status/") {
+				env := props(fn)["Environment"].(map[string]any)["Variables"].(map[string]any)
+				statusFunctions[p], _ = env["ATF_LAMBDA"].(string)
+			}
+		}
+		var want int
+		for _, e := range reg.Lambdas {
+			if e.Kind != registry.KindFunction {
+				continue
+			}
+			want++
+			own := "Lambda-" + e.Name + "/Status/Function/Resource"
+			if got := statusFunctions[own]; got != e.Name {
+				t.Errorf("%s: lambda %s's status function %s serves ATF_LAMBDA %q, want %q", name, e.Name, own, got, e.Name)
+			}
+			worker := "Lambda-" + e.Name + "/Worker/Role/Resource"
+			fns := slices.Compact(slices.Sorted(slices.Values(invokes[worker])))
+			if !slices.Equal(fns, []string{own}) {
+				t.Errorf("%s: lambda %s's worker may invoke %v, want its own status function %s only", name, e.Name, fns, own)
+			}
+		}
+		if len(statusFunctions) != want {
+			t.Errorf("%s: status functions %v, want one per function lambda (%d)", name, statusFunctions, want)
+		}
+		for role, fns := range invokes {
+			for _, fn := range fns {
+				if _, ok := statusFunctions[fn]; ok && lambdaOf(fn) != lambdaOf(role) {
+					t.Errorf("%s: %s may invoke %s, another lambda's status function", name, role, fn)
+				}
+			}
+		}
+		for _, perm := range s.resources("AWS::Lambda::Permission") {
+			for _, r := range refs(props(perm)["FunctionName"]) {
+				if _, ok := statusFunctions[pathOf(all, r)]; ok {
+					t.Errorf("%s: permission %s lets %v invoke a status function", name, path(perm), props(perm)["Principal"])
+				}
+			}
+		}
+	}
+}
+
+// tableWideRoles are the roles that serve every lambda, so no key condition applies to their
+// table grants: the API function (IAM scopes its callers per lambda by API path) and the
+// consumer.
+var tableWideRoles = []string{"ApiFunction/Role/Resource", "Consumer/Role/Resource"}
+
+// TestTableGrantsCarryKeyConditions: every grant on the table to a role of one lambda (its status
+// function, its executors' task role) carries a dynamodb:LeadingKeys condition that allows that
+// lambda's keys only, is on the table alone (no index), and allows no more than a status
+// controller calls. Only the roles serving every lambda have grants without a condition.
+func TestTableGrantsCarryKeyConditions(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		all := s.json["Resources"].(map[string]any)
+		conditioned := map[string]bool{}
+		for _, g := range grants(s) {
+			onTable := false
+			for _, r := range refs(g.statement["Resource"]) {
+				onTable = onTable || pathOf(all, r) == "Store/Table/Resource"
+			}
+			if !onTable {
+				continue
+			}
+			for _, role := range g.roles {
+				if slices.Contains(tableWideRoles, role) {
+					continue
+				}
+				lambda := lambdaOf(role)
+				cond, _ := g.statement["Condition"].(map[string]any)
+				like, _ := cond["ForAllValues:StringLike"].(map[string]any)
+				if lambda == "" || fmt.Sprint(like["dynamodb:LeadingKeys"]) != fmt.Sprint(dynamostore.LambdaKeyPatterns(lambda)) || len(cond) != 1 {
+					t.Errorf("%s: %s may use the table under condition %v, want its lambda's keys %v only", name, role, cond, dynamostore.LambdaKeyPatterns(lambda))
+				}
+				for _, r := range list(g.statement["Resource"]) {
+					if ref(r) == "" {
+						t.Errorf("%s: %s's keyed grant is on %v, want the table alone", name, role, r)
+					}
+				}
+				for _, a := range g.actions() {
+					if !slices.Contains(statusActions, a) {
+						t.Errorf("%s: %s may %s", name, role, a)
+					}
+				}
+				conditioned[role] = true
+			}
+		}
+		for _, e := range reg.Lambdas {
+			role := "Lambda-" + e.Name + "/Status/Role/Resource"
+			if e.Kind == registry.KindECS {
+				role = "Lambda-" + e.Name + "/Executor/Task/TaskRole/Resource"
+			}
+			if !conditioned[role] {
+				t.Errorf("%s: %s has no keyed grant on the table", name, role)
+			}
+		}
+	}
+}
+
+// TestDeleteItemOnlyWhereUsed: the API function, whose creates tidy up rejected payload items and
+// whose gates open by deleting, is the one role allowed dynamodb:DeleteItem.
+func TestDeleteItemOnlyWhereUsed(t *testing.T) {
+	for name, s := range environments(t) {
+		var deleters []string
+		for _, g := range grants(s) {
+			if slices.Contains(g.actions(), "dynamodb:DeleteItem") || slices.Contains(g.actions(), "dynamodb:*") {
+				deleters = append(deleters, g.roles...)
+			}
+		}
+		if deleters = slices.Compact(slices.Sorted(slices.Values(deleters))); !slices.Equal(deleters, []string{"ApiFunction/Role/Resource"}) {
+			t.Errorf("%s: roles with DeleteItem %v, want the API function's only", name, deleters)
+		}
+	}
+}
