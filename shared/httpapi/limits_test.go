@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/openatf/atf/shared/awstest"
+	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/httpapi"
 	"github.com/openatf/atf/shared/sqlitestore"
@@ -93,7 +95,25 @@ func listAll(t *testing.T, srv *httptest.Server, query string) []string {
 // larger than the budget comes alone. On AWS a larger page is past Lambda's response limit: a
 // 502, and the pages after it out of reach.
 func TestListPagesBoundedByBytes(t *testing.T) {
-	srv := serverOver(t, openStore(t))
+	t.Run("sqlite", func(t *testing.T) { testListPagesBoundedByBytes(t, openStore(t)) })
+	// The DynamoDB store merges its shards into a page: a shorter page must still be a prefix.
+	t.Run("dynamodb", func(t *testing.T) {
+		db := awstest.NewDynamoDB(awstest.Config(t, "DYNAMODB"))
+		table := awstest.Name("atf-httpapi")
+		if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
+		store, err := dynamostore.New(db, dynamostore.Config{Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testListPagesBoundedByBytes(t, store)
+	})
+}
+
+func testListPagesBoundedByBytes(t *testing.T, store task.Store) {
+	srv := serverOver(t, store)
 	var want []string
 	for i := range 40 {
 		id := fmt.Sprintf("t%02d", i)
