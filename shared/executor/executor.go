@@ -228,10 +228,17 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 	}
 	r := status.Result{Outcome: status.Success, Result: result}
 	if err != nil {
-		r = status.Result{Outcome: status.Fatal, Error: err.Error()}
+		// The task keeps at most MaxErrorBytes of it: a longer error would only weigh on the call.
+		r = status.Result{Outcome: status.Fatal, Error: task.TruncateError(err.Error())}
 		if worker.Retriable(err) {
 			r.Outcome = status.Retriable
 		}
+	}
+	if r.Outcome == status.Success && len(result) > e.cfg.PayloadLimit {
+		// The controller would refuse it as well, but a Go handler may return any size, and a
+		// result over Lambda's 6 MB invoke limit never reaches the status function on AWS: the
+		// call would fail, and the task run again until dead. Ending it here says why, at once.
+		r = status.Result{Outcome: status.Fatal, Error: fmt.Sprintf("result is %d bytes; the limit is %d", len(result), e.cfg.PayloadLimit)}
 	}
 	stored, serr := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, r)
 	if serr != nil {

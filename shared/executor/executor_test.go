@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -392,5 +393,54 @@ func TestProgramNotAbandoned(t *testing.T) {
 	case <-abandoned:
 		t.Fatalf("a program handler (SIGKILLed at once) was abandoned: with the default Abandon the whole process (atf dev, the ECS executor) would exit 70; grace M/2=%s < WaitDelay 2s", s.cfg.LeaseMargin/2)
 	default:
+	}
+}
+
+// recordedResults records what the executor reports.
+type recordedResults struct {
+	executor.Status
+	mu      sync.Mutex
+	results []status.Result
+}
+
+func (r *recordedResults) SetResult(ctx context.Context, lambda, id, lease string, res status.Result) (task.Task, error) {
+	r.mu.Lock()
+	r.results = append(r.results, res)
+	r.mu.Unlock()
+	return r.Status.SetResult(ctx, lambda, id, lease, res)
+}
+
+// TestReportBounded: what a handler returns is reported within the task's limits: a result over
+// the payload limit as a fatal failure that says so, an error cut to MaxErrorBytes. A Go handler
+// may return any size, and the status call on AWS fails above Lambda's invoke limit.
+func TestReportBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		result json.RawMessage
+		err    error
+		want   status.Outcome
+	}{
+		{"result", json.RawMessage(`"` + strings.Repeat("r", 7<<20) + `"`), nil, status.Fatal},
+		{"retriable error", nil, errors.New(strings.Repeat("e", 7<<20)), status.Retriable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			ctx := context.Background()
+			tk, _ := task.New(task.Spec{ID: "t"}, s.l, time.Now().UTC(), s.cfg)
+			if err := s.store.Create(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recordedResults{Status: s.hsc}
+			s.executor(t, rec).Run(ctx, s.l, worker.HandlerFunc(
+				func(context.Context, worker.Task) (json.RawMessage, error) { return tc.result, tc.err }), s.claimNext(t, "t"))
+			if len(rec.results) != 1 {
+				t.Fatalf("%d results reported, want 1", len(rec.results))
+			}
+			r := rec.results[0]
+			if r.Outcome != tc.want || len(r.Result) > s.cfg.PayloadLimit || len(r.Error) > task.MaxErrorBytes || r.Error == "" {
+				t.Errorf("reported %s with a result of %d bytes and an error of %d bytes (%.60q); want %s within %d and %d bytes",
+					r.Outcome, len(r.Result), len(r.Error), r.Error, tc.want, s.cfg.PayloadLimit, task.MaxErrorBytes)
+			}
+		})
 	}
 }

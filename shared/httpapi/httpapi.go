@@ -2,7 +2,8 @@
 // name, so on AWS an IAM policy can scope a client to its own lambdas.
 //
 //	POST /v1/lambdas/{lambda}/tasks               schedule: 201 new, 200 replay, 409 id reused
-//	POST /v1/lambdas/{lambda}/tasks/batch         {"tasks":[...]}: up to 100 schedules, all or none
+//	POST /v1/lambdas/{lambda}/tasks/batch         {"tasks":[...]}: up to 100 schedules, all or none;
+//	                                              answers the tasks without their payloads
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
@@ -34,9 +35,21 @@ import (
 // envelopeLimit is what a schedule body may carry on top of its payload.
 const envelopeLimit = 16 << 10
 
-// batchLimit bounds a batch body: the 6 MB a Lambda invocation's payload may hold, which the API
-// function's event must fit in. Each task's payload is still held to the payload limit.
-const batchLimit = 6 << 20
+// BatchBodyLimit bounds a batch body, on every path alike, so that the API function's event
+// always fits the 6 MB (6 MiB) a Lambda invocation's payload may hold. API Gateway puts the body
+// in the event as a JSON string, and escaping at most doubles a JSON text: only '"', '\' and
+// the whitespace \t, \n and \r need an escape, of 2 bytes (a body that is not UTF-8 is no JSON,
+// and its base64 is 4/3 of it). eventOverhead is left for the rest of the event: the headers,
+// twice (API Gateway caps them at 10 KiB), the path, the request context. So a batch holds about
+// 3 MiB of payloads; each is still held to the payload limit.
+const BatchBodyLimit = (lambdaInvokeLimit - eventOverhead) / 2
+
+const (
+	// lambdaInvokeLimit is Lambda's limit on a synchronous invocation's request and response:
+	// "6 MB each", https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html.
+	lambdaInvokeLimit = 6 << 20
+	eventOverhead     = 64 << 10
+)
 
 type api struct {
 	svc *frontend.Service
@@ -150,7 +163,7 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Tasks []scheduleRequest `json:"tasks"`
 	}
-	if !a.decode(w, r, batchLimit, &req) {
+	if !a.decode(w, r, BatchBodyLimit, &req) {
 		return
 	}
 	specs := make([]task.Spec, len(req.Tasks))
@@ -169,6 +182,12 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
+	}
+	// The caller sent the payloads. Echoed, they would make the answer up to 7 times the body
+	// (a '<' is sent as \u003c, then escaped again into the function's response), past Lambda's
+	// response limit once the tasks exist: the client would see a 502 on every retry.
+	for i := range tasks {
+		tasks[i].Payload = nil
 	}
 	writeJSON(w, code, map[string]any{"tasks": tasks})
 }
@@ -197,14 +216,76 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		p.Limit = n
 	}
 	tasks, next, err := a.svc.List(r.Context(), p)
-	if err != nil {
-		a.fail(w, err)
-		return
+	for refits := 0; err == nil; refits++ {
+		var encoded [][]byte
+		if encoded, err = encodeTasks(tasks); err != nil {
+			break
+		}
+		fit := len(encoded)
+		if fit == len(tasks) {
+			writeListPage(w, encoded, next)
+			return
+		}
+		// Over the byte budget: ask again for the tasks that fit, so that the store gives the
+		// cursor after the last of them. The page it gives is the same or a prefix, unless tasks
+		// changed meanwhile; then try again, and at last take a single task, which always fits.
+		p.Limit = fit
+		if refits == maxListRefits {
+			p.Limit = 1
+		}
+		tasks, next, err = a.svc.List(r.Context(), p)
 	}
-	if tasks == nil {
-		tasks = []task.Task{}
+	a.fail(w, err)
+}
+
+// ListPageBytes bounds the body of a list page. On AWS the API function's response must fit the
+// 6 MiB Lambda allows, and the body goes into it as a JSON string, which escaping at most doubles
+// (see BatchBodyLimit); 2 MiB leaves room for the rest. A page stops before the task that would
+// take it past the budget, with a cursor after the last task it holds. A page always holds one
+// task if one matches, even over the budget: a task is at most about 3 MiB of JSON, its payload
+// and result at the payload limit with every byte a '<' sent as \u003c.
+const ListPageBytes = 2 << 20
+
+// maxListRefits bounds how often a list page is asked for again to fit ListPageBytes.
+const maxListRefits = 2
+
+// listEnvelope is what a list page's body holds besides its tasks, its cursor included (at most a
+// few hundred bytes).
+const listEnvelope = 1 << 10
+
+// encodeTasks encodes tasks as JSON for a list page, in order, until the next would take the page
+// past ListPageBytes: all of them, or at least one.
+func encodeTasks(tasks []task.Task) ([][]byte, error) {
+	encoded := make([][]byte, 0, len(tasks))
+	size := listEnvelope
+	for _, t := range tasks {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
+		}
+		if size += len(b) + 1; size > ListPageBytes && len(encoded) > 0 {
+			break
+		}
+		encoded = append(encoded, b)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+	return encoded, nil
+}
+
+// writeListPage answers {"tasks":[...],"next_cursor":"..."} from encoded tasks.
+func writeListPage(w http.ResponseWriter, tasks [][]byte, next string) {
+	cursor, _ := json.Marshal(next)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(`{"tasks":[`))
+	for i, b := range tasks {
+		if i > 0 {
+			w.Write([]byte(","))
+		}
+		w.Write(b)
+	}
+	w.Write([]byte(`],"next_cursor":`))
+	w.Write(cursor)
+	w.Write([]byte("}\n"))
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {

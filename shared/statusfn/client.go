@@ -53,12 +53,22 @@ func (c *Client) Heartbeat(ctx context.Context, lambda, id, lease string) error 
 	return err
 }
 
-// SetResult reports how a run ended and returns the task as stored.
+// SetResult reports how a run ended and returns the task as stored. A result too large for the
+// invocation is reported as a fatal failure that says so: sent as it is, the call would fail, and
+// the task would run again until dead with an error that names no cause.
 func (c *Client) SetResult(ctx context.Context, lambda, id, lease string, r status.Result) (task.Task, error) {
-	resp, err := c.call(ctx, Request{
+	req := Request{
 		Op: OpSetResult, Lambda: lambda, TaskID: id, Lease: lease,
 		Outcome: r.Outcome, Result: r.Result, Error: r.Error,
-	})
+	}
+	resp, err := c.call(ctx, req)
+	if size := (*requestTooLarge)(nil); errors.As(err, &size) {
+		req.Result, req.Error = nil, fmt.Sprintf("the %s is too large for the status call: the request is %d bytes, over Lambda's invoke limit of %d", what(r), size.bytes, MaxRequestBytes)
+		if r.Outcome == status.Success {
+			req.Outcome = status.Fatal
+		}
+		resp, err = c.call(ctx, req)
+	}
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -81,6 +91,9 @@ func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 		// Only a result that is not JSON gets here; sending it again would not help.
 		return Response{}, task.Errorf(task.ErrInvalid, "%s of task %s/%s: %v", req.Op, req.Lambda, req.TaskID, err)
 	}
+	if len(in) > MaxRequestBytes {
+		return Response{}, &requestTooLarge{op: req.Op, lambda: req.Lambda, id: req.TaskID, bytes: len(in)}
+	}
 	out, err := c.inv.Invoke(ctx, in)
 	if err != nil {
 		return Response{}, fmt.Errorf("%s of task %s/%s: %w", req.Op, req.Lambda, req.TaskID, err)
@@ -96,6 +109,33 @@ func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 		return Response{}, fmt.Errorf("%s of task %s/%s: the status function answered in version %d, not %d", req.Op, req.Lambda, req.TaskID, resp.V, Version)
 	}
 	return resp, nil
+}
+
+// MaxRequestBytes is the largest request the Client sends: Lambda's limit on a synchronous
+// invocation's payload, "6 MB each for request and response" in the Lambda quotas
+// (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html); Lambda's error names
+// 6,291,556 bytes, a little above this.
+const MaxRequestBytes = 6 << 20
+
+// requestTooLarge is the error of a request over MaxRequestBytes, which is never sent.
+type requestTooLarge struct {
+	op         Op
+	lambda, id string
+	bytes      int
+}
+
+func (e *requestTooLarge) Error() string {
+	return fmt.Sprintf("%s of task %s/%s: the request is %d bytes, over Lambda's invoke limit of %d", e.op, e.lambda, e.id, e.bytes, MaxRequestBytes)
+}
+
+func (e *requestTooLarge) Unwrap() error { return task.ErrTooLarge }
+
+// what names what made a result request large: its result, or its error.
+func what(r status.Result) string {
+	if r.Outcome == status.Success {
+		return "result"
+	}
+	return "error"
 }
 
 // decoded undoes what JSON does to an absent payload or result (nil is sent as null), so a task
