@@ -14,6 +14,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"path"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/task"
@@ -63,7 +65,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &statusWriter{ResponseWriter: w}
 	if r.URL.Path != path.Clean(r.URL.Path) {
 		// ServeMux would redirect to the clean path; an API answers in its own format instead.
-		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", r.Method, r.URL.Path))
+		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		// No route: keep the mux's verdict (404 or 405) but answer in the API's error format.
 		rec := httptest.NewRecorder()
@@ -71,7 +73,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow := rec.Header().Get("Allow"); allow != "" {
 			rw.Header().Set("Allow", allow)
 		}
-		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else {
 		a.mux.ServeHTTP(rw, r)
 	}
@@ -107,7 +109,7 @@ func (req scheduleRequest) spec() (task.Spec, error) {
 	if req.Delay != nil {
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
-			return spec, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", *req.Delay)
+			return spec, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", task.Echo(*req.Delay))
 		}
 		spec.Delay = &d
 	}
@@ -137,7 +139,7 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/lambdas/"+t.Lambda+"/tasks/"+t.ID)
 	}
-	writeJSON(w, code, t)
+	a.writeJSON(w, code, t)
 }
 
 // scheduleBatch answers 201 with every task created, or 200 with the stored tasks when the same
@@ -166,7 +168,7 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, map[string]any{"tasks": tasks})
+	a.writeJSON(w, code, map[string]any{"tasks": tasks})
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +177,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	a.writeJSON(w, http.StatusOK, t)
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -187,7 +189,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", s, task.MaxListLimit))
+			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", task.Echo(s), task.MaxListLimit))
 			return
 		}
 		p.Limit = n
@@ -200,7 +202,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if tasks == nil {
 		tasks = []task.Task{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
+	a.writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks, "next_cursor": next})
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
@@ -209,7 +211,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	a.writeJSON(w, http.StatusOK, t)
 }
 
 func (a *api) gate(w http.ResponseWriter, r *http.Request) {
@@ -225,7 +227,7 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g)
+	a.writeJSON(w, http.StatusOK, g)
 }
 
 func (a *api) lambdas(w http.ResponseWriter, r *http.Request) {
@@ -234,14 +236,23 @@ func (a *api) lambdas(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lambdas": ls})
+	a.writeJSON(w, http.StatusOK, map[string]any{"lambdas": ls})
 }
 
 // decode reads a JSON body of at most limit bytes into v, answering the error itself if it can't.
+// The body must be valid UTF-8: decoding would replace bad bytes in strings, but a payload is kept
+// as raw bytes and would be served back raw, as invalid JSON.
 func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil && !utf8.Valid(body) {
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid UTF-8 (offset %d)", invalidUTF8At(body)))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		// Anything after the value, even a stray ']' (which More does not see), is malformed.
 		if _, terr := dec.Token(); terr != io.EOF {
@@ -261,12 +272,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	case errors.As(err, &syntax):
 		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid JSON (offset %d)", syntax.Offset))
 	case errors.As(err, &typ):
-		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("field %q must be a JSON %s", typ.Field, typ.Type))
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("field %q must be a JSON %s", task.Echo(typ.Field), typ.Type))
 	case errors.As(err, &parseTime):
-		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("time %q is not RFC 3339, such as \"2026-01-02T15:04:05Z\"", parseTime.Value))
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("time %q is not RFC 3339, such as \"2026-01-02T15:04:05Z\"", task.Echo(parseTime.Value)))
 	default:
 		// Unknown fields, an empty body, trailing data: all the client's to fix.
-		writeError(w, http.StatusBadRequest, "malformed", "request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "malformed", "request body: "+task.Echo(err.Error()))
 	}
 	return false
 }
@@ -297,14 +308,50 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+// invalidUTF8At returns the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	body, _ := encode(map[string]any{"error": map[string]string{"code": code, "message": msg}}) // strings always encode
+	write(w, status, body)
+}
+
+// writeJSON answers v. A task that does not encode (a store returned bytes that are not JSON)
+// is a server fault.
+func (a *api) writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := encode(v)
+	if err != nil {
+		a.fail(w, fmt.Errorf("encode the answer: %w", err))
+		return
+	}
+	write(w, status, body)
+}
+
+// encode returns v as compact JSON, one line. Indented JSON grows with the square of its nesting,
+// so answers are compact and a client indents them if it likes (atf --json does). HTML is not
+// escaped: an answer is application/json, never HTML (and nosniff keeps browsers from guessing
+// otherwise), and unescaped, a stored payload is answered at its stored size rather than up to
+// six times it ("<" as "\u003c").
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return b.Bytes(), err
+}
+
+func write(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	w.Write(body)
 }
