@@ -9,8 +9,8 @@
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //
-// Errors are {"error":{"code":"...","message":"..."}}; errors it does not know read "internal
-// error" and are logged, never sent.
+// Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
+// not know read "internal error" and are logged, never sent.
 package httpapi
 
 import (
