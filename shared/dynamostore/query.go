@@ -390,5 +390,5 @@ func decodeCursor(c string) (string, error) {
 			return string(b), nil
 		}
 	}
-	return "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+	return "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", task.Echo(c))
 }

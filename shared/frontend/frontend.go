@@ -56,7 +56,7 @@ func (s *Service) PayloadLimit() int { return s.cfg.PayloadLimit }
 func (s *Service) lambda(name string) (task.Lambda, error) {
 	l, ok := s.lambdas[name]
 	if !ok {
-		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", name)
+		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", task.Echo(name))
 	}
 	return l, nil
 }
@@ -147,7 +147,7 @@ func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error)
 	}
 	t, err := s.store.Get(ctx, lambda, id)
 	if errors.Is(err, task.ErrNotFound) {
-		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
 	}
 	return t, err
 }
@@ -158,7 +158,7 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 		return nil, "", err
 	}
 	if p.Status != "" && !p.Status.Valid() {
-		return nil, "", task.Errorf(task.ErrInvalid, "status %q is not one of %v", p.Status, task.Statuses)
+		return nil, "", task.Errorf(task.ErrInvalid, "status %q is not one of %v", task.Echo(string(p.Status)), task.Statuses)
 	}
 	if p.Limit < 0 || p.Limit > task.MaxListLimit {
 		return nil, "", task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, p.Limit)
@@ -182,7 +182,7 @@ func (s *Service) SetGate(ctx context.Context, g task.Gate) (task.Gate, error) {
 		return task.Gate{}, err
 	}
 	if g.Mode != task.GateOpen && g.Mode != task.GatePause && g.Mode != task.GateDrop {
-		return task.Gate{}, task.Errorf(task.ErrInvalid, "gate mode %q is not one of open, pause, drop", g.Mode)
+		return task.Gate{}, task.Errorf(task.ErrInvalid, "gate mode %q is not one of open, pause, drop", task.Echo(g.Mode))
 	}
 	if g.Collection != "" {
 		if err := task.ValidateID("collection", g.Collection); err != nil {

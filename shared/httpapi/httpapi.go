@@ -10,11 +10,12 @@
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //
-// Errors are {"error":{"code":"...","message":"..."}}; errors it does not know read "internal
-// error" and are logged, never sent.
+// Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
+// not know read "internal error" and are logged, never sent.
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"path"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/task"
@@ -78,7 +80,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &statusWriter{ResponseWriter: w}
 	if r.URL.Path != path.Clean(r.URL.Path) {
 		// ServeMux would redirect to the clean path; an API answers in its own format instead.
-		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", r.Method, r.URL.Path))
+		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		// No route: keep the mux's verdict (404 or 405) but answer in the API's error format.
 		rec := httptest.NewRecorder()
@@ -86,7 +88,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow := rec.Header().Get("Allow"); allow != "" {
 			rw.Header().Set("Allow", allow)
 		}
-		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else if !jsonBody(r) {
 		writeError(rw, http.StatusUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 	} else {
@@ -124,7 +126,7 @@ func (req scheduleRequest) spec() (task.Spec, error) {
 	if req.Delay != nil {
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
-			return spec, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", *req.Delay)
+			return spec, task.Errorf(task.ErrInvalid, "delay %q is not a duration such as \"90s\" or \"5m\"", task.Echo(*req.Delay))
 		}
 		spec.Delay = &d
 	}
@@ -154,7 +156,7 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusCreated
 		w.Header().Set("Location", "/v1/lambdas/"+t.Lambda+"/tasks/"+t.ID)
 	}
-	writeJSON(w, code, t)
+	a.writeJSON(w, code, t)
 }
 
 // scheduleBatch answers 201 with every task created, or 200 with the stored tasks when the same
@@ -189,7 +191,7 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	for i := range tasks {
 		tasks[i].Payload = nil
 	}
-	writeJSON(w, code, map[string]any{"tasks": tasks})
+	a.writeJSON(w, code, map[string]any{"tasks": tasks})
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +200,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	a.writeJSON(w, http.StatusOK, t)
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +212,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", s, task.MaxListLimit))
+			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", task.Echo(s), task.MaxListLimit))
 			return
 		}
 		p.Limit = n
@@ -259,10 +261,11 @@ func encodeTasks(tasks []task.Task) ([][]byte, error) {
 	encoded := make([][]byte, 0, len(tasks))
 	size := listEnvelope
 	for _, t := range tasks {
-		b, err := json.Marshal(t)
+		b, err := encode(t)
 		if err != nil {
 			return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 		}
+		b = bytes.TrimSuffix(b, []byte("\n"))
 		if size += len(b) + 1; size > ListPageBytes && len(encoded) > 0 {
 			break
 		}
@@ -273,19 +276,19 @@ func encodeTasks(tasks []task.Task) ([][]byte, error) {
 
 // writeListPage answers {"tasks":[...],"next_cursor":"..."} from encoded tasks.
 func writeListPage(w http.ResponseWriter, tasks [][]byte, next string) {
-	cursor, _ := json.Marshal(next)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write([]byte(`{"tasks":[`))
+	cursor, _ := encode(next)
+	var body bytes.Buffer
+	body.WriteString(`{"tasks":[`)
 	for i, b := range tasks {
 		if i > 0 {
-			w.Write([]byte(","))
+			body.WriteByte(',')
 		}
-		w.Write(b)
+		body.Write(b)
 	}
-	w.Write([]byte(`],"next_cursor":`))
-	w.Write(cursor)
-	w.Write([]byte("}\n"))
+	body.WriteString(`],"next_cursor":`)
+	body.Write(bytes.TrimSuffix(cursor, []byte("\n")))
+	body.WriteString("}\n")
+	write(w, http.StatusOK, body.Bytes())
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
@@ -294,7 +297,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	a.writeJSON(w, http.StatusOK, t)
 }
 
 func (a *api) gate(w http.ResponseWriter, r *http.Request) {
@@ -310,7 +313,7 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g)
+	a.writeJSON(w, http.StatusOK, g)
 }
 
 func (a *api) lambdas(w http.ResponseWriter, r *http.Request) {
@@ -319,14 +322,23 @@ func (a *api) lambdas(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lambdas": ls})
+	a.writeJSON(w, http.StatusOK, map[string]any{"lambdas": ls})
 }
 
 // decode reads a JSON body of at most limit bytes into v, answering the error itself if it can't.
+// The body must be valid UTF-8: decoding would replace bad bytes in strings, but a payload is kept
+// as raw bytes and would be served back raw, as invalid JSON.
 func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil && !utf8.Valid(body) {
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid UTF-8 (offset %d)", invalidUTF8At(body)))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		// Anything after the value, even a stray ']' (which More does not see), is malformed.
 		if _, terr := dec.Token(); terr != io.EOF {
@@ -349,12 +361,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	case errors.As(err, &syntax):
 		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid JSON (offset %d)", syntax.Offset))
 	case errors.As(err, &typ):
-		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("field %q must be a JSON %s", typ.Field, typ.Type))
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("field %q must be a JSON %s", task.Echo(typ.Field), typ.Type))
 	case errors.As(err, &parseTime):
-		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("time %q is not RFC 3339, such as \"2026-01-02T15:04:05Z\"", parseTime.Value))
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("time %q is not RFC 3339, such as \"2026-01-02T15:04:05Z\"", task.Echo(parseTime.Value)))
 	default:
 		// Unknown fields, an empty body, trailing data: all the client's to fix.
-		writeError(w, http.StatusBadRequest, "malformed", "request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "malformed", "request body: "+task.Echo(err.Error()))
 	}
 	return false
 }
@@ -400,14 +412,50 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+// invalidUTF8At returns the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	body, _ := encode(map[string]any{"error": map[string]string{"code": code, "message": msg}}) // strings always encode
+	write(w, status, body)
+}
+
+// writeJSON answers v. A task that does not encode (a store returned bytes that are not JSON)
+// is a server fault.
+func (a *api) writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := encode(v)
+	if err != nil {
+		a.fail(w, fmt.Errorf("encode the answer: %w", err))
+		return
+	}
+	write(w, status, body)
+}
+
+// encode returns v as compact JSON, one line. Indented JSON grows with the square of its nesting,
+// so answers are compact and a client indents them if it likes (atf --json does). HTML is not
+// escaped: an answer is application/json, never HTML (and nosniff keeps browsers from guessing
+// otherwise), and unescaped, a stored payload is answered at its stored size rather than up to
+// six times it ("<" as "\u003c").
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return b.Bytes(), err
+}
+
+func write(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	w.Write(body)
 }

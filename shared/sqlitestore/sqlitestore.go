@@ -801,7 +801,7 @@ func decodeCursor(c string) (int64, string, error) {
 			return n, id, nil
 		}
 	}
-	return 0, "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", c)
+	return 0, "", task.Errorf(task.ErrInvalid, "cursor %q is not one this store returned", task.Echo(c))
 }
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the

@@ -26,3 +26,21 @@ func TruncateError(msg string) string {
 	}
 	return msg[:keep] + marker
 }
+
+// MaxEchoBytes bounds how much of a client's input an error message quotes back: an id, a name,
+// a path or a value is cut to this many bytes, so an error answer stays small whatever was sent.
+const MaxEchoBytes = 64
+
+// Echo returns s to be quoted in an error message: s itself if it is at most MaxEchoBytes long,
+// else its first MaxEchoBytes bytes, cut at a UTF-8 character boundary, and "…". Every message
+// that quotes input quotes it through Echo.
+func Echo(s string) string {
+	if len(s) <= MaxEchoBytes {
+		return s
+	}
+	keep := MaxEchoBytes
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + "…"
+}

@@ -38,7 +38,7 @@ var (
 // 64 characters. Names end up in URLs and queue names, so they stay plain.
 func ValidateName(what, s string) error {
 	if !namePattern.MatchString(s) {
-		return Errorf(ErrInvalid, "%s %q: use 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit", what, s)
+		return Errorf(ErrInvalid, "%s %q: use 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit", what, Echo(s))
 	}
 	return nil
 }
@@ -47,7 +47,7 @@ func ValidateName(what, s string) error {
 // 128 characters.
 func ValidateID(what, s string) error {
 	if !idPattern.MatchString(s) {
-		return Errorf(ErrInvalid, "%s %q: use 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-', starting with a letter or digit", what, s)
+		return Errorf(ErrInvalid, "%s %q: use 1 to 128 of A-Z, a-z, 0-9, '.', '_', ':' and '-', starting with a letter or digit", what, Echo(s))
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 	if t.Priority == "" {
 		t.Priority = l.DefaultPriority()
 	} else if !l.HasPriority(t.Priority) {
-		return Task{}, Errorf(ErrInvalid, "priority %q is not one of lambda %s's priorities %v", t.Priority, l.Name, l.Priorities)
+		return Task{}, Errorf(ErrInvalid, "priority %q is not one of lambda %s's priorities %v", Echo(t.Priority), l.Name, l.Priorities)
 	}
 	switch {
 	case t.MaxAttempts == 0 && l.MaxAttempts > 0:
@@ -113,10 +113,11 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 		return Task{}, Errorf(ErrTooLarge, "payload is %d bytes; the limit is %d", len(s.Payload), c.PayloadLimit)
 	}
 	if len(s.Payload) > 0 {
-		var b bytes.Buffer
-		if err := json.Compact(&b, s.Payload); err != nil {
-			return Task{}, Errorf(ErrInvalid, "payload is not valid JSON")
+		if err := CheckJSON("payload", s.Payload); err != nil {
+			return Task{}, err
 		}
+		var b bytes.Buffer
+		json.Compact(&b, s.Payload) // valid: CheckJSON said so
 		t.Payload = b.Bytes()
 	}
 	t.NextTriggerAt = at(t.RunAt)

@@ -109,13 +109,19 @@ func Heartbeat(t Task, lease string, now time.Time, c Config) (Task, error) {
 	return t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout))), nil
 }
 
-// Succeed ends the task with its handler's result.
+// Succeed ends the task with its handler's result. A result over the payload limit, or one that
+// CheckJSON refuses, ends the task as a fatal failure that says why: a retry would end the same.
 func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Config) (Task, error) {
 	if err := checkLease(t, lease, "complete"); err != nil {
 		return t, err
 	}
 	if len(result) > c.PayloadLimit {
 		return fail(t, fmt.Sprintf("result is %d bytes; the limit is %d", len(result), c.PayloadLimit), false, now, c, 0), nil
+	}
+	if len(result) > 0 {
+		if err := CheckJSON("result", result); err != nil {
+			return fail(t, err.Error(), false, now, c, 0), nil
+		}
 	}
 	t = t.next(StatusSuccess, now, nil)
 	t.Result, t.Error = result, ""
