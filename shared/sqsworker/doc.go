@@ -72,6 +72,12 @@
 //     any other. Releasing instead would run a task that needs more time than the function has
 //     again and again, never counting an attempt and never reaching dead.
 //
+// "Full" allows Slack (DefaultSlack, a second): the stack sizes the function at exactly Timeout
+// plus Margin, and Lambda's clock starts before Handle sees the event. So an invocation short by
+// less than Slack is not too short, and a record claimed with at least Timeout less Slack left
+// gets the time left as its timeout, counted when it runs out like any timeout: only a record
+// that started later than that (it waited for a slot) is released when the margin cuts it.
+//
 // # Concurrency
 //
 // Records run at once up to the lambda's Concurrency, in the order of the batch. Concurrency is

@@ -22,6 +22,12 @@ import (
 // report its release or result (the executor bounds that call at ten seconds).
 const DefaultMargin = 15 * time.Second
 
+// DefaultSlack is how much of the lambda's timeout an invocation, or a record, may lack and still
+// count as given all of it: Lambda starts the function's clock before it hands over the event, and
+// a claim and the task's start take their time. The stack sizes the function at exactly the
+// lambda's timeout plus the margin, so without slack every invocation would look short.
+const DefaultSlack = time.Second
+
 // Config configures a Handler.
 type Config struct {
 	// Lambda is the lambda whose queues feed the function; zero fields take their defaults.
@@ -40,6 +46,10 @@ type Config struct {
 	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
 	// are claimed; DefaultMargin if zero.
 	Margin time.Duration
+	// Slack is how much less than the lambda's Timeout an invocation may have at its start (or a
+	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
+	// if zero.
+	Slack time.Duration
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -73,6 +83,12 @@ func New(c Config) (*Handler, error) {
 	if c.Margin == 0 {
 		c.Margin = DefaultMargin
 	}
+	if c.Slack < 0 {
+		return nil, fmt.Errorf("sqsworker: Slack must not be negative, got %s", c.Slack)
+	}
+	if c.Slack == 0 {
+		c.Slack = DefaultSlack
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -86,7 +102,7 @@ var errOutOfTime = errors.New("the worker function's invocation is about to time
 // budget is the time an invocation gives its tasks.
 type budget struct {
 	end   time.Time // the invocation deadline less Margin; zero when ctx has no deadline
-	short bool      // at the start, the invocation had less than the lambda's Timeout until end
+	short bool      // at the start, the invocation had less than the lambda's Timeout, less Slack, until end
 }
 
 func (b budget) over() bool { return !b.end.IsZero() && !time.Now().Before(b.end) }
@@ -101,7 +117,7 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 	var b budget
 	if deadline, ok := ctx.Deadline(); ok {
 		b.end = deadline.Add(-h.cfg.Margin)
-		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout {
+		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout-h.cfg.Slack {
 			b.short = true
 			log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt",
 				"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
@@ -168,9 +184,10 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 			}
 			return true
 		}
-		if b.short {
-			// The function is too short for the lambda: the handler gets what is left, and
-			// running out of it is a timed-out attempt, so a task that never fits ends dead.
+		if b.short || left >= l.Timeout-h.cfg.Slack {
+			// The function is too short for the lambda, or the task had (all but Slack of) its
+			// full time: the handler gets what is left, and running out of it is a timed-out
+			// attempt, so a task that never fits ends dead.
 			l.Timeout = min(l.Timeout, left)
 		} else {
 			// Running out of time here is the invocation's doing: the executor releases the task.

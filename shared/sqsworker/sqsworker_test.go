@@ -1,11 +1,13 @@
 package sqsworker_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -426,7 +428,7 @@ func TestDeadlineReleasesLateRecord(t *testing.T) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	bh := &blocking{}
-	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin}).Handle(ctx, event("first", "late"))
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin, Slack: 100 * time.Millisecond}).Handle(ctx, event("first", "late"))
 	must(t, err)
 	returned := time.Now()
 
@@ -450,6 +452,93 @@ func TestDeadlineReleasesLateRecord(t *testing.T) {
 	if got := e.get(t, "first"); got.Status != task.StatusRetriableFailure || got.Attempts != 1 || !strings.Contains(got.Error, "timed out") {
 		t.Fatalf("first task is %s with %d attempts (%q), want a timed-out retriable failure", got.Status, got.Attempts, got.Error)
 	}
+}
+
+// TestDeadlineExactFunctionIsLongEnough: the stack sizes the function at exactly the lambda's
+// timeout plus the margin, and Lambda's clock starts before Handle runs. Such an invocation is
+// not "too short": it logs no warning, and a record that started late (it waited for the only
+// slot) and is cut by the margin is released, its attempt not counted.
+func TestDeadlineExactFunctionIsLongEnough(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "quick", `{}`, 0, false)
+	e.put(t, "late", `{}`, 0, false)
+	l := echo
+	l.Concurrency, l.Timeout = 1, time.Second
+	margin := 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout+margin)
+	defer cancel()
+	bh := &blocking{}
+	h := worker.HandlerFunc(func(ctx context.Context, tk worker.Task) (json.RawMessage, error) {
+		if tk.ID == "quick" { // holds the only slot for most of the lambda's timeout
+			time.Sleep(l.Timeout * 6 / 10)
+			return nil, nil
+		}
+		return bh.Handle(ctx, tk)
+	})
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: h, Status: e.hsc, Margin: margin, Slack: 200 * time.Millisecond, Logger: logger}).Handle(ctx, event("quick", "late"))
+	must(t, err)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures %v, want none", failures(resp))
+	}
+	if strings.Contains(logs.String(), "shorter than") {
+		t.Errorf("an exactly sized function was treated as too short:\n%s", logs.String())
+	}
+	bh.mu.Lock()
+	defer bh.mu.Unlock()
+	if c := bh.causes["late"]; c == nil || !strings.Contains(c.Error(), "about to time out") {
+		t.Fatalf("late handler's cause %v, want the function's deadline", c)
+	}
+	if got := e.get(t, "late"); got.Status != task.StatusNew || got.Attempts != 0 {
+		t.Fatalf("late task is %s with %d attempts (%q), want released: new with 0", got.Status, got.Attempts, got.Error)
+	}
+	if got := e.get(t, "quick"); got.Status != task.StatusSuccess {
+		t.Fatalf("quick task is %s", got.Status)
+	}
+}
+
+// TestDeadlineExactFunctionCountsTimeout: in a function sized at exactly the lambda's timeout
+// plus the margin, a handler that runs into its timeout from the start of the invocation had its
+// full time (less Slack): that is a counted, timed-out attempt, not a release, so a task that
+// never finishes ends dead rather than running forever.
+func TestDeadlineExactFunctionCountsTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "hangs", `{}`, 0, false)
+	l := echo
+	l.Timeout = 500 * time.Millisecond
+	margin := 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout+margin)
+	defer cancel()
+	bh := &blocking{}
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin, Slack: 200 * time.Millisecond}).Handle(ctx, event("hangs"))
+	must(t, err)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures %v, want none", failures(resp))
+	}
+	if got := e.get(t, "hangs"); got.Status != task.StatusRetriableFailure || got.Attempts != 1 || !strings.Contains(got.Error, "timed out") {
+		t.Fatalf("task is %s with %d attempts (%q), want a timed-out retriable failure", got.Status, got.Attempts, got.Error)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger that handlers write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestDeadlineShortFunctionCounts: a function whose whole time is shorter than the lambda's
@@ -602,6 +691,7 @@ func TestNewNamesTheWrongField(t *testing.T) {
 		{sqsworker.Config{Lambda: echo, Status: s}, "Handler"},
 		{sqsworker.Config{Lambda: echo, Handler: h}, "Status"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Margin: -time.Second}, "Margin"},
+		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Slack: -time.Second}, "Slack"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatInterval: -time.Second}}, "HeartbeatInterval"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatTimeout: 10 * time.Second, LeaseMargin: 8 * time.Second}}, "LeaseMargin"},
 	} {
