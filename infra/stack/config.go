@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/openatf/atf/shared/dynamostore"
 )
 
 // Environment is the configuration of one environment (one stack), an entry of the file that
@@ -21,8 +23,8 @@ type Environment struct {
 	// environment-agnostic stack, which is how `make synth` runs offline.
 	Account string `json:"account"`
 	Region  string `json:"region"`
-	// Shards is ATF_SHARDS, the index shards per lambda (see docs/capacity.md). It may grow
-	// between deployments, never shrink.
+	// Shards is ATF_SHARDS, the index shards per lambda (see docs/capacity.md), at most
+	// dynamostore.MaxShards. It may grow between deployments, never shrink.
 	Shards int `json:"shards"`
 	// LogRetentionDays keeps every log group (functions, executors, API access logs) this long.
 	LogRetentionDays int `json:"log_retention_days"`
@@ -116,8 +118,9 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: account %q: want 12 digits, or empty", name, e.Account)
 	case e.Region != "" && !regionPattern.MatchString(e.Region):
 		return fmt.Errorf("environment %s: region %q: want a region such as us-east-1, or empty", name, e.Region)
-	case e.Shards < 1 || e.Shards > 1000:
-		return fmt.Errorf("environment %s: shards must be in 1..1000, got %d", name, e.Shards)
+	case e.Shards < 1 || e.Shards > dynamostore.MaxShards:
+		// The functions' store refuses more at cold start (dynamostore.Config.Validate).
+		return fmt.Errorf("environment %s: shards must be in 1..%d (dynamostore.MaxShards), got %d", name, dynamostore.MaxShards, e.Shards)
 	case logRetentions[e.LogRetentionDays] == "":
 		return fmt.Errorf("environment %s: log_retention_days %d: want one of %v", name, e.LogRetentionDays, slices.Sorted(maps.Keys(logRetentions)))
 	case e.API.RateLimit < 1 || e.API.BurstLimit < 1:

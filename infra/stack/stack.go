@@ -32,6 +32,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/sqsqueue"
 	"github.com/openatf/atf/shared/sqsworker"
@@ -82,6 +83,11 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		panic(err)
 	}
 	d := &deployment{name: p.Name, env: p.Env, reg: p.Registry, prefix: "atf-" + p.Name, assets: p.Assets, root: p.Root}
+	// The store configuration every function opens at cold start (awsfn.Open): refused here,
+	// not by every function once deployed.
+	if err := (dynamostore.Config{Table: d.prefix, Shards: p.Env.Shards}).Validate(); err != nil {
+		panic(fmt.Errorf("environment %s: %w", p.Name, err))
+	}
 	if err := p.Registry.Check(registry.Limits{
 		WorkerMargin: sqsworker.DefaultMargin,
 		QueueName:    func(l, pr string) (string, error) { return sqsqueue.QueueName(d.prefix, l, pr) },

@@ -636,8 +636,11 @@ func TestBadInput(t *testing.T) {
 	}{
 		"function over 15 minutes": {`{"lambdas": [{"name": "a", "timeout": "890s"}]}`, nil, `environment dev: registry: lambdas[0] "a": timeout 14m50s plus the worker function's margin 15s`},
 		"queue name too long":      {`{"lambdas": [{"name": "` + strings.Repeat("a", 64) + `"}]}`, nil, "it must fit SQS's 80"},
-		"no shards":                {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 0 }, "environment dev: shards must be in 1..1000, got 0"},
-		"missing asset":            {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
+		"no shards":                {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 0 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 0"},
+		// More shards than the functions' store accepts would synthesize and then stop every
+		// function at cold start.
+		"shards over the store's": {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 300 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 300"},
+		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registry.Parse([]byte(tc.registry))
@@ -672,6 +675,7 @@ func TestLoadEnvironments(t *testing.T) {
 		"retention":     {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
 		"throttle":      {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
 		"nat":           {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
+		"shards":        {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},
 		"alarm email":   {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
 		"alarm zero":    {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
 	} {
@@ -686,5 +690,19 @@ func TestLoadEnvironments(t *testing.T) {
 	must(os.WriteFile(p, []byte(`{"dev": {`+good+`}}`), 0o644))
 	if _, err := LoadEnvironments(p); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestShardsAgreeWithStore: an environment accepts exactly the shard counts the functions' store
+// accepts at cold start.
+func TestShardsAgreeWithStore(t *testing.T) {
+	e := mustEnvs(t)["dev"]
+	for _, n := range []int{1, dynamostore.MaxShards, dynamostore.MaxShards + 1, 300, 1000} {
+		e.Shards = n
+		envErr := e.Validate("dev")
+		storeErr := dynamostore.Config{Table: "atf-dev", Shards: n}.Validate()
+		if (envErr == nil) != (storeErr == nil) {
+			t.Errorf("shards %d: the environment says %v, the store %v", n, envErr, storeErr)
+		}
 	}
 }
