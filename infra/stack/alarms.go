@@ -93,13 +93,14 @@ func dlqMessages(l *lambdaResources) awscloudwatch.IMetric {
 }
 
 // alarms are an environment's alarms and the SNS topic they notify: per lambda, messages in its
-// dead-letter queues, dead tasks and the delivery latency's p95; and errors of the consumer.
+// dead-letter queues, dead tasks and the delivery latency's p95; errors of the consumer; throttles
+// and errors of the status function.
 type alarms struct {
 	topic  awssns.Topic
 	alarms []awscloudwatch.Alarm
 }
 
-func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer, lambdas []*lambdaResources) *alarms {
+func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer, st *status, lambdas []*lambdaResources) *alarms {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	cfg := d.env.Alarms
 	a := &alarms{}
@@ -125,6 +126,7 @@ func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics,
 	add("ConsumerErrors", "the consumer failed: no sweep succeeded in a minute", cons.function.function.MetricErrors(&awscloudwatch.MetricOptions{
 		Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod),
 	}), cfg.ConsumerErrors)
+	statusAlarms(add, "Status", st, cfg)
 	for _, l := range lambdas {
 		n := l.entry.Name
 		add("DlqMessages-"+n, "messages in the dead-letter queues of lambda "+n+": poison messages, or workers that crash", dlqMessages(l), cfg.DLQMessages)

@@ -74,6 +74,9 @@ type deployment struct {
 	removal awscdk.RemovalPolicy
 	// lambdasJSON is ATF_LAMBDAS of the functions that serve every lambda.
 	lambdasJSON string
+	// reserved is the reserved concurrency of the stack's functions, and eventSources the
+	// MaximumConcurrency of its event source mappings, summed as they are made.
+	reserved, eventSources int
 }
 
 // New returns the stack of one environment. It panics with a message for people on a bad
@@ -137,9 +140,12 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	api := newAPI(d.stack, "Api", d, store)
 	metrics := newMetrics(d.stack, "Metrics", d, status, consumer, lambdas)
 	if p.Env.Alarms != nil {
-		newAlarms(d.stack, "Alarms", d, metrics, consumer, lambdas)
+		newAlarms(d.stack, "Alarms", d, metrics, consumer, status, lambdas)
 	}
 	newDashboard(d.stack, "Dashboard", d, metrics, api, consumer, status, store, lambdas)
+	if err := d.checkConcurrency(); err != nil {
+		panic(fmt.Errorf("environment %s: %w", p.Name, err))
+	}
 
 	output(d.stack, "ApiUrl", api.api.Url())
 	output(d.stack, "TableName", store.table.TableName())
@@ -147,6 +153,28 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	output(d.stack, "StatusFunction", status.function.function.FunctionName())
 	applyNag(d)
 	return d.stack
+}
+
+// minUnreservedConcurrency is the concurrency AWS Lambda keeps unreserved in an account: it
+// refuses a reservation that would leave less.
+const minUnreservedConcurrency = 100
+
+// checkConcurrency refuses a stack whose functions may together run more invocations than the
+// account allows: the reserved concurrency of its functions plus the MaximumConcurrency of every
+// event source mapping must fit the account's limit, and the reservations must leave AWS's
+// unreserved minimum. Otherwise worker scale-out can fill the account (throttling the API), or
+// the deployment fails.
+func (d *deployment) checkConcurrency() error {
+	limit := d.env.accountConcurrency()
+	if d.reserved > limit-minUnreservedConcurrency {
+		return fmt.Errorf("the functions reserve a concurrency of %d, which leaves less than the %d unreserved that AWS requires of the account's limit %d (account_concurrency): set a smaller status_concurrency, or raise the account's limit and account_concurrency",
+			d.reserved, minUnreservedConcurrency, limit)
+	}
+	if total := d.reserved + d.eventSources; total > limit {
+		return fmt.Errorf("the functions' reserved concurrency %d plus the event source mappings' MaximumConcurrency %d is %d, over the account's concurrency limit %d (account_concurrency): lower function.max_concurrency in the registry, set status_concurrency, or raise the account's limit with AWS and account_concurrency",
+			d.reserved, d.eventSources, total, limit)
+	}
+	return nil
 }
 
 // lambdaResources are what one lambda of the registry gets.

@@ -525,9 +525,10 @@ func TestEnvironmentsDiffer(t *testing.T) {
 	if n := len(envs["dev"].resources("AWS::CloudWatch::Alarm")); n != 0 {
 		t.Errorf("dev has %d alarms, want none", n)
 	}
-	// prod: per lambda, dead-letter messages, dead tasks and delivery p95; and consumer errors.
+	// prod: per lambda, dead-letter messages, dead tasks and delivery p95; consumer errors; the
+	// status function's throttles and errors.
 	alarms := envs["prod"].resources("AWS::CloudWatch::Alarm")
-	if want := 3*len(reg.Lambdas) + 1; len(alarms) != want {
+	if want := 3*len(reg.Lambdas) + 3; len(alarms) != want {
 		t.Errorf("prod has %d alarms, want %d", len(alarms), want)
 	}
 	topics := envs["prod"].resources("AWS::SNS::Topic")
@@ -641,6 +642,10 @@ func TestBadInput(t *testing.T) {
 		// function at cold start.
 		"shards over the store's": {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 300 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 300"},
 		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
+		// Worker scale-out that could fill the account's concurrency, throttling the API.
+		"over the account's concurrency": {busyRegistry, nil, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
+		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.StatusConcurrency = 950 },
+			"environment dev: the functions reserve a concurrency of 951, which leaves less than the 100 unreserved that AWS requires of the account's limit 1000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registry.Parse([]byte(tc.registry))
@@ -663,21 +668,113 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// busyRegistry is one lambda whose worker may run 600 invocations of one task each.
+const busyRegistry = `{"lambdas": [{"name": "a", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 600}}}]}`
+
+// TestAccountConcurrencyConfigured: an account whose limit is raised (account_concurrency) takes
+// the registry that the default limit refuses.
+func TestAccountConcurrencyConfigured(t *testing.T) {
+	reg, err := registry.Parse([]byte(busyRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEnvs(t)["dev"]
+	e.AccountConcurrency = 2000
+	root := standIn(t)
+	st := New(newApp(t.TempDir()), "atf-dev", Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+	assertions.Template_FromStack(st, nil).HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+		"Description": "atf-dev: claims, heartbeats and results of tasks", "ReservedConcurrentExecutions": 600,
+	})
+}
+
+// TestStatusReserved: the status function's concurrency is reserved, sized to the most tasks the
+// worker functions run at once (MaximumConcurrency × BatchSize over every event source), so that
+// worker scale-out cannot throttle claims and heartbeats; an environment may set it.
+func TestStatusReserved(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	want := 0
+	for _, e := range reg.Lambdas {
+		if e.Kind == registry.KindFunction {
+			for _, p := range e.Priorities {
+				want += e.Function.MaxConcurrency[p] * e.Function.BatchSize
+			}
+		}
+	}
+	for name, s := range environments(t) {
+		var found bool
+		for _, fn := range s.resources("AWS::Lambda::Function") {
+			if path(fn) != "Status/Function/Resource" {
+				continue
+			}
+			found = true
+			if got := props(fn)["ReservedConcurrentExecutions"]; got != float64(want) {
+				t.Errorf("%s: the status function reserves %v, want %d", name, got, want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no status function", name)
+		}
+	}
+	e := mustEnvs(t)["dev"]
+	if got := statusReserved(e, reg.Lambdas); got != want {
+		t.Errorf("statusReserved %d, want %d", got, want)
+	}
+	e.StatusConcurrency = 42
+	if got := statusReserved(e, reg.Lambdas); got != 42 {
+		t.Errorf("statusReserved with status_concurrency 42: %d", got)
+	}
+}
+
+// TestStatusAlarms: an environment with alarms alarms on any throttle and any error of the
+// status function.
+func TestStatusAlarms(t *testing.T) {
+	for name, s := range environments(t) {
+		if mustEnvs(t)[name].Alarms == nil {
+			continue
+		}
+		status := ""
+		for id, fn := range s.resources("AWS::Lambda::Function") {
+			if path(fn) == "Status/Function/Resource" {
+				status = id
+			}
+		}
+		for _, metric := range []string{"Throttles", "Errors"} {
+			var found bool
+			for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+				p := props(a)
+				dims, _ := p["Dimensions"].([]any)
+				if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != metric || len(dims) != 1 || ref(dims[0].(map[string]any)["Value"]) != status {
+					continue
+				}
+				found = true
+				if p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Statistic"] != "Sum" || len(refs(p["AlarmActions"])) != 1 {
+					t.Errorf("%s: status %s alarm %v", name, metric, p)
+				}
+			}
+			if !found {
+				t.Errorf("%s: no alarm on the status function's %s", name, metric)
+			}
+		}
+	}
+}
+
 // TestLoadEnvironments: the environments file is checked field by field.
 func TestLoadEnvironments(t *testing.T) {
 	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1`
 	for name, tc := range map[string]struct{ json, want string }{
-		"unknown field": {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
-		"empty":         {`{}`, "no environment"},
-		"bad name":      {`{"Dev": {` + good + `}}`, `environment "Dev": name`},
-		"account":       {`{"dev": {` + good + `, "account": "12345"}}`, `account "12345": want 12 digits`},
-		"region":        {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
-		"retention":     {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
-		"throttle":      {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
-		"nat":           {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
-		"shards":        {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},
-		"alarm email":   {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
-		"alarm zero":    {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
+		"unknown field":       {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
+		"empty":               {`{}`, "no environment"},
+		"bad name":            {`{"Dev": {` + good + `}}`, `environment "Dev": name`},
+		"account":             {`{"dev": {` + good + `, "account": "12345"}}`, `account "12345": want 12 digits`},
+		"region":              {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
+		"retention":           {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
+		"throttle":            {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
+		"nat":                 {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
+		"account concurrency": {`{"dev": {` + good + `, "account_concurrency": 50}}`, "account_concurrency must be at least 100"},
+		"status concurrency":  {`{"dev": {` + good + `, "status_concurrency": -1}}`, "status_concurrency must not be negative"},
+		"shards":              {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},
+		"alarm email":         {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
+		"alarm zero":          {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
 	} {
 		p := filepath.Join(t.TempDir(), "envs.json")
 		must(os.WriteFile(p, []byte(tc.json), 0o644))
