@@ -803,3 +803,43 @@ func TestShardsAgreeWithStore(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerChangesVisibility: a worker function may change the visibility of its own queues'
+// messages (sqsworker brings a record failed for a transient reason back in seconds), and of no
+// other queue's.
+func TestWorkerChangesVisibility(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["staging"]
+	all := s.json["Resources"].(map[string]any)
+	for _, e := range reg.Lambdas {
+		if e.Kind != registry.KindFunction {
+			continue
+		}
+		var want, got []string
+		for _, p := range e.Priorities {
+			want = append(want, "Lambda-"+e.Name+"/Queues/Queue-"+p+"/Resource")
+		}
+		for _, p := range s.resources("AWS::IAM::Policy") {
+			attached := false
+			for _, r := range refs(props(p)["Roles"]) {
+				attached = attached || path(all[r].(map[string]any)) == "Lambda-"+e.Name+"/Worker/Role/Resource"
+			}
+			if !attached {
+				continue
+			}
+			for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				if st["Effect"] == "Allow" && slices.Contains(list(st["Action"]), any("sqs:ChangeMessageVisibility")) {
+					for _, r := range refs(st["Resource"]) {
+						got = append(got, path(all[r].(map[string]any)))
+					}
+				}
+			}
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if got = slices.Compact(got); !slices.Equal(got, want) {
+			t.Errorf("%s's worker may change the visibility of messages in %v, want %v", e.Name, got, want)
+		}
+	}
+}

@@ -18,8 +18,9 @@ import (
 // higher priorities more is how worker functions favour them. The function's timeout is the
 // lambda's plus sqsworker.DefaultMargin.
 //
-// Its role receives from and deletes in its own queues, and invokes the status function, and
-// nothing else: no other lambda's queues, no table.
+// Its role receives from, deletes in and changes the visibility of messages in its own queues
+// (the event sources' grant; sqsworker shortens the visibility of a record failed for a transient
+// reason), and invokes the status function, and nothing else: no other lambda's queues, no table.
 type worker struct {
 	*function
 }

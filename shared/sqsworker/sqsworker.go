@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,32 @@ const DefaultMargin = 15 * time.Second
 // lambda's timeout plus the margin, so without slack every invocation would look short.
 const DefaultSlack = time.Second
 
+// A record failed for a transient reason (its claim failed, or too little time was left to
+// claim it) is hidden for RetryDelay(receive count) instead of the queue's visibility timeout,
+// which is six times the function's: it comes back in seconds, later on each receive so that a
+// long outage does not send it to the dead-letter queue within a minute. The call that shortens
+// it takes at most retryCallTimeout and is best effort: on failure the queue's timeout holds.
+const (
+	RetryDelayBase   = 2 * time.Second
+	RetryDelayMax    = time.Minute
+	retryCallTimeout = 2 * time.Second
+)
+
+// RetryDelay is how long a record failed for a transient reason stays hidden after its
+// receiveCount-th receive: RetryDelayBase, doubled on each later receive, at most RetryDelayMax.
+func RetryDelay(receiveCount int) time.Duration {
+	d := RetryDelayBase
+	for i := 1; i < receiveCount && d < RetryDelayMax; i++ {
+		d *= 2
+	}
+	return min(d, RetryDelayMax)
+}
+
+// Visibility changes how long a received message stays hidden: sqsqueue.Queue.
+type Visibility interface {
+	Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error
+}
+
 // Config configures a Handler.
 type Config struct {
 	// Lambda is the lambda whose queues feed the function; zero fields take their defaults.
@@ -46,6 +73,10 @@ type Config struct {
 	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
 	// are claimed; DefaultMargin if zero.
 	Margin time.Duration
+	// Queue, if set, shortens the visibility of a record failed for a transient reason, so it
+	// comes back after RetryDelay rather than the queue's visibility timeout. Poison records keep
+	// the queue's. Nil: every failed record waits for the queue's timeout.
+	Queue Visibility
 	// Slack is how much less than the lambda's Timeout an invocation may have at its start (or a
 	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
 	// if zero.
@@ -157,6 +188,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 	if b.over() {
 		log.Warn("too little time left before the function's deadline to claim; the message will come back",
 			"margin", h.cfg.Margin)
+		h.retrySoon(ctx, log, msg, m)
 		return false
 	}
 
@@ -169,6 +201,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return true
 	default:
 		log.Warn("claim failed; the message will come back", "err", err)
+		h.retrySoon(ctx, log, msg, m)
 		return false
 	}
 	log = log.With("attempt", t.Attempts)
@@ -198,6 +231,23 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 	}
 	h.exec.Run(runCtx, l, h.cfg.Handler, t)
 	return true
+}
+
+// retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
+// effort: if that fails, it comes back after the queue's visibility timeout.
+func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
+	if h.cfg.Queue == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	delay := RetryDelay(n)
+	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
+	defer cancel()
+	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, Receipt: m.ReceiptHandle, ReceiveCount: n}, delay); err != nil {
+		log.Warn("could not bring the message back sooner; it comes back after the queue's visibility timeout", "err", err)
+		return
+	}
+	log.Debug("the message comes back soon", "after", delay)
 }
 
 // decode returns the message in body, or why it is poison.

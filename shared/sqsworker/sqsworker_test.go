@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -697,6 +698,69 @@ func TestNewNamesTheWrongField(t *testing.T) {
 	} {
 		if _, err := sqsworker.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+// visibilities records the calls that shorten a message's visibility.
+type visibilities struct {
+	mu    sync.Mutex
+	calls map[string]time.Duration // by receipt
+	tasks []task.Message
+}
+
+func (v *visibilities) Extend(_ context.Context, d task.Delivery, visibility time.Duration) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.calls == nil {
+		v.calls = map[string]time.Duration{}
+	}
+	v.calls[d.Receipt] = visibility
+	v.tasks = append(v.tasks, d.Message)
+	return nil
+}
+
+// TestTransientFailureComesBackSoon: a record whose claim failed, or that came with too little
+// time left to claim, is hidden for RetryDelay only; a poison record keeps the queue's timeout.
+func TestTransientFailureComesBackSoon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "fails", `{}`, 0, false)
+	e.put(t, "ok", `{}`, 0, false)
+	ev := event("fails", "ok")
+	ev.Records[0].Attributes["ApproximateReceiveCount"] = "3"
+	ev.Records = append(ev.Records, events.SQSMessage{MessageId: "msg-poison", ReceiptHandle: "rh-poison", Body: "not json",
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}})
+	vis := &visibilities{}
+	rec := &recorder{Status: e.hsc, failClaim: "fails"}
+	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: rec, Queue: vis}).Handle(context.Background(), ev)
+	must(t, err)
+	if got, want := failures(resp), ids(ev, 0, 2); !slices.Equal(got, want) {
+		t.Fatalf("batchItemFailures %v, want %v", got, want)
+	}
+	if want := map[string]time.Duration{"rh-fails": 4 * sqsworker.RetryDelayBase}; !maps.Equal(vis.calls, want) {
+		t.Fatalf("visibility changed %v, want %v", vis.calls, want)
+	}
+	if m := vis.tasks[0]; m.Lambda != echo.Name || m.Priority != "normal" || m.TaskID != "fails" {
+		t.Fatalf("visibility changed on %+v", m)
+	}
+
+	// No time left to claim: both records are hidden for RetryDelay.
+	vis = &visibilities{}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ev = event("a", "b")
+	resp, err = newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Margin: time.Second, Queue: vis}).Handle(ctx, ev)
+	must(t, err)
+	if want := map[string]time.Duration{"rh-a": sqsworker.RetryDelayBase, "rh-b": sqsworker.RetryDelayBase}; len(resp.BatchItemFailures) != 2 || !maps.Equal(vis.calls, want) {
+		t.Fatalf("failures %v, visibility changed %v; want both, %v", failures(resp), vis.calls, want)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	for n, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 5: 32 * time.Second, 6: time.Minute, 100: time.Minute} {
+		if got := sqsworker.RetryDelay(n); got != want {
+			t.Errorf("RetryDelay(%d) = %s, want %s", n, got, want)
 		}
 	}
 }
