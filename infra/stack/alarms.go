@@ -95,7 +95,8 @@ func dlqMessages(l *lambdaResources) awscloudwatch.IMetric {
 }
 
 // alarms are an environment's alarms and the SNS topic they notify: per lambda, messages in its
-// dead-letter queues, dead tasks and the delivery latency's p95; and errors of the consumer.
+// dead-letter queues, dead tasks and the delivery latency's p95; errors of the consumer; throttles
+// and errors of each status function.
 type alarms struct {
 	topic  awssns.Topic
 	alarms []awscloudwatch.Alarm
@@ -129,6 +130,9 @@ func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics,
 	}), cfg.ConsumerErrors)
 	for _, l := range lambdas {
 		n := l.entry.Name
+		if l.status != nil {
+			statusAlarms(add, n, l.status, cfg)
+		}
 		add("DlqMessages-"+n, "messages in the dead-letter queues of lambda "+n+": poison messages, or workers that crash", dlqMessages(l), cfg.DLQMessages)
 		add("DeadTasks-"+n, "tasks of lambda "+n+" ran out of attempts", m.metric(metricDeadTasks, n, "Sum"), cfg.DeadTasks)
 		add("DeliveryP95-"+n, fmt.Sprintf("tasks of lambda %s start late: p95 of the delay from due to claim over %d ms", n, cfg.DeliveryP95Ms),

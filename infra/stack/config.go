@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/openatf/atf/shared/dynamostore"
 )
 
 // Environment is the configuration of one environment (one stack), an entry of the file that
@@ -21,8 +23,8 @@ type Environment struct {
 	// environment-agnostic stack, which is how `make synth` runs offline.
 	Account string `json:"account"`
 	Region  string `json:"region"`
-	// Shards is ATF_SHARDS, the index shards per lambda (see docs/capacity.md). It may grow
-	// between deployments, never shrink.
+	// Shards is ATF_SHARDS, the index shards per lambda (see docs/capacity.md), at most
+	// dynamostore.MaxShards. It may grow between deployments, never shrink.
 	Shards int `json:"shards"`
 	// LogRetentionDays keeps every log group (functions, executors, API access logs) this long.
 	LogRetentionDays int `json:"log_retention_days"`
@@ -45,6 +47,24 @@ type Environment struct {
 	NATGateways int `json:"nat_gateways"`
 	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
 	Alarms *Alarms `json:"alarms"`
+	// AccountConcurrency is the Lambda concurrency limit of the account and region the stack
+	// deploys to; optional, AWS's default DefaultAccountConcurrency if zero. The stack refuses a
+	// registry whose functions could take more (see checkConcurrency).
+	AccountConcurrency int `json:"account_concurrency,omitempty"`
+	// StatusConcurrency is the status function's reserved concurrency; optional, sized from the
+	// registry if zero (see statusReserved).
+	StatusConcurrency int `json:"status_concurrency,omitempty"`
+}
+
+// DefaultAccountConcurrency is AWS Lambda's default concurrency limit of an account and region.
+const DefaultAccountConcurrency = 1000
+
+// accountConcurrency is e's AccountConcurrency or its default.
+func (e Environment) accountConcurrency() int {
+	if e.AccountConcurrency == 0 {
+		return DefaultAccountConcurrency
+	}
+	return e.AccountConcurrency
 }
 
 // Alarms configures the alarms of an environment. An alarm fires when its value reaches its
@@ -62,7 +82,14 @@ type Alarms struct {
 	// ConsumerErrors: failed invocations of the consumer function (each one a minute in which
 	// no sweep succeeded).
 	ConsumerErrors int `json:"consumer_errors"`
+	// StatusThrottles and StatusErrors: throttled and failed invocations of the status function
+	// (each one a claim, heartbeat or result that failed); optional, 1 if zero.
+	StatusThrottles int `json:"status_throttles,omitempty"`
+	StatusErrors    int `json:"status_errors,omitempty"`
 }
+
+// orOne is n, or 1 if n is zero: the threshold of an optional alarm.
+func orOne(n int) int { return max(n, 1) }
 
 var (
 	envNamePattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,15}$`)
@@ -116,14 +143,19 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: account %q: want 12 digits, or empty", name, e.Account)
 	case e.Region != "" && !regionPattern.MatchString(e.Region):
 		return fmt.Errorf("environment %s: region %q: want a region such as us-east-1, or empty", name, e.Region)
-	case e.Shards < 1 || e.Shards > 1000:
-		return fmt.Errorf("environment %s: shards must be in 1..1000, got %d", name, e.Shards)
+	case e.Shards < 1 || e.Shards > dynamostore.MaxShards:
+		// The functions' store refuses more at cold start (dynamostore.Config.Validate).
+		return fmt.Errorf("environment %s: shards must be in 1..%d (dynamostore.MaxShards), got %d", name, dynamostore.MaxShards, e.Shards)
 	case logRetentions[e.LogRetentionDays] == "":
 		return fmt.Errorf("environment %s: log_retention_days %d: want one of %v", name, e.LogRetentionDays, slices.Sorted(maps.Keys(logRetentions)))
 	case e.API.RateLimit < 1 || e.API.BurstLimit < 1:
 		return fmt.Errorf("environment %s: api.rate_limit and api.burst_limit must be at least 1, got %d and %d", name, e.API.RateLimit, e.API.BurstLimit)
 	case e.NATGateways < 1 || e.NATGateways > maxAZs:
 		return fmt.Errorf("environment %s: nat_gateways must be in 1..%d, got %d", name, maxAZs, e.NATGateways)
+	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < minUnreservedConcurrency:
+		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, minUnreservedConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
+	case e.StatusConcurrency < 0:
+		return fmt.Errorf("environment %s: status_concurrency must not be negative, got %d", name, e.StatusConcurrency)
 	}
 	if a := e.Alarms; a != nil {
 		switch {
@@ -131,6 +163,8 @@ func (e Environment) Validate(name string) error {
 			return fmt.Errorf("environment %s: alarms.email %q is not an email address", name, a.Email)
 		case a.DLQMessages < 1, a.DeadTasks < 1, a.DeliveryP95Ms < 1, a.ConsumerErrors < 1:
 			return fmt.Errorf("environment %s: alarms: dlq_messages, dead_tasks, delivery_p95_ms and consumer_errors must be at least 1", name)
+		case a.StatusThrottles < 0, a.StatusErrors < 0:
+			return fmt.Errorf("environment %s: alarms: status_throttles and status_errors must not be negative", name)
 		}
 	}
 	return nil

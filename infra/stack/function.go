@@ -59,6 +59,7 @@ func newFunction(scope constructs.Construct, id string, d *deployment, p functio
 	}
 	if p.reserved > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(float64(p.reserved))
+		d.reserved += p.reserved
 	}
 	if p.dropStaleEvents {
 		props.RetryAttempts = jsii.Number(0)

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/sqsqueue"
 	"github.com/openatf/atf/shared/sqsworker"
@@ -74,6 +75,9 @@ type deployment struct {
 	removal awscdk.RemovalPolicy
 	// lambdasJSON is ATF_LAMBDAS of the functions that serve every lambda.
 	lambdasJSON string
+	// reserved is the reserved concurrency of the stack's functions, and eventSources the
+	// MaximumConcurrency of its event source mappings, summed as they are made.
+	reserved, eventSources int
 }
 
 // New returns the stack of one environment. It panics with a message for people on a bad
@@ -83,6 +87,11 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		panic(err)
 	}
 	d := &deployment{name: p.Name, env: p.Env, reg: p.Registry, prefix: "atf-" + p.Name, assets: p.Assets, root: p.Root}
+	// The store configuration every function opens at cold start (awsfn.Open): refused here,
+	// not by every function once deployed.
+	if err := (dynamostore.Config{Table: d.prefix, Shards: p.Env.Shards}).Validate(); err != nil {
+		panic(fmt.Errorf("environment %s: %w", p.Name, err))
+	}
 	if err := p.Registry.Check(registry.Limits{
 		WorkerMargin: sqsworker.DefaultMargin,
 		QueueName:    func(l, pr string) (string, error) { return sqsqueue.QueueName(d.prefix, l, pr) },
@@ -135,12 +144,37 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		newAlarms(d.stack, "Alarms", d, metrics, consumer, lambdas)
 	}
 	newDashboard(d.stack, "Dashboard", d, metrics, api, consumer, store, lambdas)
+	if err := d.checkConcurrency(); err != nil {
+		panic(fmt.Errorf("environment %s: %w", p.Name, err))
+	}
 
 	output(d.stack, "ApiUrl", api.api.Url())
 	output(d.stack, "TableName", store.table.TableName())
 	output(d.stack, "QueuePrefix", jsii.String(d.prefix))
 	applyNag(d)
 	return d.stack
+}
+
+// minUnreservedConcurrency is the concurrency AWS Lambda keeps unreserved in an account: it
+// refuses a reservation that would leave less.
+const minUnreservedConcurrency = 100
+
+// checkConcurrency refuses a stack whose functions may together run more invocations than the
+// account allows: the reserved concurrency of its functions plus the MaximumConcurrency of every
+// event source mapping must fit the account's limit, and the reservations must leave AWS's
+// unreserved minimum. Otherwise worker scale-out can fill the account (throttling the API), or
+// the deployment fails.
+func (d *deployment) checkConcurrency() error {
+	limit := d.env.accountConcurrency()
+	if d.reserved > limit-minUnreservedConcurrency {
+		return fmt.Errorf("the functions reserve a concurrency of %d, which leaves less than the %d unreserved that AWS requires of the account's limit %d (account_concurrency): set a smaller status_concurrency, or raise the account's limit and account_concurrency",
+			d.reserved, minUnreservedConcurrency, limit)
+	}
+	if total := d.reserved + d.eventSources; total > limit {
+		return fmt.Errorf("the functions' reserved concurrency %d plus the event source mappings' MaximumConcurrency %d is %d, over the account's concurrency limit %d (account_concurrency): lower function.max_concurrency in the registry, set status_concurrency, or raise the account's limit with AWS and account_concurrency",
+			d.reserved, d.eventSources, total, limit)
+	}
+	return nil
 }
 
 // lambdaResources are what one lambda of the registry gets.

@@ -542,9 +542,16 @@ func TestEnvironmentsDiffer(t *testing.T) {
 	if n := len(envs["dev"].resources("AWS::CloudWatch::Alarm")); n != 0 {
 		t.Errorf("dev has %d alarms, want none", n)
 	}
-	// prod: per lambda, dead-letter messages, dead tasks and delivery p95; and consumer errors.
+	// prod: per lambda, dead-letter messages, dead tasks and delivery p95, and for a function
+	// lambda its status function's throttles and errors; consumer errors.
+	functions := 0
+	for _, e := range reg.Lambdas {
+		if e.Kind == registry.KindFunction {
+			functions++
+		}
+	}
 	alarms := envs["prod"].resources("AWS::CloudWatch::Alarm")
-	if want := 3*len(reg.Lambdas) + 1; len(alarms) != want {
+	if want := 3*len(reg.Lambdas) + 2*functions + 1; len(alarms) != want {
 		t.Errorf("prod has %d alarms, want %d", len(alarms), want)
 	}
 	topics := envs["prod"].resources("AWS::SNS::Topic")
@@ -616,7 +623,7 @@ func TestAddLambda(t *testing.T) {
 	want := map[string]int{
 		"AWS::SQS::Queue": 4, "AWS::SQS::QueuePolicy": 4, "AWS::Lambda::EventSourceMapping": 2,
 		"AWS::Lambda::Function": 2, "AWS::IAM::Role": 2, "AWS::IAM::Policy": 2, "AWS::Logs::LogGroup": 2,
-		"AWS::Logs::MetricFilter": 2, "AWS::CloudWatch::Alarm": 3,
+		"AWS::Logs::MetricFilter": 2, "AWS::CloudWatch::Alarm": 5,
 	}
 	if fmt.Sprint(added) != fmt.Sprint(want) {
 		t.Errorf("added %v\nwant  %v", added, want)
@@ -653,8 +660,15 @@ func TestBadInput(t *testing.T) {
 	}{
 		"function over 15 minutes": {`{"lambdas": [{"name": "a", "timeout": "890s"}]}`, nil, `environment dev: registry: lambdas[0] "a": timeout 14m50s plus the worker function's margin 15s`},
 		"queue name too long":      {`{"lambdas": [{"name": "` + strings.Repeat("a", 64) + `"}]}`, nil, "it must fit SQS's 80"},
-		"no shards":                {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 0 }, "environment dev: shards must be in 1..1000, got 0"},
-		"missing asset":            {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
+		"no shards":                {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 0 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 0"},
+		// More shards than the functions' store accepts would synthesize and then stop every
+		// function at cold start.
+		"shards over the store's": {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 300 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 300"},
+		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
+		// Worker scale-out that could fill the account's concurrency, throttling the API.
+		"over the account's concurrency": {busyRegistry, nil, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
+		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.StatusConcurrency = 950 },
+			"environment dev: the functions reserve a concurrency of 951, which leaves less than the 100 unreserved that AWS requires of the account's limit 1000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registry.Parse([]byte(tc.registry))
@@ -677,20 +691,126 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// busyRegistry is one lambda whose worker may run 600 invocations of one task each.
+const busyRegistry = `{"lambdas": [{"name": "a", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 600}}}]}`
+
+// TestAccountConcurrencyConfigured: an account whose limit is raised (account_concurrency) takes
+// the registry that the default limit refuses.
+func TestAccountConcurrencyConfigured(t *testing.T) {
+	reg, err := registry.Parse([]byte(busyRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEnvs(t)["dev"]
+	e.AccountConcurrency = 2000
+	root := standIn(t)
+	st := New(newApp(t.TempDir()), "atf-dev", Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+	assertions.Template_FromStack(st, nil).HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+		"Description": "atf-dev: claims, heartbeats and results of the tasks of lambda a", "ReservedConcurrentExecutions": 600,
+	})
+}
+
+// TestStatusReserved: each lambda's status function reserves its concurrency, sized to the most
+// tasks its worker function runs at once (MaximumConcurrency × BatchSize over its event sources),
+// so that worker scale-out cannot throttle claims and heartbeats; an environment may set it.
+func TestStatusReserved(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	want := map[string]int{} // the status function's path: its reservation
+	for _, e := range reg.Lambdas {
+		if e.Kind != registry.KindFunction {
+			continue
+		}
+		n := 0
+		for _, p := range e.Priorities {
+			n += e.Function.MaxConcurrency[p] * e.Function.BatchSize
+		}
+		want["Lambda-"+e.Name+"/Status/Function/Resource"] = max(n, minStatusReserved)
+	}
+	for name, s := range environments(t) {
+		found := 0
+		for _, fn := range s.resources("AWS::Lambda::Function") {
+			w, ok := want[path(fn)]
+			if !ok {
+				continue
+			}
+			found++
+			if got := props(fn)["ReservedConcurrentExecutions"]; got != float64(w) {
+				t.Errorf("%s: %s reserves %v, want %d", name, path(fn), got, w)
+			}
+		}
+		if found != len(want) {
+			t.Errorf("%s: %d status functions, want %d", name, found, len(want))
+		}
+	}
+	e := mustEnvs(t)["dev"]
+	for _, l := range reg.Lambdas {
+		if l.Kind == registry.KindFunction {
+			if got := statusReserved(e, []registry.Entry{l}); got != want["Lambda-"+l.Name+"/Status/Function/Resource"] {
+				t.Errorf("statusReserved(%s) %d", l.Name, got)
+			}
+		}
+	}
+	e.StatusConcurrency = 42
+	if got := statusReserved(e, reg.Lambdas); got != 42 {
+		t.Errorf("statusReserved with status_concurrency 42: %d", got)
+	}
+}
+
+// TestStatusAlarms: an environment with alarms alarms on any throttle and any error of each
+// status function.
+func TestStatusAlarms(t *testing.T) {
+	for name, s := range environments(t) {
+		if mustEnvs(t)[name].Alarms == nil {
+			continue
+		}
+		statuses := map[string]string{} // logical id: path
+		for id, fn := range s.resources("AWS::Lambda::Function") {
+			if strings.HasSuffix(path(fn), "/Status/Function/Resource") {
+				statuses[id] = path(fn)
+			}
+		}
+		if len(statuses) == 0 {
+			t.Errorf("%s: no status function", name)
+		}
+		for status, where := range statuses {
+			for _, metric := range []string{"Throttles", "Errors"} {
+				var found bool
+				for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+					p := props(a)
+					dims, _ := p["Dimensions"].([]any)
+					if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != metric || len(dims) != 1 || ref(dims[0].(map[string]any)["Value"]) != status {
+						continue
+					}
+					found = true
+					if p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Statistic"] != "Sum" || len(refs(p["AlarmActions"])) != 1 {
+						t.Errorf("%s: %s %s alarm %v", name, where, metric, p)
+					}
+				}
+				if !found {
+					t.Errorf("%s: no alarm on the %s of %s", name, metric, where)
+				}
+			}
+		}
+	}
+}
+
 // TestLoadEnvironments: the environments file is checked field by field.
 func TestLoadEnvironments(t *testing.T) {
 	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1`
 	for name, tc := range map[string]struct{ json, want string }{
-		"unknown field": {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
-		"empty":         {`{}`, "no environment"},
-		"bad name":      {`{"Dev": {` + good + `}}`, `environment "Dev": name`},
-		"account":       {`{"dev": {` + good + `, "account": "12345"}}`, `account "12345": want 12 digits`},
-		"region":        {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
-		"retention":     {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
-		"throttle":      {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
-		"nat":           {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
-		"alarm email":   {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
-		"alarm zero":    {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
+		"unknown field":       {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
+		"empty":               {`{}`, "no environment"},
+		"bad name":            {`{"Dev": {` + good + `}}`, `environment "Dev": name`},
+		"account":             {`{"dev": {` + good + `, "account": "12345"}}`, `account "12345": want 12 digits`},
+		"region":              {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
+		"retention":           {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
+		"throttle":            {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
+		"nat":                 {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
+		"account concurrency": {`{"dev": {` + good + `, "account_concurrency": 50}}`, "account_concurrency must be at least 100"},
+		"status concurrency":  {`{"dev": {` + good + `, "status_concurrency": -1}}`, "status_concurrency must not be negative"},
+		"shards":              {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},
+		"alarm email":         {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},
+		"alarm zero":          {`{"dev": {` + good + `, "alarms": {"dlq_messages": 1, "dead_tasks": 0, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, "must be at least 1"},
 	} {
 		p := filepath.Join(t.TempDir(), "envs.json")
 		must(os.WriteFile(p, []byte(tc.json), 0o644))
@@ -703,5 +823,59 @@ func TestLoadEnvironments(t *testing.T) {
 	must(os.WriteFile(p, []byte(`{"dev": {`+good+`}}`), 0o644))
 	if _, err := LoadEnvironments(p); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestShardsAgreeWithStore: an environment accepts exactly the shard counts the functions' store
+// accepts at cold start.
+func TestShardsAgreeWithStore(t *testing.T) {
+	e := mustEnvs(t)["dev"]
+	for _, n := range []int{1, dynamostore.MaxShards, dynamostore.MaxShards + 1, 300, 1000} {
+		e.Shards = n
+		envErr := e.Validate("dev")
+		storeErr := dynamostore.Config{Table: "atf-dev", Shards: n}.Validate()
+		if (envErr == nil) != (storeErr == nil) {
+			t.Errorf("shards %d: the environment says %v, the store %v", n, envErr, storeErr)
+		}
+	}
+}
+
+// TestWorkerChangesVisibility: a worker function may change the visibility of its own queues'
+// messages (sqsworker brings a record failed for a transient reason back in seconds), and of no
+// other queue's.
+func TestWorkerChangesVisibility(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["staging"]
+	all := s.json["Resources"].(map[string]any)
+	for _, e := range reg.Lambdas {
+		if e.Kind != registry.KindFunction {
+			continue
+		}
+		var want, got []string
+		for _, p := range e.Priorities {
+			want = append(want, "Lambda-"+e.Name+"/Queues/Queue-"+p+"/Resource")
+		}
+		for _, p := range s.resources("AWS::IAM::Policy") {
+			attached := false
+			for _, r := range refs(props(p)["Roles"]) {
+				attached = attached || path(all[r].(map[string]any)) == "Lambda-"+e.Name+"/Worker/Role/Resource"
+			}
+			if !attached {
+				continue
+			}
+			for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				if st["Effect"] == "Allow" && slices.Contains(list(st["Action"]), any("sqs:ChangeMessageVisibility")) {
+					for _, r := range refs(st["Resource"]) {
+						got = append(got, path(all[r].(map[string]any)))
+					}
+				}
+			}
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if got = slices.Compact(got); !slices.Equal(got, want) {
+			t.Errorf("%s's worker may change the visibility of messages in %v, want %v", e.Name, got, want)
+		}
 	}
 }

@@ -20,8 +20,10 @@ import (
 // higher priorities more is how worker functions favour them. The function's timeout is the
 // lambda's plus sqsworker.DefaultMargin.
 //
-// Its role receives from and deletes in its own queues, and invokes its lambda's own status
-// function, and nothing else: no other lambda's queues or status function, no table.
+// Its role receives from, deletes in and changes the visibility of messages in its own queues
+// (the event sources' grant; sqsworker shortens the visibility of a record failed for a transient
+// reason), and invokes its lambda's own status function, and nothing else: no other lambda's
+// queues or status function, no table.
 type worker struct {
 	*function
 }
@@ -42,6 +44,7 @@ func newWorker(scope constructs.Construct, id string, d *deployment, e registry.
 			ReportBatchItemFailures: jsii.Bool(true),
 			MaxConcurrency:          jsii.Number(float64(e.Function.MaxConcurrency[p])),
 		}))
+		d.eventSources += e.Function.MaxConcurrency[p]
 	}
 	st.function.function.GrantInvoke(w.role)
 	suppress(w.role, "AwsSolutions-IAM5", "The wildcard stands for the versions and aliases of the lambda's own status function, the one function its worker invokes.",

@@ -34,14 +34,22 @@
 //	                                                 task is claimed, running or finished
 //	claim fails with task.ErrNotFound                acknowledged: no such task (never, or no
 //	                                                 longer, in the store)
-//	claim fails otherwise (store or status function  failed: SQS delivers it again after the
-//	  unreachable, throttled, ...)                   visibility timeout
-//	less than Margin left before the deadline        failed, not claimed: SQS delivers it again
+//	claim fails otherwise (store or status function  failed, and hidden for RetryDelay only: SQS
+//	  unreachable, throttled, ...)                   delivers it again in seconds
+//	less than Margin left before the deadline        failed, not claimed, hidden for RetryDelay
 //	claimed, but the claim took the time left        acknowledged: the task is released untried
 //	body is not a task message, has no task id, or  failed: poison. After MaxReceiveCount
 //	  names another lambda                           receives the redrive policy moves it to the
 //	                                                 dead-letter queue, where people and alarms
 //	                                                 see it, as sqsqueue does for the executors
+//
+// A record failed for a transient reason would otherwise come back only after the queue's
+// visibility timeout, six times the function's: minutes. So, when Config.Queue is set (the worker
+// function sets it), Handle first hides its message for RetryDelay (2 s, doubling on each receive,
+// at most a minute) with ChangeMessageVisibility, best effort and bounded by a short deadline.
+// The doubling keeps a long outage of the status function from sending messages to the
+// dead-letter queue in a minute; a message that goes there anyway costs nothing but an alarm,
+// since the consumer enqueues its task again. Poison keeps the queue's timeout.
 //
 // Poison is failed rather than acknowledged because the dead-letter queue is where the design
 // puts it: a body that does not decode is a bug (or a hand-sent message) that deserves more than
@@ -71,6 +79,12 @@
 //     the time the function has left, and running out of it counts as a timed-out attempt like
 //     any other. Releasing instead would run a task that needs more time than the function has
 //     again and again, never counting an attempt and never reaching dead.
+//
+// "Full" allows Slack (DefaultSlack, a second): the stack sizes the function at exactly Timeout
+// plus Margin, and Lambda's clock starts before Handle sees the event. So an invocation short by
+// less than Slack is not too short, and a record claimed with at least Timeout less Slack left
+// gets the time left as its timeout, counted when it runs out like any timeout: only a record
+// that started later than that (it waited for a slot) is released when the margin cuts it.
 //
 // # Concurrency
 //

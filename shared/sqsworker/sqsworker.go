@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,38 @@ import (
 // running handlers: enough to stop a handler (a program is killed within two seconds) and to
 // report its release or result (the executor bounds that call at ten seconds).
 const DefaultMargin = 15 * time.Second
+
+// DefaultSlack is how much of the lambda's timeout an invocation, or a record, may lack and still
+// count as given all of it: Lambda starts the function's clock before it hands over the event, and
+// a claim and the task's start take their time. The stack sizes the function at exactly the
+// lambda's timeout plus the margin, so without slack every invocation would look short.
+const DefaultSlack = time.Second
+
+// A record failed for a transient reason (its claim failed, or too little time was left to
+// claim it) is hidden for RetryDelay(receive count) instead of the queue's visibility timeout,
+// which is six times the function's: it comes back in seconds, later on each receive so that a
+// long outage does not send it to the dead-letter queue within a minute. The call that shortens
+// it takes at most retryCallTimeout and is best effort: on failure the queue's timeout holds.
+const (
+	RetryDelayBase   = 2 * time.Second
+	RetryDelayMax    = time.Minute
+	retryCallTimeout = 2 * time.Second
+)
+
+// RetryDelay is how long a record failed for a transient reason stays hidden after its
+// receiveCount-th receive: RetryDelayBase, doubled on each later receive, at most RetryDelayMax.
+func RetryDelay(receiveCount int) time.Duration {
+	d := RetryDelayBase
+	for i := 1; i < receiveCount && d < RetryDelayMax; i++ {
+		d *= 2
+	}
+	return min(d, RetryDelayMax)
+}
+
+// Visibility changes how long a received message stays hidden: sqsqueue.Queue.
+type Visibility interface {
+	Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error
+}
 
 // Config configures a Handler.
 type Config struct {
@@ -40,6 +73,14 @@ type Config struct {
 	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
 	// are claimed; DefaultMargin if zero.
 	Margin time.Duration
+	// Queue, if set, shortens the visibility of a record failed for a transient reason, so it
+	// comes back after RetryDelay rather than the queue's visibility timeout. Poison records keep
+	// the queue's. Nil: every failed record waits for the queue's timeout.
+	Queue Visibility
+	// Slack is how much less than the lambda's Timeout an invocation may have at its start (or a
+	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
+	// if zero.
+	Slack time.Duration
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -73,6 +114,12 @@ func New(c Config) (*Handler, error) {
 	if c.Margin == 0 {
 		c.Margin = DefaultMargin
 	}
+	if c.Slack < 0 {
+		return nil, fmt.Errorf("sqsworker: Slack must not be negative, got %s", c.Slack)
+	}
+	if c.Slack == 0 {
+		c.Slack = DefaultSlack
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -86,7 +133,7 @@ var errOutOfTime = errors.New("the worker function's invocation is about to time
 // budget is the time an invocation gives its tasks.
 type budget struct {
 	end   time.Time // the invocation deadline less Margin; zero when ctx has no deadline
-	short bool      // at the start, the invocation had less than the lambda's Timeout until end
+	short bool      // at the start, the invocation had less than the lambda's Timeout, less Slack, until end
 }
 
 func (b budget) over() bool { return !b.end.IsZero() && !time.Now().Before(b.end) }
@@ -101,7 +148,7 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 	var b budget
 	if deadline, ok := ctx.Deadline(); ok {
 		b.end = deadline.Add(-h.cfg.Margin)
-		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout {
+		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout-h.cfg.Slack {
 			b.short = true
 			log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt",
 				"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
@@ -141,6 +188,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 	if b.over() {
 		log.Warn("too little time left before the function's deadline to claim; the message will come back",
 			"margin", h.cfg.Margin)
+		h.retrySoon(ctx, log, msg, m)
 		return false
 	}
 
@@ -153,6 +201,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return true
 	default:
 		log.Warn("claim failed; the message will come back", "err", err)
+		h.retrySoon(ctx, log, msg, m)
 		return false
 	}
 	log = log.With("attempt", t.Attempts)
@@ -168,9 +217,10 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 			}
 			return true
 		}
-		if b.short {
-			// The function is too short for the lambda: the handler gets what is left, and
-			// running out of it is a timed-out attempt, so a task that never fits ends dead.
+		if b.short || left >= l.Timeout-h.cfg.Slack {
+			// The function is too short for the lambda, or the task had (all but Slack of) its
+			// full time: the handler gets what is left, and running out of it is a timed-out
+			// attempt, so a task that never fits ends dead.
 			l.Timeout = min(l.Timeout, left)
 		} else {
 			// Running out of time here is the invocation's doing: the executor releases the task.
@@ -181,6 +231,23 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 	}
 	h.exec.Run(runCtx, l, h.cfg.Handler, t)
 	return true
+}
+
+// retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
+// effort: if that fails, it comes back after the queue's visibility timeout.
+func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
+	if h.cfg.Queue == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	delay := RetryDelay(n)
+	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
+	defer cancel()
+	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, Receipt: m.ReceiptHandle, ReceiveCount: n}, delay); err != nil {
+		log.Warn("could not bring the message back sooner; it comes back after the queue's visibility timeout", "err", err)
+		return
+	}
+	log.Debug("the message comes back soon", "after", delay)
 }
 
 // decode returns the message in body, or why it is poison.

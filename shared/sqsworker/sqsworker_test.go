@@ -1,11 +1,14 @@
 package sqsworker_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -426,7 +429,7 @@ func TestDeadlineReleasesLateRecord(t *testing.T) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	bh := &blocking{}
-	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin}).Handle(ctx, event("first", "late"))
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin, Slack: 100 * time.Millisecond}).Handle(ctx, event("first", "late"))
 	must(t, err)
 	returned := time.Now()
 
@@ -450,6 +453,93 @@ func TestDeadlineReleasesLateRecord(t *testing.T) {
 	if got := e.get(t, "first"); got.Status != task.StatusRetriableFailure || got.Attempts != 1 || !strings.Contains(got.Error, "timed out") {
 		t.Fatalf("first task is %s with %d attempts (%q), want a timed-out retriable failure", got.Status, got.Attempts, got.Error)
 	}
+}
+
+// TestDeadlineExactFunctionIsLongEnough: the stack sizes the function at exactly the lambda's
+// timeout plus the margin, and Lambda's clock starts before Handle runs. Such an invocation is
+// not "too short": it logs no warning, and a record that started late (it waited for the only
+// slot) and is cut by the margin is released, its attempt not counted.
+func TestDeadlineExactFunctionIsLongEnough(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "quick", `{}`, 0, false)
+	e.put(t, "late", `{}`, 0, false)
+	l := echo
+	l.Concurrency, l.Timeout = 1, time.Second
+	margin := 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout+margin)
+	defer cancel()
+	bh := &blocking{}
+	h := worker.HandlerFunc(func(ctx context.Context, tk worker.Task) (json.RawMessage, error) {
+		if tk.ID == "quick" { // holds the only slot for most of the lambda's timeout
+			time.Sleep(l.Timeout * 6 / 10)
+			return nil, nil
+		}
+		return bh.Handle(ctx, tk)
+	})
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: h, Status: e.hsc, Margin: margin, Slack: 200 * time.Millisecond, Logger: logger}).Handle(ctx, event("quick", "late"))
+	must(t, err)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures %v, want none", failures(resp))
+	}
+	if strings.Contains(logs.String(), "shorter than") {
+		t.Errorf("an exactly sized function was treated as too short:\n%s", logs.String())
+	}
+	bh.mu.Lock()
+	defer bh.mu.Unlock()
+	if c := bh.causes["late"]; c == nil || !strings.Contains(c.Error(), "about to time out") {
+		t.Fatalf("late handler's cause %v, want the function's deadline", c)
+	}
+	if got := e.get(t, "late"); got.Status != task.StatusNew || got.Attempts != 0 {
+		t.Fatalf("late task is %s with %d attempts (%q), want released: new with 0", got.Status, got.Attempts, got.Error)
+	}
+	if got := e.get(t, "quick"); got.Status != task.StatusSuccess {
+		t.Fatalf("quick task is %s", got.Status)
+	}
+}
+
+// TestDeadlineExactFunctionCountsTimeout: in a function sized at exactly the lambda's timeout
+// plus the margin, a handler that runs into its timeout from the start of the invocation had its
+// full time (less Slack): that is a counted, timed-out attempt, not a release, so a task that
+// never finishes ends dead rather than running forever.
+func TestDeadlineExactFunctionCountsTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "hangs", `{}`, 0, false)
+	l := echo
+	l.Timeout = 500 * time.Millisecond
+	margin := 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout+margin)
+	defer cancel()
+	bh := &blocking{}
+	resp, err := newHandler(t, sqsworker.Config{Lambda: l, Handler: bh, Status: e.hsc, Margin: margin, Slack: 200 * time.Millisecond}).Handle(ctx, event("hangs"))
+	must(t, err)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures %v, want none", failures(resp))
+	}
+	if got := e.get(t, "hangs"); got.Status != task.StatusRetriableFailure || got.Attempts != 1 || !strings.Contains(got.Error, "timed out") {
+		t.Fatalf("task is %s with %d attempts (%q), want a timed-out retriable failure", got.Status, got.Attempts, got.Error)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger that handlers write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestDeadlineShortFunctionCounts: a function whose whole time is shorter than the lambda's
@@ -602,11 +692,75 @@ func TestNewNamesTheWrongField(t *testing.T) {
 		{sqsworker.Config{Lambda: echo, Status: s}, "Handler"},
 		{sqsworker.Config{Lambda: echo, Handler: h}, "Status"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Margin: -time.Second}, "Margin"},
+		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Slack: -time.Second}, "Slack"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatInterval: -time.Second}}, "HeartbeatInterval"},
 		{sqsworker.Config{Lambda: echo, Handler: h, Status: s, Task: task.Config{HeartbeatTimeout: 10 * time.Second, LeaseMargin: 8 * time.Second}}, "LeaseMargin"},
 	} {
 		if _, err := sqsworker.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+// visibilities records the calls that shorten a message's visibility.
+type visibilities struct {
+	mu    sync.Mutex
+	calls map[string]time.Duration // by receipt
+	tasks []task.Message
+}
+
+func (v *visibilities) Extend(_ context.Context, d task.Delivery, visibility time.Duration) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.calls == nil {
+		v.calls = map[string]time.Duration{}
+	}
+	v.calls[d.Receipt] = visibility
+	v.tasks = append(v.tasks, d.Message)
+	return nil
+}
+
+// TestTransientFailureComesBackSoon: a record whose claim failed, or that came with too little
+// time left to claim, is hidden for RetryDelay only; a poison record keeps the queue's timeout.
+func TestTransientFailureComesBackSoon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "fails", `{}`, 0, false)
+	e.put(t, "ok", `{}`, 0, false)
+	ev := event("fails", "ok")
+	ev.Records[0].Attributes["ApproximateReceiveCount"] = "3"
+	ev.Records = append(ev.Records, events.SQSMessage{MessageId: "msg-poison", ReceiptHandle: "rh-poison", Body: "not json",
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}})
+	vis := &visibilities{}
+	rec := &recorder{Status: e.hsc, failClaim: "fails"}
+	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: rec, Queue: vis}).Handle(context.Background(), ev)
+	must(t, err)
+	if got, want := failures(resp), ids(ev, 0, 2); !slices.Equal(got, want) {
+		t.Fatalf("batchItemFailures %v, want %v", got, want)
+	}
+	if want := map[string]time.Duration{"rh-fails": 4 * sqsworker.RetryDelayBase}; !maps.Equal(vis.calls, want) {
+		t.Fatalf("visibility changed %v, want %v", vis.calls, want)
+	}
+	if m := vis.tasks[0]; m.Lambda != echo.Name || m.Priority != "normal" || m.TaskID != "fails" {
+		t.Fatalf("visibility changed on %+v", m)
+	}
+
+	// No time left to claim: both records are hidden for RetryDelay.
+	vis = &visibilities{}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ev = event("a", "b")
+	resp, err = newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Margin: time.Second, Queue: vis}).Handle(ctx, ev)
+	must(t, err)
+	if want := map[string]time.Duration{"rh-a": sqsworker.RetryDelayBase, "rh-b": sqsworker.RetryDelayBase}; len(resp.BatchItemFailures) != 2 || !maps.Equal(vis.calls, want) {
+		t.Fatalf("failures %v, visibility changed %v; want both, %v", failures(resp), vis.calls, want)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	for n, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 5: 32 * time.Second, 6: time.Minute, 100: time.Minute} {
+		if got := sqsworker.RetryDelay(n); got != want {
+			t.Errorf("RetryDelay(%d) = %s, want %s", n, got, want)
 		}
 	}
 }

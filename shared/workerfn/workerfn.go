@@ -34,7 +34,8 @@ func Main(h worker.Handler) {
 		log.Fatalf("%s must name the status function", awsfn.EnvStatusFunction)
 	}
 	hsc := awsfn.Status(env, clients, logger)
-	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: env.Task, Logger: logger})
+	// The queue brings a record failed for a transient reason back in seconds.
+	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Queue: clients.Queue, Task: env.Task, Logger: logger})
 	if err != nil {
 		log.Fatal(err)
 	}
