@@ -53,7 +53,7 @@ func dev(args []string) error {
 	enqueueTimeout := fs.Duration("enqueue-timeout", task.DefaultEnqueueTimeout, "how long a task may wait in its queue unclaimed before it is enqueued again (it covers a message lost, as when atf dev dies between enqueuing a task and sending its message)")
 	maxAttempts := fs.Int("max-attempts", task.DefaultMaxAttempts, "default max attempts of a task")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	token := fs.String("token", "", "if set, every API request must carry it as \"Authorization: Bearer TOKEN\"; set one to listen beyond loopback (default $ATF_TOKEN)")
+	token := fs.String("token", "", "if set, every API request must carry it as \"Authorization: Bearer TOKEN\"; required to listen beyond loopback (default $ATF_TOKEN)")
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {

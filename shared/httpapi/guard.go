@@ -32,6 +32,9 @@ func jsonBody(r *http.Request) bool {
 //     [::1]) at addr's port, and an Origin, if sent, must be such a host too: a web page cannot
 //     read the API through DNS rebinding, nor post to it from another origin (403);
 //   - when token is not empty, a request must carry "Authorization: Bearer <token>" (401).
+//
+// Beyond loopback the Host and Origin checks cannot tell a page from a client, so a listener
+// there must have a token (shared/local refuses to start without one).
 func Guard(h http.Handler, addr net.Addr, token string) http.Handler {
 	g := &guard{next: h, token: []byte(token)}
 	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {

@@ -151,3 +151,24 @@ func TestHeaderBytesLimited(t *testing.T) {
 		t.Errorf("headers of %d bytes: %d, want 431", 2*local.DefaultHTTPLimits.MaxHeaderBytes, resp.StatusCode)
 	}
 }
+
+// TestBeyondLoopbackNeedsToken: a listener beyond loopback also takes the machine's own loopback,
+// where the Host and Origin checks cannot tell a web page from a client; atf dev refuses to start
+// there without a token, and starts with one.
+func TestBeyondLoopbackNeedsToken(t *testing.T) {
+	mux := worker.NewMux()
+	mux.HandleFunc("work", func(context.Context, worker.Task) (json.RawMessage, error) { return nil, nil })
+	c := local.Config{Addr: "0.0.0.0:0", DBPath: filepath.Join(t.TempDir(), "atf.db"), Mux: mux, Logger: slog.New(slog.DiscardHandler)}
+	if s, err := local.Start(context.Background(), c); err == nil || !strings.Contains(err.Error(), "token") {
+		if s != nil {
+			s.Stop(context.Background())
+		}
+		t.Fatalf("Start on 0.0.0.0 without a token: %v, want an error asking for one", err)
+	}
+	c.Token = "s3cret"
+	s, err := local.Start(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Start on 0.0.0.0 with a token: %v", err)
+	}
+	s.Stop(context.Background())
+}

@@ -184,10 +184,14 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 	if err != nil {
 		return err
 	}
-	s.addr = ln.Addr().String()
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && c.Token == "" {
-		c.Logger.Warn("the API listens beyond this machine with no token: anyone who reaches it can schedule and read tasks; set a token", "addr", s.addr)
+		// Beyond loopback the Host and Origin checks cannot tell a rebound or cross-origin page
+		// from a real client, and the listener takes the machine's own loopback too: only a token
+		// keeps a web page in the developer's browser from driving it.
+		ln.Close()
+		return fmt.Errorf("listening on %s, beyond loopback, needs a token (--token or ATF_TOKEN): without one any web page the browser opens could schedule, read and cancel tasks", ln.Addr())
 	}
+	s.addr = ln.Addr().String()
 	l := c.HTTP.withDefaults()
 	s.server = &http.Server{
 		Handler:           httpapi.Guard(h, ln.Addr(), c.Token),
