@@ -77,7 +77,7 @@ bench: ## benchmarks, not part of make test: prints the table, writes bench/resu
 	peers=; cleanup() { [ -z "$$peers" ] || bench/peers/services stop >/dev/null 2>&1; [ -n "$$was_up" ] || localstack/emulators stop; }; \
 	trap cleanup EXIT; \
 	if [ -x bench/peers/services ]; then env=$$(bench/peers/services start) && eval "$$env" && peers=1; fi; \
-	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_GO_FLAGS) ./shared/task ./shared/sqlitestore ./shared/dynamostore | tee $(BIN)/bench-go.txt; \
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_GO_FLAGS) ./shared/task ./shared/store/sqlitestore ./shared/store/dynamostore | tee $(BIN)/bench-go.txt; \
 	$(GO) run ./bench $(if $(QUICK),-quick) -concurrency $(BENCH_CONCURRENCY)
 
 FUZZTIME ?= 30s

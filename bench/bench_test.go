@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
 func TestPercentile(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/openatf/atf/shared/awsmeter"
+	"github.com/openatf/atf/shared/testkit/awsmeter"
 )
 
 // DynamoDB Local does not report what DynamoDB would charge (it leaves out index writes and

@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/local"
-	"github.com/openatf/atf/shared/sqsqueue"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 

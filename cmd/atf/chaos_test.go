@@ -1,6 +1,6 @@
 package main
 
-// Chaos scenarios of the guarantees (see shared/history): processes killed while tasks run.
+// Chaos scenarios of the guarantees (see shared/testkit/history): processes killed while tasks run.
 // Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
 
 import (
@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openatf/atf/shared/chaostest"
 	"github.com/openatf/atf/shared/client"
-	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/chaostest"
+	"github.com/openatf/atf/shared/testkit/history"
 )
 
 // recordScript is a lambda that writes its start and end to the history file, with its worker

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/openatf/atf/shared/dynamostore"
-	"github.com/openatf/atf/shared/frontend"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/registry"
+	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 

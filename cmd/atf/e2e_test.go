@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openatf/atf/shared/awstest"
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awstest"
 )
 
 var atfBin, examplesDir string

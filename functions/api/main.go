@@ -2,10 +2,10 @@
 package main
 
 import (
-	"github.com/openatf/atf/shared/apifn"
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/frontend"
-	"github.com/openatf/atf/shared/httpapi"
+	"github.com/openatf/atf/shared/adapter/apifn"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/httpapi"
+	"github.com/openatf/atf/shared/service/frontend"
 )
 
 func main() {

@@ -3,9 +3,9 @@
 package main
 
 import (
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/consumer"
-	"github.com/openatf/atf/shared/consumerfn"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/service/consumer"
 )
 
 func main() {

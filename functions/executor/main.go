@@ -44,9 +44,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/controller"
-	"github.com/openatf/atf/shared/executor"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/service/controller"
+	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
 )

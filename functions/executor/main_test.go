@@ -23,12 +23,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/awstest"
-	"github.com/openatf/atf/shared/consumer"
-	"github.com/openatf/atf/shared/dynamostore"
-	"github.com/openatf/atf/shared/sqsqueue"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awstest"
 	"github.com/openatf/atf/shared/worker"
 )
 

@@ -1,14 +1,14 @@
 // Command status is a status function: a lambda's workers invoke it to claim tasks, heartbeat and
-// report results, over the contract of shared/statusfn. Each lambda of kind function has one of
+// report results, over the contract of shared/adapter/statusfn. Each lambda of kind function has one of
 // its own, named by ATF_LAMBDA (required), and it refuses requests naming any other lambda.
 package main
 
 import (
 	"log"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/status"
-	"github.com/openatf/atf/shared/statusfn"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/statusfn"
+	"github.com/openatf/atf/shared/service/status"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
 // Environment is the configuration of one environment (one stack), an entry of the file that

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/openatf/atf/shared/consumerfn"
+	"github.com/openatf/atf/shared/adapter/consumerfn"
 )
 
 // The consumer function's settings. consumerfn sweeps until shortly before the end of its

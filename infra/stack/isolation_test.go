@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/openatf/atf/shared/dynamostore"
 	"github.com/openatf/atf/shared/registry"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
 // grant is one Allow statement of an IAM policy, with the construct paths of the roles the

@@ -8,9 +8,9 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/openatf/atf/shared/adapter/sqsworker"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
-	"github.com/openatf/atf/shared/sqsqueue"
-	"github.com/openatf/atf/shared/sqsworker"
 )
 
 // queues are one lambda's SQS queues, one per priority, each with a dead-letter queue, named and

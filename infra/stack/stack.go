@@ -32,11 +32,11 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/sqsworker"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
-	"github.com/openatf/atf/shared/sqsqueue"
-	"github.com/openatf/atf/shared/sqsworker"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
 // Props are what one environment's stack is built from.

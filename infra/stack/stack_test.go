@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/sqsworker"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
-	"github.com/openatf/atf/shared/sqsqueue"
-	"github.com/openatf/atf/shared/sqsworker"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
 // TestNag: cdk-nag's AwsSolutions checks find no error that is not suppressed, in any

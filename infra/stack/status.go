@@ -7,7 +7,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/registry"
 )
 

@@ -9,10 +9,10 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/openatf/atf/shared/dynamostore"
+	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
-// store is the task store: the table that shared/dynamostore reads and writes (see
+// store is the task store: the table that shared/store/dynamostore reads and writes (see
 // docs/data-model.md). Its keys and indexes are dynamostore.TableInput's, translated here, so the
 // deployed table is the one `atf dev --backend aws --create` and the tests make.
 type store struct {
@@ -72,7 +72,7 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	return s
 }
 
-// The DynamoDB actions of each role: those its code calls through shared/dynamostore, and no
+// The DynamoDB actions of each role: those its code calls through shared/store/dynamostore, and no
 // more. TransactWriteItems is authorized item by item, as PutItem. Scans, batch writes, streams
 // and table management are left out of all.
 var (

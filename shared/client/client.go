@@ -1,4 +1,7 @@
 // Package client is a Go client of the atf v1 HTTP API, used by the atf CLI.
+//
+// Public surface: a lambda owner imports task, worker and client (and workerfn in a Go handler's
+// main); every other package under shared/ is the framework's own. See the README's Folders.
 package client
 
 import (
@@ -11,7 +14,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/openatf/atf/shared/frontend"
+	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/task"
 )
 

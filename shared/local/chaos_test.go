@@ -21,14 +21,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openatf/atf/shared/awstest"
-	"github.com/openatf/atf/shared/chaostest"
 	"github.com/openatf/atf/shared/client"
-	"github.com/openatf/atf/shared/history"
 	"github.com/openatf/atf/shared/local"
-	"github.com/openatf/atf/shared/memqueue"
-	"github.com/openatf/atf/shared/sqlitestore"
+	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awstest"
+	"github.com/openatf/atf/shared/testkit/chaostest"
+	"github.com/openatf/atf/shared/testkit/history"
 	"github.com/openatf/atf/shared/worker"
 )
 

@@ -5,16 +5,16 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/openatf/atf/shared/apifn"
-	"github.com/openatf/atf/shared/consumer"
-	"github.com/openatf/atf/shared/consumerfn"
-	"github.com/openatf/atf/shared/eventsource"
-	"github.com/openatf/atf/shared/frontend"
-	"github.com/openatf/atf/shared/httpapi"
-	"github.com/openatf/atf/shared/sqsqueue"
-	"github.com/openatf/atf/shared/sqsworker"
-	"github.com/openatf/atf/shared/status"
-	"github.com/openatf/atf/shared/statusfn"
+	"github.com/openatf/atf/shared/adapter/apifn"
+	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/adapter/eventsource"
+	"github.com/openatf/atf/shared/adapter/httpapi"
+	"github.com/openatf/atf/shared/adapter/sqsworker"
+	"github.com/openatf/atf/shared/adapter/statusfn"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/task"
 )
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openatf/atf/shared/awsfn"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/sqsworker"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
-	"github.com/openatf/atf/shared/sqsqueue"
-	"github.com/openatf/atf/shared/sqsworker"
 	"github.com/openatf/atf/shared/task"
 )
 

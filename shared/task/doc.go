@@ -2,6 +2,9 @@
 // lease tokens, backoff, validation, error sentinels, configuration, and the Store and Queue
 // interfaces that every backend implements.
 //
+// Public surface: a lambda owner imports task, worker and client (and workerfn in a Go handler's
+// main); every other package under shared/ is the framework's own. See the README's Folders.
+//
 // It imports only the standard library. Everything here is a pure function of its inputs (the
 // clock and randomness are passed in), so the state machine is tested without I/O.
 //

@@ -2,6 +2,9 @@
 // name, or any executable program. The same handler runs under `atf dev`, in a worker function
 // and in an ECS executor.
 //
+// Public surface: a lambda owner imports task, worker and client (and workerfn in a Go handler's
+// main); every other package under shared/ is the framework's own. See the README's Folders.
+//
 // A handler's error decides the task's fate: wrap ErrFatal (or call Fatal) to end the task as
 // fatal_failure; any other error is retriable, and the task runs again after a backoff until its
 // attempts are used up. A panic is a retriable failure too. The task keeps the error's text, cut

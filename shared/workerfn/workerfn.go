@@ -8,14 +8,17 @@
 //     payload on stdin (see worker.Main).
 //
 // The handler never knows which.
+//
+// Public surface: with task, worker and client, what a lambda owner imports (here, in the main
+// of a Go handler). See the README's Folders.
 package workerfn
 
 import (
 	"log"
 	"os"
 
-	"github.com/openatf/atf/shared/awsfn"
-	"github.com/openatf/atf/shared/sqsworker"
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/sqsworker"
 	"github.com/openatf/atf/shared/worker"
 )
 

@@ -1,0 +1,205 @@
+// Package awsfn holds what every AWS entry point in functions/ shares: the configuration the
+// stack passes in environment variables, and the clients built from it. A function's main reads
+// Env once at start-up, builds its clients once, and hands them to the handler of its package.
+package awsfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/openatf/atf/shared/adapter/statusfn"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/service/status"
+	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// Environment variables the stack sets on every function.
+const (
+	EnvTable          = "ATF_TABLE"           // the DynamoDB table
+	EnvQueuePrefix    = "ATF_QUEUE_PREFIX"    // the SQS queue name prefix, such as atf-dev
+	EnvShards         = "ATF_SHARDS"          // index shards per lambda; dynamostore.DefaultShards if unset
+	EnvLambdas        = "ATF_LAMBDAS"         // the lambdas, a JSON array of LambdaSpec
+	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
+	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
+	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
+)
+
+// LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
+type LambdaSpec struct {
+	Name        string   `json:"name"`
+	Priorities  []string `json:"priorities,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     string   `json:"timeout,omitempty"` // a Go duration, such as "5m"
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	MaxEnqueued int      `json:"max_enqueued,omitempty"`
+}
+
+// Lambda returns the task.Lambda of s, with defaults, validated.
+func (s LambdaSpec) Lambda() (task.Lambda, error) {
+	l := task.Lambda{Name: s.Name, Priorities: s.Priorities, Concurrency: s.Concurrency, MaxAttempts: s.MaxAttempts, MaxEnqueued: s.MaxEnqueued}
+	if s.Timeout != "" {
+		d, err := time.ParseDuration(s.Timeout)
+		if err != nil {
+			return task.Lambda{}, fmt.Errorf("lambda %s: timeout %q: %w", s.Name, s.Timeout, err)
+		}
+		l.Timeout = d
+	}
+	l = l.WithDefaults()
+	return l, l.Validate()
+}
+
+// Env is the configuration of a function.
+type Env struct {
+	Table          string
+	QueuePrefix    string
+	Shards         int
+	Lambdas        []task.Lambda
+	Lambda         string // empty for functions that serve every lambda
+	StatusFunction string
+	Task           task.Config // with defaults
+}
+
+// LoadEnv reads Env from the environment and names the first variable that is wrong.
+func LoadEnv() (Env, error) { return ParseEnv(os.Getenv) }
+
+// ParseEnv reads Env through getenv.
+func ParseEnv(getenv func(string) string) (Env, error) {
+	e := Env{
+		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
+		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction),
+	}
+	if e.Table == "" {
+		return Env{}, fmt.Errorf("%s is not set", EnvTable)
+	}
+	if e.QueuePrefix == "" {
+		return Env{}, fmt.Errorf("%s is not set", EnvQueuePrefix)
+	}
+	if v := getenv(EnvShards); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return Env{}, fmt.Errorf("%s=%q: %w", EnvShards, v, err)
+		}
+		e.Shards = n
+	}
+	if v := getenv(EnvHeartbeat); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return Env{}, fmt.Errorf("%s=%q: %w", EnvHeartbeat, v, err)
+		}
+		// The timeouts follow the interval, as under atf dev.
+		e.Task.HeartbeatInterval, e.Task.HeartbeatTimeout, e.Task.ClaimTimeout = d, 6*d, 6*d
+	}
+	e.Task = e.Task.WithDefaults()
+	if err := e.Task.Validate(); err != nil {
+		return Env{}, err
+	}
+	var specs []LambdaSpec
+	if err := json.Unmarshal([]byte(getenv(EnvLambdas)), &specs); err != nil {
+		return Env{}, fmt.Errorf("%s: want a JSON array of lambdas: %w", EnvLambdas, err)
+	}
+	if len(specs) == 0 {
+		return Env{}, fmt.Errorf("%s lists no lambda", EnvLambdas)
+	}
+	for _, s := range specs {
+		l, err := s.Lambda()
+		if err != nil {
+			return Env{}, fmt.Errorf("%s: %w", EnvLambdas, err)
+		}
+		e.Lambdas = append(e.Lambdas, l)
+	}
+	if e.Lambda != "" {
+		if _, ok := e.LambdaNamed(e.Lambda); !ok {
+			return Env{}, fmt.Errorf("%s=%q is not in %s", EnvLambda, e.Lambda, EnvLambdas)
+		}
+	}
+	return e, nil
+}
+
+// LambdaNamed returns the lambda called name.
+func (e Env) LambdaNamed(name string) (task.Lambda, bool) {
+	for _, l := range e.Lambdas {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return task.Lambda{}, false
+}
+
+// Clients are the AWS clients of a function, built once per process.
+type Clients struct {
+	AWS   aws.Config
+	DB    *dynamodb.Client
+	Store *dynamostore.Store
+	Queue *sqsqueue.Queue
+}
+
+// Open builds the clients of e from the standard AWS environment (region, credentials and, for
+// emulators, endpoint URLs).
+func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
+	// The SDK's own warnings go to the function's structured log, not as plain text to stderr.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		log.Warn(fmt.Sprintf(format, v...), "source", "aws-sdk", "class", string(c))
+	})))
+	if err != nil {
+		return Clients{}, fmt.Errorf("AWS config: %w", err)
+	}
+	if cfg.Region == "" {
+		return Clients{}, errors.New("no AWS region: set AWS_REGION")
+	}
+	db := dynamostore.NewClient(cfg, func(o *dynamodb.Options) {
+		// Emulators send no CRC32 header on errors, and the SDK then warns about every failed
+		// condition (aws/aws-sdk-go-v2#3545). AWS itself keeps the check.
+		o.DisableValidateResponseChecksum = Emulated("DYNAMODB")
+	})
+	store, err := dynamostore.New(db, dynamostore.Config{Table: e.Table, Shards: e.Shards})
+	if err != nil {
+		return Clients{}, err
+	}
+	queue, err := sqsqueue.New(sqs.NewFromConfig(cfg), sqsqueue.Config{Prefix: e.QueuePrefix, Logger: log})
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{AWS: cfg, DB: db, Store: store, Queue: queue}, nil
+}
+
+// Emulated reports whether the environment points service (such as DYNAMODB) at an endpoint
+// other than AWS's own.
+func Emulated(service string) bool {
+	return os.Getenv("AWS_ENDPOINT_URL_"+service) != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
+}
+
+// Logger returns the JSON logger of a function: CloudWatch keeps one record per line.
+func Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+// Status returns the heartbeat and status controller a worker talks to: the status function
+// named by ATF_STATUS_FUNCTION, over Lambda Invoke; or, when none is named (a local run), the
+// status function's handler in-process, still through its JSON contract, serving e.Lambda's
+// tasks only as the lambda's status function does on AWS.
+func Status(e Env, c Clients, log *slog.Logger) executor.Status {
+	if e.StatusFunction != "" {
+		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
+	}
+	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log})
+	h := statusfn.NewHandler(local, log)
+	if e.Lambda != "" {
+		h = statusfn.NewLambdaHandler(local, e.Lambda, log)
+	}
+	return statusfn.NewClient(statusfn.LocalInvoker{Handler: h})
+}

@@ -1,0 +1,112 @@
+package eventsource_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/openatf/atf/shared/adapter/eventsource"
+	"github.com/openatf/atf/shared/testkit/awstest"
+)
+
+// TestSQS runs a mapping on a queue of moto (or SQS) with a handler that fails one message of
+// its first batch: the others are deleted, the failed one comes back with a higher receive count.
+func TestSQS(t *testing.T) {
+	client := sqs.NewFromConfig(awstest.Config(t, "SQS"))
+	name := awstest.Name("atf-es")
+	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	for i := range 3 {
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	var seen []events.SQSMessage
+	done := make(chan struct{})
+	handler := func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("the handler's context has no deadline")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var resp events.SQSEventResponse
+		for _, r := range e.Records {
+			seen = append(seen, r)
+			if r.Body == "m1" && r.Attributes["ApproximateReceiveCount"] == "1" {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			}
+			if r.Body == "m1" && r.Attributes["ApproximateReceiveCount"] == "2" {
+				close(done)
+			}
+		}
+		return resp, nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	m := eventsource.SQS{Client: client, Queue: name, Handler: handler, Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	stopped := make(chan struct{})
+	go func() { m.Run(ctx); close(stopped) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the failed message did not come back")
+	}
+	cancel()
+	<-stopped // the batch in hand is settled first
+
+	mu.Lock()
+	defer mu.Unlock()
+	count := map[string]int{}
+	for _, r := range seen {
+		count[r.Body]++
+		if r.EventSource != "aws:sqs" || r.EventSourceARN == "" || r.MessageId == "" || r.ReceiptHandle == "" || r.AWSRegion == "" {
+			t.Errorf("record %+v lacks what AWS sets", r)
+		}
+	}
+	if count["m0"] != 1 || count["m2"] != 1 || count["m1"] != 2 {
+		t.Errorf("deliveries %v: want m0 and m2 once (deleted), m1 twice (failed once)", count)
+	}
+	attrs, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := attrs.Attributes["ApproximateNumberOfMessages"] + "/" + attrs.Attributes["ApproximateNumberOfMessagesNotVisible"]
+	if left != "0/0" {
+		t.Errorf("left on the queue (visible/hidden): %s, want 0/0", left)
+	}
+}
+
+// TestSchedule invokes with scheduled events at the period, each with its period's start time.
+func TestSchedule(t *testing.T) {
+	var times []time.Time
+	ctx, cancel := context.WithCancel(t.Context())
+	s := eventsource.Schedule{Period: 50 * time.Millisecond, Timeout: time.Second, Handler: func(ctx context.Context, e events.EventBridgeEvent) error {
+		if e.DetailType != "Scheduled Event" || e.Source != "aws.events" {
+			t.Errorf("event %+v is not a scheduled event", e)
+		}
+		times = append(times, time.Now())
+		if len(times) == 3 {
+			cancel()
+		}
+		return nil
+	}}
+	if err := s.Run(ctx); err != context.Canceled {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(times) != 3 || times[2].Sub(times[0]) < 90*time.Millisecond {
+		t.Errorf("%d invocations over %s, want 3 a period apart", len(times), times[len(times)-1].Sub(times[0]))
+	}
+}

@@ -1,0 +1,275 @@
+package sqsworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// DefaultMargin is how long before the invocation deadline Handle stops claiming tasks and stops
+// running handlers: enough to stop a handler (a program is killed within two seconds) and to
+// report its release or result (the executor bounds that call at ten seconds).
+const DefaultMargin = 15 * time.Second
+
+// DefaultSlack is how much of the lambda's timeout an invocation, or a record, may lack and still
+// count as given all of it: Lambda starts the function's clock before it hands over the event, and
+// a claim and the task's start take their time. The stack sizes the function at exactly the
+// lambda's timeout plus the margin, so without slack every invocation would look short.
+const DefaultSlack = time.Second
+
+// A record failed for a transient reason (its claim failed, or too little time was left to
+// claim it) is hidden for RetryDelay(receive count) instead of the queue's visibility timeout,
+// which is six times the function's: it comes back in seconds, later on each receive so that a
+// long outage does not send it to the dead-letter queue within a minute. The call that shortens
+// it takes at most retryCallTimeout and is best effort: on failure the queue's timeout holds.
+const (
+	RetryDelayBase   = 2 * time.Second
+	RetryDelayMax    = time.Minute
+	retryCallTimeout = 2 * time.Second
+)
+
+// RetryDelay is how long a record failed for a transient reason stays hidden after its
+// receiveCount-th receive: RetryDelayBase, doubled on each later receive, at most RetryDelayMax.
+func RetryDelay(receiveCount int) time.Duration {
+	d := RetryDelayBase
+	for i := 1; i < receiveCount && d < RetryDelayMax; i++ {
+		d *= 2
+	}
+	return min(d, RetryDelayMax)
+}
+
+// Visibility changes how long a received message stays hidden: sqsqueue.Queue.
+type Visibility interface {
+	Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error
+}
+
+// Config configures a Handler.
+type Config struct {
+	// Lambda is the lambda whose queues feed the function; zero fields take their defaults.
+	// Concurrency bounds the records that run at once, Timeout one run of the handler.
+	Lambda task.Lambda
+	// Handler runs the lambda's tasks. Required.
+	Handler worker.Handler
+	// Status is the heartbeat and status controller: the status function on AWS. Required.
+	Status executor.Status
+	// Task holds the timings the executor keeps (heartbeat interval and timeout, claim timeout,
+	// lease margin): the status controller's. Zero fields take their defaults.
+	Task task.Config
+	// Abandon replaces the executor's default for a stopped handler that does not return: see
+	// executor.Config. Tests set it; the function leaves it nil, which ends the process.
+	Abandon func(task.Task)
+	// Margin is how long before the invocation deadline handlers are stopped and no more tasks
+	// are claimed; DefaultMargin if zero.
+	Margin time.Duration
+	// Queue, if set, shortens the visibility of a record failed for a transient reason, so it
+	// comes back after RetryDelay rather than the queue's visibility timeout. Poison records keep
+	// the queue's. Nil: every failed record waits for the queue's timeout.
+	Queue Visibility
+	// Slack is how much less than the lambda's Timeout an invocation may have at its start (or a
+	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
+	// if zero.
+	Slack time.Duration
+	// Logger is slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// Handler runs the SQS batches of one lambda's worker function. It is safe for concurrent use.
+type Handler struct {
+	cfg  Config
+	exec *executor.Executor
+	log  *slog.Logger
+}
+
+// New returns a Handler, or an error naming the first field of c that is wrong.
+func New(c Config) (*Handler, error) {
+	c.Lambda = c.Lambda.WithDefaults()
+	if err := c.Lambda.Validate(); err != nil {
+		return nil, fmt.Errorf("sqsworker: Lambda: %w", err)
+	}
+	if c.Handler == nil {
+		return nil, errors.New("sqsworker: Handler is required")
+	}
+	if c.Status == nil {
+		return nil, errors.New("sqsworker: Status is required")
+	}
+	c.Task = c.Task.WithDefaults()
+	if err := c.Task.Validate(); err != nil {
+		return nil, fmt.Errorf("sqsworker: %w", err)
+	}
+	if c.Margin < 0 {
+		return nil, fmt.Errorf("sqsworker: Margin must not be negative, got %s", c.Margin)
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.Slack < 0 {
+		return nil, fmt.Errorf("sqsworker: Slack must not be negative, got %s", c.Slack)
+	}
+	if c.Slack == 0 {
+		c.Slack = DefaultSlack
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	// The executor adds the lambda, task id and attempt to its own records.
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+}
+
+// errOutOfTime is the cause a handler's context carries when the invocation is about to end.
+var errOutOfTime = errors.New("the worker function's invocation is about to time out")
+
+// budget is the time an invocation gives its tasks.
+type budget struct {
+	end   time.Time // the invocation deadline less Margin; zero when ctx has no deadline
+	short bool      // at the start, the invocation had less than the lambda's Timeout, less Slack, until end
+}
+
+func (b budget) over() bool { return !b.end.IsZero() && !time.Now().Before(b.end) }
+
+// Handle runs one batch and reports the records whose message must come back: see the package
+// documentation. It returns when every record is settled, and never returns an error.
+func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+	log := h.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
+	var b budget
+	if deadline, ok := ctx.Deadline(); ok {
+		b.end = deadline.Add(-h.cfg.Margin)
+		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout-h.cfg.Slack {
+			b.short = true
+			log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt",
+				"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
+		}
+	}
+
+	failed := make([]bool, len(e.Records))
+	slots := make(chan struct{}, h.cfg.Lambda.Concurrency)
+	var wg sync.WaitGroup
+	for i, m := range e.Records {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			failed[i] = !h.record(ctx, b, log, m)
+		})
+	}
+	wg.Wait()
+
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for i, f := range failed {
+		if f {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: e.Records[i].MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// record settles one record and reports whether its message is done with (acknowledged).
+func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m events.SQSMessage) bool {
+	log = log.With("message_id", m.MessageId, "receive_count", m.Attributes["ApproximateReceiveCount"])
+	msg, err := h.decode(m.Body)
+	if err != nil {
+		log.Error("poison message left for the dead-letter queue", "body", clip(m.Body), "err", err)
+		return false
+	}
+	log = log.With("task_id", msg.TaskID, "priority", msg.Priority)
+	if b.over() {
+		log.Warn("too little time left before the function's deadline to claim; the message will come back",
+			"margin", h.cfg.Margin)
+		h.retrySoon(ctx, log, msg, m)
+		return false
+	}
+
+	t, err := h.exec.Claim(ctx, h.cfg.Lambda.Name, msg.TaskID, m.ReceiptHandle)
+	switch {
+	case err == nil:
+	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
+		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
+		log.Debug("message discarded", "reason", err)
+		return true
+	default:
+		log.Warn("claim failed; the message will come back", "err", err)
+		h.retrySoon(ctx, log, msg, m)
+		return false
+	}
+	log = log.With("attempt", t.Attempts)
+
+	runCtx, l := ctx, h.cfg.Lambda
+	if !b.end.IsZero() {
+		left := time.Until(b.end)
+		if left <= 0 { // the claim took the time that was left
+			if err := h.cfg.Status.Release(ctx, t.Lambda, t.ID, t.Lease); err != nil {
+				log.Warn("could not release a task claimed too late; its claim timeout brings it back", "err", err)
+			} else {
+				log.Info("released a task claimed too close to the function's deadline")
+			}
+			return true
+		}
+		if b.short || left >= l.Timeout-h.cfg.Slack {
+			// The function is too short for the lambda, or the task had (all but Slack of) its
+			// full time: the handler gets what is left, and running out of it is a timed-out
+			// attempt, so a task that never fits ends dead.
+			l.Timeout = min(l.Timeout, left)
+		} else {
+			// Running out of time here is the invocation's doing: the executor releases the task.
+			var cancel context.CancelFunc
+			runCtx, cancel = context.WithDeadlineCause(ctx, b.end, errOutOfTime)
+			defer cancel()
+		}
+	}
+	h.exec.Run(runCtx, l, h.cfg.Handler, t)
+	return true
+}
+
+// retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
+// effort: if that fails, it comes back after the queue's visibility timeout.
+func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
+	if h.cfg.Queue == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	delay := RetryDelay(n)
+	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
+	defer cancel()
+	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, Receipt: m.ReceiptHandle, ReceiveCount: n}, delay); err != nil {
+		log.Warn("could not bring the message back sooner; it comes back after the queue's visibility timeout", "err", err)
+		return
+	}
+	log.Debug("the message comes back soon", "after", delay)
+}
+
+// decode returns the message in body, or why it is poison.
+func (h *Handler) decode(body string) (task.Message, error) {
+	var msg task.Message
+	if err := json.Unmarshal([]byte(body), &msg); err != nil {
+		return msg, fmt.Errorf("body is not a task message: %w", err)
+	}
+	if msg.TaskID == "" {
+		return msg, errors.New("body names no task id")
+	}
+	if msg.Lambda != h.cfg.Lambda.Name {
+		return msg, fmt.Errorf("body names task %q of lambda %q, but this function runs lambda %s", msg.TaskID, msg.Lambda, h.cfg.Lambda.Name)
+	}
+	return msg, nil
+}
+
+// clip shortens a body for the log.
+func clip(s string) string {
+	const n = 256
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,134 @@
+package memqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/queue/queuetest"
+	"github.com/openatf/atf/shared/task"
+)
+
+func TestConformance(t *testing.T) {
+	queuetest.Exercise(t, func(t *testing.T, _ ...task.Lambda) task.Queue { return memqueue.New() })
+}
+
+var ctx = context.Background()
+
+func params(max int) task.ReceiveParams {
+	return task.ReceiveParams{Lambda: "l", Priority: "p", Max: max, Visibility: time.Minute}
+}
+
+func sendN(t *testing.T, q *memqueue.Queue, n int) {
+	t.Helper()
+	for i := range n {
+		if err := q.Send(ctx, task.Message{Lambda: "l", Priority: "p", TaskID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func receive(t *testing.T, q *memqueue.Queue, p task.ReceiveParams) []task.Delivery {
+	t.Helper()
+	ds, err := q.Receive(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func TestReceiveOldestFirstAndMax(t *testing.T) {
+	q := memqueue.New()
+	sendN(t, q, 12)
+	if _, err := q.Receive(ctx, params(11)); !errors.Is(err, task.ErrInvalid) {
+		t.Fatalf("max 11: error %v, want ErrInvalid", err)
+	}
+	if ds := receive(t, q, params(0)); len(ds) != 1 || ds[0].TaskID != "0" {
+		t.Fatalf("max 0 received %+v, want task 0 alone", ds)
+	}
+	ds := receive(t, q, params(10))
+	if len(ds) != 10 {
+		t.Fatalf("max 10 received %d", len(ds))
+	}
+	for i, d := range ds {
+		if want := fmt.Sprint(i + 1); d.TaskID != want {
+			t.Fatalf("delivery %d is task %s, want %s", i, d.TaskID, want)
+		}
+	}
+}
+
+func TestReceiptsAndErrors(t *testing.T) {
+	q := memqueue.New()
+	sendN(t, q, 1)
+	p := params(1)
+	p.Visibility = 20 * time.Millisecond
+	first := receive(t, q, p)[0]
+	time.Sleep(30 * time.Millisecond)
+	if err := q.Extend(ctx, first, time.Minute); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("extend of a message no longer hidden: %v, want ErrNotFound", err)
+	}
+	second := receive(t, q, params(1))[0]
+
+	// The first receipt is stale now: delete ignores it, extend refuses it.
+	if err := q.Delete(ctx, first); err != nil {
+		t.Fatalf("delete with a stale receipt: %v, want nil", err)
+	}
+	if err := q.Extend(ctx, first, time.Minute); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("extend with a stale receipt: %v, want ErrNotFound", err)
+	}
+	if err := q.Extend(ctx, second, time.Minute); err != nil {
+		t.Fatalf("extend with the current receipt: %v", err)
+	}
+	if err := q.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Delete(ctx, second); err != nil {
+		t.Fatalf("second delete: %v, want nil", err)
+	}
+	unknown := task.Delivery{Message: task.Message{Lambda: "l", Priority: "p", TaskID: "x"}, Receipt: "nope"}
+	if err := q.Extend(ctx, unknown, time.Minute); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("extend with an unknown receipt: %v, want ErrNotFound", err)
+	}
+	if err := q.Send(ctx, task.Message{Lambda: "l", Priority: "p"}); !errors.Is(err, task.ErrInvalid) {
+		t.Fatalf("send without a task id: %v, want ErrInvalid", err)
+	}
+}
+
+// A waiting Receive wakes when a hidden or delayed message becomes visible, without a Send.
+func TestWaitWakesWhenVisible(t *testing.T) {
+	q := memqueue.New()
+	if err := q.Send(ctx, task.Message{Lambda: "l", Priority: "p", TaskID: "d", Delay: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	p := params(1)
+	p.Wait = 5 * time.Second
+	p.Visibility = 50 * time.Millisecond
+	for _, what := range []string{"delayed", "hidden"} {
+		start := time.Now()
+		ds := receive(t, q, p)
+		if len(ds) != 1 || time.Since(start) > time.Second {
+			t.Fatalf("%s message: received %d after %s", what, len(ds), time.Since(start))
+		}
+	}
+}
+
+// Extend to zero releases a message to a Receive that is waiting.
+func TestExtendZeroWakes(t *testing.T) {
+	q := memqueue.New()
+	sendN(t, q, 1)
+	d := receive(t, q, params(1))[0]
+	time.AfterFunc(50*time.Millisecond, func() {
+		if err := q.Extend(ctx, d, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	p := params(1)
+	p.Wait = 5 * time.Second
+	start := time.Now()
+	if ds := receive(t, q, p); len(ds) != 1 || ds[0].ReceiveCount != 2 || time.Since(start) > time.Second {
+		t.Fatalf("received %+v after %s, want the released message at once", ds, time.Since(start))
+	}
+}

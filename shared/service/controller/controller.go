@@ -1,0 +1,522 @@
+// Package controller runs one lambda's tasks on one machine: it receives messages from the
+// lambda's queues in strict priority order into a small in-memory priority buffer, claims each
+// task, and hands it to an executor slot. `atf dev` runs one per lambda; so does the ECS executor
+// (functions/executor).
+//
+// Two goroutines share the buffer. The fetcher keeps it topped up: it receives, highest priority
+// first, as many messages as the free slots plus Config.Prefetch, and long-polls the highest
+// priority queue when the buffer and every queue are empty. The dispatcher starts the highest
+// priority buffered message whenever a slot is free. Priority stays strict despite the buffer:
+// before it starts a buffered message below the highest priority, the dispatcher lets the
+// fetcher's receives in flight land and then looks at the queues above it (without waiting), so
+// a high-priority task that arrived while the slots were busy starts before any lower one already
+// buffered. (On SQS a receive that does not wait samples some of the queue's servers and can miss
+// a message now and then; the controller without a buffer had that limit too.) Higher messages
+// never evict lower ones from the buffer: a message that goes back to its queue counts towards
+// the queue's dead-letter receive count, and the look at the queues above makes eviction needless.
+//
+// A buffered message stays hidden in its queue: the controller extends its visibility while it
+// waits for a slot, and Stop releases every buffered message (visible again at once) so another
+// controller runs it without waiting out its visibility. With Prefetch zero (the default, and what
+// `atf dev` uses) the controller never holds more messages than it has free slots.
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/worker"
+)
+
+// Defaults of Config.
+const (
+	// DefaultIdleWait is how long the controller long-polls its highest priority queue when all
+	// its queues are empty.
+	DefaultIdleWait = 20 * time.Millisecond
+	// DefaultVisibility hides a received message while it is buffered and until its claim is
+	// settled; the controller extends it for messages that wait for a slot. An unsettled one
+	// (the claim call failed) comes back after it.
+	DefaultVisibility = 30 * time.Second
+)
+
+// MaxReceive is the most messages the controller asks one Receive for: SQS's limit per call.
+const MaxReceive = 10
+
+// releaseTimeout bounds the calls that hand messages and tasks back at shutdown, which run after
+// the controller's contexts are done.
+const releaseTimeout = 10 * time.Second
+
+// Config configures a Controller.
+type Config struct {
+	Lambda   task.Lambda // with defaults applied; Concurrency is the number of slots
+	Handler  worker.Handler
+	Queue    task.Queue
+	Status   executor.Status
+	Executor *executor.Executor
+	IdleWait time.Duration // DefaultIdleWait if zero
+	// Visibility hides received messages; DefaultVisibility if zero. A buffered message is
+	// extended by Visibility when less than half of it is left.
+	Visibility time.Duration
+	// Prefetch is how many messages the controller may hold beyond its free slots, so a slot
+	// that frees starts its next task without waiting for a Receive, and messages arrive in
+	// batches. Zero (the default) holds none beyond the free slots. Held messages are hidden
+	// from other controllers of the lambda, so keep it small: about the number of slots, at
+	// most MaxReceive, is plenty.
+	Prefetch int
+	Logger   *slog.Logger
+}
+
+// Controller feeds one lambda's executors.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	buf      buffer
+	running  int  // slots in use: tasks taken from the buffer and not yet done
+	stopping bool // set by Stop: nothing more is buffered or started
+	// receiving counts the fetcher's receives in flight, by priority index: messages that have
+	// left their queue but are not in the buffer yet.
+	receiving []int
+	// fetcherParked is set when the fetcher's last look found the buffer covering the free slots
+	// (and Prefetch): it receives nothing until a slot frees. Only tests read it, to see that
+	// the controller chose not to receive.
+	fetcherParked bool
+	observe       observer
+
+	fetchKick chan struct{} // the fetcher may have room for more messages
+	takeKick  chan struct{} // the dispatcher may have a message and a free slot
+
+	stopOnce  sync.Once
+	stopRecv  context.CancelFunc // stops the fetcher, the dispatcher and the keeper
+	stopPoll  context.CancelFunc // abandons a Receive in flight
+	stopTasks context.CancelFunc // stops running handlers, which release their tasks
+	tasks     sync.WaitGroup     // in-flight tasks
+
+	fetchDone, dispatchDone, keepDone chan struct{} // closed when each goroutine returns
+}
+
+// observer is a test seam: hooks called where the controller has finished with something, so a
+// test can assert that something did not happen without waiting a while for it. Its hooks are
+// nil outside tests.
+type observer struct {
+	// settled is called when the controller is done with a delivery it took from the buffer:
+	// the claim was answered, the message deleted or handed back, and a claimed task has run.
+	settled func(task.Delivery)
+	// draining is called when Stop has handed back the buffered messages and begins to wait for
+	// the running tasks.
+	draining func()
+}
+
+// Start starts the controller; Stop ends it.
+func Start(c Config) *Controller { return start(c, observer{}) }
+
+func start(c Config, o observer) *Controller {
+	if c.IdleWait <= 0 {
+		c.IdleWait = DefaultIdleWait
+	}
+	if c.Visibility <= 0 {
+		c.Visibility = DefaultVisibility
+	}
+	c.Prefetch = max(c.Prefetch, 0)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	recvCtx, stopRecv := context.WithCancel(context.Background())
+	pollCtx, stopPoll := context.WithCancel(context.Background())
+	taskCtx, stopTasks := context.WithCancel(context.Background())
+	ctl := &Controller{
+		cfg: c, log: c.Logger.With("lambda", c.Lambda.Name),
+		buf:       newBuffer(len(c.Lambda.Priorities)),
+		receiving: make([]int, len(c.Lambda.Priorities)),
+		fetchKick: make(chan struct{}, 1), takeKick: make(chan struct{}, 1),
+		stopRecv: stopRecv, stopPoll: stopPoll, stopTasks: stopTasks,
+		fetchDone: make(chan struct{}), dispatchDone: make(chan struct{}), keepDone: make(chan struct{}),
+		observe: o,
+	}
+	go ctl.fetch(recvCtx, pollCtx)
+	go ctl.dispatch(recvCtx, pollCtx, taskCtx)
+	go ctl.keep(recvCtx)
+	return ctl
+}
+
+// Stop stops taking tasks and hands every buffered message back to its queue at once. It waits
+// for the running tasks to finish until ctx is done; then it stops their handlers, and their
+// tasks are released for another run. A Receive in flight is waited for (at most IdleWait, unless
+// ctx ends first) and what it brings is handed back too. A second Stop is a no-op.
+func (c *Controller) Stop(ctx context.Context) {
+	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
+		c.stopRecv()
+		quit := make(chan struct{})
+		defer close(quit)
+		go func() {
+			select {
+			case <-ctx.Done():
+				c.stopPoll()
+				c.stopTasks()
+			case <-quit:
+			}
+		}()
+		// No task starts any more, and no extension can hide a message after its release.
+		<-c.dispatchDone
+		<-c.keepDone
+		c.mu.Lock()
+		held := c.buf.drain()
+		c.mu.Unlock()
+		if len(held) > 0 {
+			c.release(held)
+			c.log.Info("released buffered messages", "messages", len(held))
+		}
+		if c.observe.draining != nil {
+			c.observe.draining()
+		}
+		c.tasks.Wait()
+		<-c.fetchDone
+		c.stopTasks()
+		c.stopPoll()
+	})
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// want returns how many messages the fetcher should receive now: none while the buffer covers
+// the free slots and is at least half full; otherwise enough to fill it. It also reports whether
+// the buffer is empty.
+func (c *Controller) want() (n int, empty bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return 0, false
+	}
+	free := c.cfg.Lambda.Concurrency - c.running
+	room := free + c.cfg.Prefetch - c.buf.len()
+	if c.buf.len() < free || room >= max(1, c.cfg.Prefetch/2) {
+		n = max(room, 0)
+	}
+	c.fetcherParked = n == 0
+	return n, c.buf.len() == 0
+}
+
+// fetch keeps the buffer topped up until stop ends. Its receives run on poll, which Stop cancels
+// only when its own deadline passes: SQS may still deliver to an abandoned long poll, and such a
+// message would stay hidden for its whole visibility.
+//
+// It long-polls only while the buffer is empty. With messages buffered, a pass that finds nothing
+// is followed by a pause of IdleWait (or until a slot frees) and a short pass: the dispatcher
+// waits for the fetcher's receives in flight before it starts a lower priority message, so they
+// must stay short.
+func (c *Controller) fetch(stop, poll context.Context) {
+	defer close(c.fetchDone)
+	idle := false // the last pass found every queue empty
+	for stop.Err() == nil {
+		n, empty := c.want()
+		if n > 0 && idle && !empty {
+			if !sleep(stop, c.cfg.IdleWait, c.fetchKick) {
+				return
+			}
+			idle = false
+			continue
+		}
+		if n == 0 {
+			idle = false
+			select {
+			case <-c.fetchKick:
+			case <-stop.Done():
+			}
+			continue
+		}
+		got, ok := c.pass(stop, poll, n, idle)
+		if !ok {
+			// Don't hammer a queue that fails: rest before the next pass.
+			sleep(stop, c.cfg.IdleWait, nil)
+		}
+		idle = got == 0
+	}
+}
+
+// pass receives up to n messages from the queues in priority order: it moves to the next queue
+// only when one returns fewer messages than asked. When the previous pass found nothing, it
+// long-polls the highest priority for IdleWait instead of sleeping: a high-priority task then
+// starts the moment it arrives, and an idle controller on SQS makes a few requests a second
+// rather than a busy loop. It reports false if a Receive failed.
+func (c *Controller) pass(stop, poll context.Context, n int, idle bool) (got int, ok bool) {
+	var wait time.Duration
+	if idle {
+		wait = c.cfg.IdleWait
+	}
+	for i := range c.cfg.Lambda.Priorities {
+		for n > 0 && stop.Err() == nil {
+			ask := min(n, MaxReceive)
+			k, err := c.receive(poll, i, ask, wait, true)
+			if err != nil {
+				return got, false
+			}
+			wait = 0
+			got += k
+			n -= k
+			if k < ask {
+				break
+			}
+		}
+	}
+	return got, true
+}
+
+// receive takes up to n (at most MaxReceive) messages of the priority of index i into the buffer,
+// or hands them back at once if the controller is stopping. The fetcher's receives are tracked,
+// so the dispatcher can wait for what they bring.
+func (c *Controller) receive(ctx context.Context, i, n int, wait time.Duration, tracked bool) (int, error) {
+	p := c.cfg.Lambda.Priorities[i]
+	if tracked {
+		c.mu.Lock()
+		c.receiving[i]++
+		c.mu.Unlock()
+		defer kick(c.takeKick)
+	}
+	until := time.Now().Add(c.cfg.Visibility) // the queue's clock starts after this
+	ds, err := c.cfg.Queue.Receive(ctx, task.ReceiveParams{
+		Lambda: c.cfg.Lambda.Name, Priority: p, Max: min(n, MaxReceive), Wait: wait, Visibility: c.cfg.Visibility,
+	})
+	c.mu.Lock()
+	if tracked {
+		c.receiving[i]--
+	}
+	if err != nil {
+		c.mu.Unlock()
+		if ctx.Err() == nil {
+			c.log.Warn("receive failed", "priority", p, "err", err)
+		}
+		return 0, err
+	}
+	if c.stopping {
+		c.mu.Unlock()
+		hs := make([]*held, len(ds))
+		for j, d := range ds {
+			hs[j] = &held{d: d}
+		}
+		c.release(hs)
+		return len(ds), nil
+	}
+	for _, d := range ds {
+		c.buf.push(&held{d: d, prio: i, hiddenUntil: until})
+	}
+	c.mu.Unlock()
+	if len(ds) > 0 {
+		kick(c.takeKick)
+	}
+	return len(ds), nil
+}
+
+// dispatch starts the best buffered message whenever a slot is free, until stop ends.
+func (c *Controller) dispatch(stop, poll, taskCtx context.Context) {
+	defer close(c.dispatchDone)
+	for {
+		h, ok := c.take(stop, poll)
+		if !ok {
+			return
+		}
+		c.tasks.Add(1)
+		go func() {
+			defer c.done()
+			c.run(taskCtx, h.d)
+			if c.observe.settled != nil {
+				c.observe.settled(h.d)
+			}
+		}()
+	}
+}
+
+// take waits for a free slot and a buffered message, and takes the slot and the highest priority
+// message. Before it takes a message below the highest priority, it lets the fetcher's receives
+// from the queues above it land (waiting at most IdleWait), then receives from those queues
+// itself, without waiting: what they hold goes first. It reports false once stop ends.
+func (c *Controller) take(stop, poll context.Context) (*held, bool) {
+	checked, landed := false, false
+	var landing <-chan time.Time // the end of the wait for the fetcher's receives
+	for {
+		c.mu.Lock()
+		if c.stopping || stop.Err() != nil {
+			c.mu.Unlock()
+			return nil, false
+		}
+		free := c.cfg.Lambda.Concurrency - c.running
+		if free > 0 && c.buf.len() > 0 {
+			best := c.buf.best()
+			if best > 0 && !landed && slices.ContainsFunc(c.receiving[:best], func(n int) bool { return n > 0 }) {
+				if landing == nil {
+					landing = time.After(c.cfg.IdleWait)
+				}
+				c.mu.Unlock()
+				select {
+				case <-c.takeKick:
+				case <-landing:
+					landed = true
+				case <-stop.Done():
+					return nil, false
+				}
+				continue
+			}
+			if best > 0 && !checked {
+				c.mu.Unlock()
+				checked = true
+				for i := 0; i < best; i++ {
+					if k, err := c.receive(poll, i, free, 0, false); err == nil && k > 0 {
+						break // the buffer now holds something better
+					}
+				}
+				continue
+			}
+			h := c.buf.pop()
+			c.running++
+			c.mu.Unlock()
+			return h, true
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.takeKick:
+		case <-stop.Done():
+			return nil, false
+		}
+	}
+}
+
+// done frees the slot of a finished task.
+func (c *Controller) done() {
+	c.mu.Lock()
+	c.running--
+	c.mu.Unlock()
+	kick(c.fetchKick)
+	kick(c.takeKick)
+	c.tasks.Done()
+}
+
+// keep extends the visibility of buffered messages before it runs out, until stop ends. An
+// extension in flight is not abandoned when stop ends: Stop releases the messages after it, and
+// the two calls must not cross.
+func (c *Controller) keep(stop context.Context) {
+	defer close(c.keepDone)
+	tick := time.NewTicker(max(c.cfg.Visibility/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		c.mu.Lock()
+		due := c.buf.expiring(now.Add(c.cfg.Visibility / 2))
+		c.mu.Unlock()
+		dropped := false
+		for _, h := range due {
+			if stop.Err() != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			err := c.cfg.Queue.Extend(ctx, h.d, c.cfg.Visibility)
+			cancel()
+			c.mu.Lock()
+			switch {
+			case err == nil:
+				h.hiddenUntil = now.Add(c.cfg.Visibility)
+			case errors.Is(err, task.ErrNotFound):
+				// Visible again, or deleted: it is no longer this controller's to run.
+				if c.buf.remove(h) {
+					dropped = true
+					c.log.Warn("buffered message expired before it was extended; dropped from the buffer", "task_id", h.d.TaskID)
+				}
+			default:
+				c.log.Warn("extend buffered message failed", "task_id", h.d.TaskID, "err", err)
+			}
+			c.mu.Unlock()
+		}
+		if dropped {
+			kick(c.fetchKick)
+		}
+	}
+}
+
+// release makes messages visible again at once, for another controller or a later receive.
+func (c *Controller) release(hs []*held) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Go(func() {
+			if err := c.cfg.Queue.Extend(ctx, h.d, 0); err != nil && !errors.Is(err, task.ErrNotFound) {
+				c.log.Warn("release message failed; it comes back after its visibility", "task_id", h.d.TaskID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sleep waits for d, or until wake (if not nil) fires; it reports false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-wake:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// run claims the task of d and runs it. The message is deleted once the claim is settled either
+// way: from then on the store's timeouts, not the queue, keep the task alive.
+func (c *Controller) run(ctx context.Context, d task.Delivery) {
+	t, err := c.cfg.Executor.Claim(ctx, d.Lambda, d.TaskID, d.Receipt)
+	claimed := err == nil
+	switch {
+	case claimed:
+	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
+		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
+		c.log.Debug("message discarded", "task_id", d.TaskID, "reason", err)
+	case ctx.Err() != nil:
+		// Stopped while claiming: hand the message back now rather than after its visibility.
+		c.release([]*held{{d: d}})
+		return
+	default:
+		c.log.Warn("claim failed; the message will come back", "task_id", d.TaskID, "err", err)
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	err = c.cfg.Queue.Delete(dctx, d)
+	cancel()
+	if err != nil {
+		c.log.Warn("delete message failed", "task_id", d.TaskID, "err", err)
+	}
+	if !claimed {
+		return
+	}
+	c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
+	if ctx.Err() != nil {
+		// The executor releases a task whose handler it stopped, but not one stopped before
+		// it started (its first heartbeat). Releasing needs the lease, so this does nothing to
+		// a task released, finished or taken over meanwhile.
+		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		switch err := c.cfg.Status.Release(rctx, t.Lambda, t.ID, t.Lease); {
+		case err == nil:
+			c.log.Info("released task stopped before it started", "task_id", t.ID)
+		case !errors.Is(err, task.ErrStaleLease):
+			c.log.Warn("could not release task at shutdown", "task_id", t.ID, "err", err)
+		}
+	}
+}

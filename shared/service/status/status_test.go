@@ -1,0 +1,153 @@
+package status_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/service/status"
+	"github.com/openatf/atf/shared/store/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// TestDeliveryLatency: the claim of a first attempt logs how long after its run time the task
+// was claimed, for the stack's delivery-latency metric.
+func TestDeliveryLatency(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := task.Config{}.WithDefaults()
+	runAt := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	tk, err := task.New(task.Spec{ID: "d1"}, task.Lambda{Name: "l"}.WithDefaults(), runAt, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := task.Enqueue(tk, runAt, cfg)
+	if err := store.Create(t.Context(), enq); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	hsc := status.New(store, status.Config{Task: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Now: func() time.Time { return runAt.Add(1500 * time.Millisecond) }})
+	if _, err := hsc.Claim(t.Context(), "l", "d1", ""); err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Lambda     string `json:"lambda"`
+		DeliveryMS *int64 `json:"delivery_ms"`
+	}
+	if err := json.Unmarshal(logs.Bytes(), &rec); err != nil || rec.DeliveryMS == nil || *rec.DeliveryMS != 1500 || rec.Lambda != "l" {
+		t.Fatalf("log %q: want one record with lambda l and delivery_ms 1500", logs.String())
+	}
+}
+
+// enqueuedTask stores an enqueued task d1 of lambda l and returns a controller over the store.
+func enqueuedTask(t *testing.T) (*sqlitestore.Store, *status.Controller) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	tk, err := task.New(task.Spec{ID: "d1"}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := task.Enqueue(tk, now, cfg)
+	if err := store.Create(t.Context(), enq); err != nil {
+		t.Fatal(err)
+	}
+	return store, status.New(store, status.Config{Task: cfg, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// TestClaimConflictHidesLease: a claim that loses answers a conflict and an empty task, never the
+// task with its holder's lease.
+func TestClaimConflictHidesLease(t *testing.T) {
+	_, hsc := enqueuedTask(t)
+	won, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	if err != nil || won.Lease == "" {
+		t.Fatalf("first claim: %+v, %v", won, err)
+	}
+	for _, delivery := range []string{"receipt-2", ""} {
+		lost, err := hsc.Claim(t.Context(), "l", "d1", delivery)
+		if !errors.Is(err, task.ErrConflict) {
+			t.Fatalf("second claim (delivery %q): %v, want a conflict", delivery, err)
+		}
+		if lost.Lease != "" || lost.ID != "" {
+			t.Fatalf("a losing claim received %+v: the holder's lease leaked", lost)
+		}
+	}
+}
+
+// TestClaimRepeatedForDelivery: a claim sent again for the same delivery (its first answer was
+// lost) gets the same claim back and counts one attempt; the lease works.
+func TestClaimRepeatedForDelivery(t *testing.T) {
+	store, hsc := enqueuedTask(t)
+	first, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	if err != nil || again.Lease != first.Lease || again.Attempts != 1 || again.Version != first.Version {
+		t.Fatalf("repeated claim: %+v, %v; want the first claim again (lease %s, attempt 1)", again, err, first.Lease)
+	}
+	if err := hsc.Heartbeat(t.Context(), "l", "d1", again.Lease); err != nil {
+		t.Fatalf("heartbeat with the repeated claim's lease: %v", err)
+	}
+	// Once it runs, the delivery's claim is spent: nobody else gets the task.
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("claim of a running task: %v, want a conflict", err)
+	}
+	got, _ := store.Get(t.Context(), "l", "d1")
+	if got.Status != task.StatusProcessing || got.Attempts != 1 {
+		t.Fatalf("task %s after %d attempts, want processing after 1", got.Status, got.Attempts)
+	}
+}
+
+// TestLongErrorEndsTask: a fatal failure whose error is 1 MB long ends the task as fatal_failure,
+// keeping the head of the error with a marker, within task.MaxErrorBytes.
+// dynamostore.TestLongErrorEndsTask is the same on DynamoDB.
+func TestLongErrorEndsTask(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	tk, err := task.New(task.Spec{ID: "e1"}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq, _ := task.Enqueue(tk, now, cfg)
+	if err := store.Create(t.Context(), enq); err != nil {
+		t.Fatal(err)
+	}
+	hsc := status.New(store, status.Config{Task: cfg})
+	claimed, err := hsc.Claim(t.Context(), "l", "e1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "boom: " + strings.Repeat("x", 1<<20)
+	done, err := hsc.SetResult(t.Context(), "l", "e1", claimed.Lease, status.Result{Outcome: status.Fatal, Error: long})
+	if err != nil {
+		t.Fatalf("SetResult with a 1 MB error: %v", err)
+	}
+	got, err := store.Get(t.Context(), "l", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []task.Task{done, got} {
+		if tk.Status != task.StatusFatalFailure || len(tk.Error) > task.MaxErrorBytes || !strings.HasPrefix(tk.Error, "boom: xxx") || !strings.Contains(tk.Error, "truncated") {
+			t.Errorf("task %s with a %d-byte error; want fatal_failure with the error's head, at most %d bytes, marked truncated", tk.Status, len(tk.Error), task.MaxErrorBytes)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package dynamostore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// itemsRead counts the items DynamoDB reads for the client: what a query scans (index entries
+// included, whatever it returns) and what batch and single reads return. Capacity is charged by
+// these, so a bound on them is a bound on the read cost.
+func itemsRead(n *atomic.Int64) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("items-read", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleInitialize(ctx, in)
+				switch r := out.Result.(type) {
+				case *dynamodb.QueryOutput:
+					n.Add(int64(r.ScannedCount))
+				case *dynamodb.ScanOutput:
+					n.Add(int64(r.ScannedCount))
+				case *dynamodb.BatchGetItemOutput:
+					for _, items := range r.Responses {
+						n.Add(int64(len(items)))
+					}
+				case *dynamodb.GetItemOutput:
+					if r.Item != nil {
+						n.Add(1)
+					}
+				}
+				return out, md, err
+			}), middleware.After)
+		})
+	}
+}
+
+// backlog creates n tasks of l, in batches, each changed by edit first.
+func backlog(t *testing.T, s task.Store, l task.Lambda, prefix string, n int, now time.Time, edit func(*task.Task)) {
+	t.Helper()
+	var batch []task.Task
+	for i := range n {
+		tk := newTask(t, l, fmt.Sprintf("%s-%d", prefix, i), nil, now)
+		edit(&tk)
+		if batch = append(batch, tk); len(batch) == task.MaxBatch || i == n-1 {
+			if err := s.CreateBatch(t.Context(), batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+const (
+	readShards = 2
+	readQuota  = 20
+	// readBacklog is many times the quota: a read that grows with the backlog shows.
+	readBacklog = 400
+)
+
+// boundedSetup returns a store whose reads are counted, and a consumer on it with a small quota.
+func boundedSetup(t *testing.T, l task.Lambda, now *time.Time) (task.Store, *consumer.Consumer, *atomic.Int64) {
+	var reads atomic.Int64
+	db, table := newTable(t, nil, itemsRead(&reads))
+	s := newStore(t, db, dynamostoreConfig(table))
+	c := consumer.New(s, memqueue.New(), consumer.Config{
+		Lambdas: []task.Lambda{l}, Task: task.Config{EnqueueQuota: readQuota},
+		Now: func() time.Time { return *now }, Jitter: func() float64 { return 0 },
+	})
+	return s, c, &reads
+}
+
+// sweepReads sweeps once and returns the items it read and what it did.
+func sweepReads(t *testing.T, c *consumer.Consumer, reads *atomic.Int64) (int64, consumer.Stats) {
+	t.Helper()
+	reads.Store(0)
+	st, err := c.Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reads.Load(), st
+}
+
+// sweepBound is what one sweep of a lambda with P priorities may read: a quota of tasks (each an
+// index entry and the task itself) per part that moves tasks, and a few entries per shard for
+// each lane it looks at (a jump over a held collection reads one entry), and the lambda's counter
+// items, one per shard, when it has tasks to enqueue.
+func sweepBound(l task.Lambda) int64 {
+	parts := int64(3) // drop or unpark, and the enqueued and waiting lanes, whose quota is shared
+	return parts*2*readQuota + int64(readShards)*int64(len(l.Priorities)+6)
+}
+
+// TestPausedBacklogReads: a paused collection with a backlog many times the quota costs each
+// sweep reads bounded by the quota. The sweep parks what it meets, a quota at a time; once
+// parked, the backlog costs nothing to the sweeps, and opening the gate unparks it a quota per
+// sweep. Every task runs once the gate opens.
+func TestPausedBacklogReads(t *testing.T) {
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "paused", MaxEnqueued: readBacklog}.WithDefaults() // no worker claims them
+	s, c, reads := boundedSetup(t, l, &now)
+	backlog(t, s, l, "held", readBacklog, now.Add(-time.Minute), func(tk *task.Task) { tk.Collection = "held" })
+	if err := s.SetGate(t.Context(), task.Gate{Lambda: l.Name, Collection: "held", Mode: task.GatePause}); err != nil {
+		t.Fatal(err)
+	}
+	bound := sweepBound(l)
+	// Parking takes a quota per priority lane a sweep; then the backlog is out of the way.
+	for sweep := range readBacklog/readQuota + 1 {
+		n, st := sweepReads(t, c, reads)
+		if n > bound {
+			t.Fatalf("sweep %d read %d items with a paused backlog of %d; want at most %d", sweep, n, readBacklog, bound)
+		}
+		if st.Enqueued != 0 {
+			t.Fatalf("sweep %d enqueued %d tasks of a paused collection", sweep, st.Enqueued)
+		}
+	}
+	if n, _ := sweepReads(t, c, reads); n > int64(readShards*(len(l.Priorities)+3)) {
+		t.Errorf("a sweep with the backlog parked read %d items; want a few per shard and lane", n)
+	}
+
+	if err := s.SetGate(t.Context(), task.Gate{Lambda: l.Name, Collection: "held", Mode: task.GateOpen}); err != nil {
+		t.Fatal(err)
+	}
+	enqueued := 0
+	for range readBacklog {
+		n, st := sweepReads(t, c, reads)
+		if n > bound {
+			t.Fatalf("a sweep after the gate opened read %d items; want at most %d", n, bound)
+		}
+		if enqueued += st.Enqueued; enqueued == readBacklog {
+			break
+		}
+	}
+	if enqueued != readBacklog {
+		t.Errorf("enqueued %d of %d once the gate opened", enqueued, readBacklog)
+	}
+}
+
+// TestDropGateReads: a dropped lambda with a large finished history costs each sweep reads
+// bounded by the quota, and its waiting tasks, due or not, end as dropped.
+func TestDropGateReads(t *testing.T) {
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "dropped"}.WithDefaults()
+	s, c, reads := boundedSetup(t, l, &now)
+	backlog(t, s, l, "done", readBacklog, now.Add(-time.Hour), func(tk *task.Task) {
+		tk.Status, tk.NextTriggerAt = task.StatusSuccess, nil
+	})
+	backlog(t, s, l, "wait", 30, now.Add(-time.Minute), func(tk *task.Task) {})
+	backlog(t, s, l, "later", 30, now.Add(time.Hour), func(tk *task.Task) {})
+	if err := s.SetGate(t.Context(), task.Gate{Lambda: l.Name, Mode: task.GateDrop}); err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for range readBacklog {
+		n, st := sweepReads(t, c, reads)
+		if n > sweepBound(l) {
+			t.Fatalf("a sweep of a dropped lambda read %d items with %d finished tasks; want at most %d", n, readBacklog, sweepBound(l))
+		}
+		if dropped += st.Dropped; st.Dropped == 0 {
+			break
+		}
+	}
+	if dropped != 60 {
+		t.Errorf("dropped %d tasks, want the 60 waiting ones, due or not", dropped)
+	}
+}
+
+// TestCountsReads: counting a lambda's tasks reads its counter items, one per shard, whatever
+// the number of tasks; and the counts follow every write.
+func TestCountsReads(t *testing.T) {
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "counted"}.WithDefaults()
+	s, _, reads := boundedSetup(t, l, &now)
+	backlog(t, s, l, "done", readBacklog, now, func(tk *task.Task) { tk.Status, tk.NextTriggerAt = task.StatusSuccess, nil })
+	backlog(t, s, l, "new", 7, now, func(tk *task.Task) {})
+	reads.Store(0)
+	counts, err := s.Counts(t.Context(), l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[task.StatusSuccess] != readBacklog || counts[task.StatusNew] != 7 || len(counts) != 2 {
+		t.Errorf("Counts: %v, want %d success and 7 new", counts, readBacklog)
+	}
+	if n := reads.Load(); n > readShards {
+		t.Errorf("Counts read %d items with %d tasks; want at most one per shard (%d)", n, readBacklog+7, readShards)
+	}
+}
+
+func dynamostoreConfig(table string) dynamostore.Config {
+	return dynamostore.Config{Table: table, Shards: readShards}
+}
+
+// TestFilteredListReads: a list filtered by status, collection or both, over a lambda with many
+// finished tasks and few that match, reads at most the page's budget per shard for each page
+// (and the page's tasks), and the pages together hold every match once, in order.
+func TestFilteredListReads(t *testing.T) {
+	const finished, limit = 1000, 10
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "listed"}.WithDefaults()
+	s, _, reads := boundedSetup(t, l, &now)
+	backlog(t, s, l, "done", finished, now.Add(-time.Hour), func(tk *task.Task) {
+		tk.Status, tk.NextTriggerAt, tk.Collection = task.StatusSuccess, nil, "common"
+	})
+	backlog(t, s, l, "rare", 2, now, func(tk *task.Task) { tk.Collection = "rare" })
+
+	for _, p := range []task.ListParams{
+		{Status: task.StatusNew},
+		{Collection: "rare"},
+		{Status: task.StatusNew, Collection: "rare"},
+	} {
+		p.Lambda, p.Limit = l.Name, limit
+		bound := int64(readShards*p.ReadBudget() + limit)
+		var got []string
+		pages := 0
+		for {
+			if pages++; pages > finished/p.ReadBudget()+2 {
+				t.Fatalf("%+v: still paging after %d pages", p, pages)
+			}
+			reads.Store(0)
+			tasks, next, err := s.List(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := reads.Load(); n > bound {
+				t.Errorf("%+v: page %d read %d items beside %d finished tasks; want at most %d (%d shards × budget %d, and the page)",
+					p, pages, n, finished, bound, readShards, p.ReadBudget())
+			}
+			for _, tk := range tasks {
+				got = append(got, tk.ID)
+			}
+			if next == "" {
+				break
+			}
+			p.Cursor = next
+		}
+		if want := []string{"rare-0", "rare-1"}; !slices.Equal(got, want) {
+			t.Errorf("%+v: listed %v, want %v", p, got, want)
+		}
+	}
+}
