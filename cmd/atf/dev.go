@@ -16,7 +16,6 @@ import (
 
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/registry"
-	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
@@ -131,7 +130,7 @@ func dev(args []string) error {
 }
 
 func printLambdas(w io.Writer, v any) error {
-	ls, ok := v.([]frontend.LambdaInfo)
+	ls, ok := v.([]task.LambdaInfo)
 	if !ok {
 		return fmt.Errorf("cannot print %T", v)
 	}

@@ -24,12 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/ecsexecutor"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
-	"github.com/openatf/atf/shared/worker"
 )
 
 var executorBin string
@@ -49,9 +49,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// getenv reads from a map, for load.
-func getenv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
 // handlersDir writes executable scripts, name to body, into a new folder.
 func handlersDir(t *testing.T, scripts map[string]string) string {
 	t.Helper()
@@ -62,103 +59,6 @@ func handlersDir(t *testing.T, scripts map[string]string) string {
 		}
 	}
 	return dir
-}
-
-func TestLoad(t *testing.T) {
-	t.Parallel()
-	dir := handlersDir(t, map[string]string{"nap.sh": "cat", "other": "cat"})
-	base := map[string]string{
-		awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "p", awsfn.EnvLambda: "nap", EnvHandlers: dir,
-		awsfn.EnvLambdas: `[{"name":"nap","concurrency":3},{"name":"big","concurrency":40}]`,
-	}
-	with := func(kv ...string) map[string]string {
-		m := maps(base)
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	t.Run("defaults", func(t *testing.T) {
-		cfg, err := load(nil, getenv(base), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.lambda.Name != "nap" || cfg.lambda.Concurrency != 3 || cfg.prefetch != 3 || cfg.drain != DefaultDrain || cfg.handler == nil {
-			t.Fatalf("got lambda %+v, prefetch %d, drain %s", cfg.lambda, cfg.prefetch, cfg.drain)
-		}
-	})
-	t.Run("handler without AWS credentials", func(t *testing.T) {
-		cfg, err := load(nil, getenv(base), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p, ok := cfg.handler.(worker.Program); !ok || !p.WithoutAWSCredentials {
-			t.Fatalf("the handler is %#v; want a worker.Program without AWS credentials", cfg.handler)
-		}
-	})
-	t.Run("environment", func(t *testing.T) {
-		cfg, err := load(nil, getenv(with(EnvConcurrency, "7", EnvPrefetch, "0", EnvDrain, "90s")), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.lambda.Concurrency != 7 || cfg.prefetch != 0 || cfg.drain != 90*time.Second {
-			t.Fatalf("got concurrency %d, prefetch %d, drain %s", cfg.lambda.Concurrency, cfg.prefetch, cfg.drain)
-		}
-	})
-	t.Run("flags over environment", func(t *testing.T) {
-		cfg, err := load([]string{"-concurrency", "2", "-drain", "5s"}, getenv(with(EnvConcurrency, "7", EnvDrain, "90s")), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.lambda.Concurrency != 2 || cfg.prefetch != 2 || cfg.drain != 5*time.Second {
-			t.Fatalf("got concurrency %d, prefetch %d, drain %s", cfg.lambda.Concurrency, cfg.prefetch, cfg.drain)
-		}
-	})
-	t.Run("prefetch at most one receive", func(t *testing.T) {
-		cfg, err := load(nil, getenv(with(awsfn.EnvLambda, "big", EnvHandlers, handlersDir(t, map[string]string{"big": "cat"}))), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.lambda.Concurrency != 40 || cfg.prefetch != 10 {
-			t.Fatalf("got concurrency %d, prefetch %d", cfg.lambda.Concurrency, cfg.prefetch)
-		}
-	})
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-		want string // in the error
-	}{
-		{"no lambda", with(awsfn.EnvLambda, ""), nil, awsfn.EnvLambda + " is not set"},
-		{"unknown lambda", with(awsfn.EnvLambda, "nope"), nil, "not in " + awsfn.EnvLambdas},
-		{"no table", with(awsfn.EnvTable, ""), nil, awsfn.EnvTable},
-		{"no handler", with(awsfn.EnvLambda, "big"), nil, "no handler for lambda big"},
-		{"no handlers folder", with(EnvHandlers, filepath.Join(dir, "missing")), nil, "handlers folder"},
-		{"bad drain", with(EnvDrain, "soon"), nil, EnvDrain},
-		{"zero drain", with(EnvDrain, "0s"), nil, "drain must be positive"},
-		{"bad concurrency", with(EnvConcurrency, "many"), nil, EnvConcurrency},
-		{"negative prefetch", nil, []string{"-prefetch", "-2"}, "prefetch must be at least 0"},
-		{"arguments", nil, []string{"extra"}, "no arguments"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := tc.env
-			if env == nil {
-				env = base
-			}
-			_, err := load(tc.args, getenv(env), io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one that says %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func maps(m map[string]string) map[string]string {
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // TestBadConfigExits: the binary says what is wrong, as JSON, and exits non-zero.
@@ -314,7 +214,7 @@ func (s *stack) startExecutor(t *testing.T, dir string, drain time.Duration) *pr
 	cmd.Env = append(os.Environ(),
 		awsfn.EnvTable+"="+s.name, awsfn.EnvQueuePrefix+"="+s.name, awsfn.EnvShards+"=2",
 		awsfn.EnvLambdas+"="+lambdaSpec, awsfn.EnvLambda+"=nap", awsfn.EnvHeartbeat+"=1s",
-		EnvHandlers+"="+dir, EnvConcurrency+"=4", EnvPrefetch+"=4", EnvDrain+"="+drain.String())
+		ecsexecutor.EnvHandlers+"="+dir, ecsexecutor.EnvConcurrency+"=4", ecsexecutor.EnvPrefetch+"=4", ecsexecutor.EnvDrain+"="+drain.String())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

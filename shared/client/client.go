@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -129,9 +128,9 @@ func (c *Client) SetGate(ctx context.Context, lambda, collection, mode string) (
 }
 
 // Lambdas lists the lambdas with their gates and task counts.
-func (c *Client) Lambdas(ctx context.Context) ([]frontend.LambdaInfo, error) {
+func (c *Client) Lambdas(ctx context.Context) ([]task.LambdaInfo, error) {
 	var out struct {
-		Lambdas []frontend.LambdaInfo `json:"lambdas"`
+		Lambdas []task.LambdaInfo `json:"lambdas"`
 	}
 	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas", nil, &out)
 	return out.Lambdas, err

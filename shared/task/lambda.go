@@ -96,3 +96,13 @@ func (l Lambda) Validate() error {
 
 // HasPriority reports whether p is one of the lambda's levels.
 func (l Lambda) HasPriority(p string) bool { return slices.Contains(l.Priorities, p) }
+
+// LambdaInfo describes a lambda, its gates that are not open, and its task counts by status:
+// what the frontend lists and the API answers to GET /v1/lambdas, and what the client reads.
+// Like Task and Gate it is domain data, so both ends share it without importing each other.
+type LambdaInfo struct {
+	Name       string         `json:"name"`
+	Priorities []string       `json:"priorities"`
+	Gates      []Gate         `json:"gates"`
+	Counts     map[Status]int `json:"counts"`
+}

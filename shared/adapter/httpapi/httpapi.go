@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path"
 	"strconv"
@@ -83,18 +82,39 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rw, http.StatusNotFound, "no_route", fmt.Sprintf("no route for %s %s: the path is not clean", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else if _, pattern := a.mux.Handler(r); pattern == "" {
 		// No route: keep the mux's verdict (404 or 405) but answer in the API's error format.
-		rec := httptest.NewRecorder()
-		a.mux.ServeHTTP(rec, r)
-		if allow := rec.Header().Get("Allow"); allow != "" {
+		v := &verdict{header: http.Header{}, code: http.StatusOK}
+		a.mux.ServeHTTP(v, r)
+		if allow := v.header.Get("Allow"); allow != "" {
 			rw.Header().Set("Allow", allow)
 		}
-		writeError(rw, rec.Code, "no_route", fmt.Sprintf("no route for %s %s", task.Echo(r.Method), task.Echo(r.URL.Path)))
+		writeError(rw, v.code, "no_route", fmt.Sprintf("no route for %s %s", task.Echo(r.Method), task.Echo(r.URL.Path)))
 	} else if !jsonBody(r) {
 		writeError(rw, http.StatusUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 	} else {
 		a.mux.ServeHTTP(rw, r)
 	}
 	a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+}
+
+// verdict keeps the status and headers of the mux's own answer to a request without a route, and
+// drops its body: the API answers such a request in its own error format.
+type verdict struct {
+	header      http.Header
+	code        int
+	wroteHeader bool
+}
+
+func (v *verdict) Header() http.Header { return v.header }
+
+func (v *verdict) WriteHeader(code int) {
+	if !v.wroteHeader {
+		v.code, v.wroteHeader = code, true
+	}
+}
+
+func (v *verdict) Write(b []byte) (int, error) {
+	v.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 type statusWriter struct {

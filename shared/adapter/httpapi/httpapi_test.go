@@ -77,6 +77,25 @@ func TestErrorsAreJSON(t *testing.T) {
 	}
 }
 
+// TestNoRouteKeepsTheMuxVerdict: a request without a route gets the mux's status and Allow
+// header, in the API's error format.
+func TestNoRouteKeepsTheMuxVerdict(t *testing.T) {
+	srv := newServer(t)
+	req, _ := http.NewRequest("DELETE", srv.URL+"/v1/lambdas/echo/tasks", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("body is not JSON: %v", err)
+	}
+	if allow := resp.Header.Get("Allow"); resp.StatusCode != 405 || errorCode(out) != "no_route" || !strings.Contains(allow, "POST") || !strings.Contains(allow, "GET") {
+		t.Fatalf("got %d %v, Allow %q; want 405 no_route, Allow naming GET and POST", resp.StatusCode, out, allow)
+	}
+}
+
 func TestScheduleListAndLambdas(t *testing.T) {
 	srv := newServer(t)
 	for _, id := range []string{"a", "b", "c"} {

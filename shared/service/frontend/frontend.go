@@ -197,29 +197,21 @@ func (s *Service) SetGate(ctx context.Context, g task.Gate) (task.Gate, error) {
 	return g, nil
 }
 
-// LambdaInfo describes a lambda, its gates and its tasks.
-type LambdaInfo struct {
-	Name       string              `json:"name"`
-	Priorities []string            `json:"priorities"`
-	Gates      []task.Gate         `json:"gates"`
-	Counts     map[task.Status]int `json:"counts"`
-}
-
 // Lambdas lists the registered lambdas with their gates that are not open, and their task
 // counts by status.
-func (s *Service) Lambdas(ctx context.Context) ([]LambdaInfo, error) {
+func (s *Service) Lambdas(ctx context.Context) ([]task.LambdaInfo, error) {
 	gates, err := s.store.Gates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]LambdaInfo, 0, len(s.names))
+	infos := make([]task.LambdaInfo, 0, len(s.names))
 	for _, name := range s.names {
 		l := s.lambdas[name]
 		counts, err := s.store.Counts(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		info := LambdaInfo{Name: name, Priorities: l.Priorities, Gates: []task.Gate{}, Counts: counts}
+		info := task.LambdaInfo{Name: name, Priorities: l.Priorities, Gates: []task.Gate{}, Counts: counts}
 		for _, g := range gates {
 			if g.Lambda == name {
 				info.Gates = append(info.Gates, g)
