@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test bench fuzz lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test bench fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -90,9 +90,20 @@ fuzz: ## run every fuzz target (func Fuzz* in a *_test.go) for FUZZTIME each [30
 	  done; \
 	done
 
-lint: ## go vet and gofmt
+# golangci-lint, pinned and installed into .tools/ (once); .golangci.yml says what it checks and why
+# each exclusion. It lints the root module and infra/ (a module of its own) with the same config.
+GOLANGCI_LINT_VERSION := 2.15.0
+GOLANGCI_LINT := $(CURDIR)/.tools/bin/golangci-lint
+
+golangci-lint: ## install the pinned golangci-lint into .tools/ (once)
+	@$(GOLANGCI_LINT) version 2>/dev/null | grep -q 'version $(GOLANGCI_LINT_VERSION) ' || \
+	  GOBIN=$(CURDIR)/.tools/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION)
+
+lint: golangci-lint ## go vet, gofmt and golangci-lint (.golangci.yml), on the root module and infra/
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(find . -path ./.tools -prune -o -name '*.go' -print)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run ./...
+	cd infra && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 
 emulators: ## start DynamoDB Local and moto (SQS) without Docker; prints the AWS_* env to export
 	@localstack/emulators start

@@ -96,11 +96,11 @@ func (b *backend) queue(cfg aws.Config) (*sqsqueue.Queue, error) {
 
 func (b *backend) drop() {
 	ctx := context.Background()
-	dynamostore.DeleteTable(ctx, dbClient(b.cfg), b.name)
+	_ = dynamostore.DeleteTable(ctx, dbClient(b.cfg), b.name) // best effort, as is the rest
 	q := sqs.NewFromConfig(b.cfg)
 	if out, err := q.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: &b.name}); err == nil {
 		for _, url := range out.QueueUrls {
-			q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
+			_, _ = q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
 		}
 	}
 }
@@ -269,8 +269,8 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	}
 	h.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.apiFn.invoke(func() { api.ServeHTTP(w, r) })
-	})}
-	go h.server.Serve(ln)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = h.server.Serve(ln) }() // ends with ErrServerClosed when stopped
 	h.client = newClient("http://" + ln.Addr().String())
 
 	consCfg := watched(h.cons)
@@ -323,7 +323,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 				return resp, err
 			},
 		}
-		h.loops.Go(func() { m.Run(ctx) })
+		h.loops.Go(func() { _ = m.Run(ctx) })
 	}
 	h.loops.Go(func() { h.sweeps.run(ctx) })
 	return h, nil
@@ -556,7 +556,7 @@ func (s *classifyingSweeper) run(ctx context.Context) {
 	}})
 	for ctx.Err() == nil {
 		// A context of its own, so that stopping never cuts a sweep short.
-		h.Handle(context.WithoutCancel(ctx), events.EventBridgeEvent{Time: time.Now()})
+		_ = h.Handle(context.WithoutCancel(ctx), events.EventBridgeEvent{Time: time.Now()}) // it logs its errors
 	}
 }
 

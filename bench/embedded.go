@@ -60,7 +60,7 @@ func startEmbedded(ctx context.Context, concurrency int, h worker.HandlerFunc) (
 		Task: task.Config{PollInterval: devPoll}, Logger: warnLogger(),
 	})
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // a temporary directory: best effort
 		return nil, err
 	}
 	return &embeddedStack{stack: s, client: newClient("http://" + s.Addr()), dir: dir}, nil
@@ -70,7 +70,7 @@ func (e *embeddedStack) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	e.stack.Stop(ctx)
-	os.RemoveAll(e.dir)
+	_ = os.RemoveAll(e.dir) // a temporary directory: best effort
 }
 
 // successes is how many of the lambda's tasks have succeeded, as the API counts them.
@@ -248,7 +248,7 @@ func measureLatency(ctx context.Context, c *client.Client, r *latencyRecorder, b
 	}
 	wctx, cancel := context.WithTimeout(ctx, lead+drain)
 	defer cancel()
-	waitUntil(wctx, 20*time.Millisecond, func() (bool, error) { return r.count() >= n, nil })
+	_ = waitUntil(wctx, 20*time.Millisecond, func() (bool, error) { return r.count() >= n, nil }) // what arrived is counted below
 	r.mu.Lock()
 	lat := Summarise(r.lat)
 	r.mu.Unlock()

@@ -23,7 +23,7 @@ func main() {
 	counts := map[string]int{}
 	ranIn := map[string]int{}       // tests run per package, subtests included
 	output := map[string][]string{} // per test, kept to print failures
-	var failed, skipped []string
+	var skipped []string
 	badPackages := 0
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -39,12 +39,13 @@ func main() {
 			output[key] = append(output[key], e.Output)
 		case "pass", "fail", "skip":
 			if e.Test == "" {
-				if e.Action == "fail" {
+				switch e.Action {
+				case "fail":
 					badPackages++
 					fmt.Printf("FAIL package %s\n%s", e.Package, strings.Join(output[key], ""))
-				} else if e.Action == "skip" {
+				case "skip":
 					fmt.Printf("     %s (no test files)\n", e.Package)
-				} else {
+				default:
 					fmt.Printf("ok   %s (%d tests)\n", e.Package, ranIn[e.Package])
 				}
 				continue
@@ -55,7 +56,6 @@ func main() {
 			}
 			switch e.Action {
 			case "fail":
-				failed = append(failed, key)
 				fmt.Printf("--- FAIL %s\n%s", key, strings.Join(output[key], ""))
 			case "skip":
 				skipped = append(skipped, key)

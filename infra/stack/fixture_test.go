@@ -232,11 +232,6 @@ func path(r map[string]any) string {
 	return below
 }
 
-// under reports whether a resource lies under the construct path prefix, such as Lambda-echo.
-func under(r map[string]any, prefix string) bool {
-	return strings.HasPrefix(path(r), prefix+"/")
-}
-
 // newApp returns an app that writes into outdir and records construct paths in the template,
 // as the CDK CLI has it do.
 func newApp(outdir string) awscdk.App {

@@ -19,7 +19,6 @@
 package stack
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -111,8 +110,8 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	if p.Env.Retain {
 		d.removal = awscdk.RemovalPolicy_RETAIN
 	}
-	if p.StackProps.Description == nil {
-		p.StackProps.Description = jsii.String("atf, the async task framework: environment " + p.Name)
+	if p.Description == nil {
+		p.Description = jsii.String("atf, the async task framework: environment " + p.Name)
 	}
 	d.stack = awscdk.NewStack(scope, &id, &p.StackProps)
 	awscdk.Tags_Of(d.stack).Add(jsii.String("atf:environment"), jsii.String(p.Name), nil)
@@ -225,13 +224,4 @@ func (d *deployment) asset(name string) string {
 // seconds rounds t up to whole seconds.
 func seconds(t time.Duration) awscdk.Duration {
 	return awscdk.Duration_Seconds(jsii.Number(math.Ceil(t.Seconds())))
-}
-
-// mustJSON renders v for a test or a template.
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

@@ -316,7 +316,7 @@ func testPause(t *testing.T, b backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		observed, final = append(observed, last), last
+		observed = append(observed, last)
 		if chaostest.Done(last, n) || time.Now().After(deadline) {
 			break
 		}

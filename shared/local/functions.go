@@ -61,7 +61,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
 	sched := eventsource.Schedule{Period: consumerfn.Period, Timeout: consumerfn.Period, Logger: c.Logger,
 		Handler: consumerfn.New(cons, consumerfn.Config{Logger: c.Logger}).Handle}
-	s.loops.Go(func() { sched.Run(quit) })
+	s.loops.Go(func() { _ = sched.Run(quit) })
 
 	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: lambdas, Task: c.Task}), c.Logger), c.Logger)
 	return s.serve(c, api)

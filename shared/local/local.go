@@ -198,7 +198,7 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout,
 		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
 	}
-	go s.server.Serve(ln)
+	go func() { _ = s.server.Serve(ln) }() // ends with ErrServerClosed when stopped
 	return nil
 }
 
@@ -233,7 +233,7 @@ func (s *Stack) Addr() string { return s.addr }
 // done, and are then stopped and released for the next run.
 func (s *Stack) Stop(ctx context.Context) {
 	if s.server != nil {
-		s.server.Shutdown(ctx)
+		_ = s.server.Shutdown(ctx) // past ctx, the requests still open are cut
 	}
 	if s.consumer != nil {
 		s.consumer.Stop()

@@ -117,7 +117,7 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 			return Task{}, err
 		}
 		var b bytes.Buffer
-		json.Compact(&b, s.Payload) // valid: CheckJSON said so
+		_ = json.Compact(&b, s.Payload) // valid: CheckJSON said so
 		t.Payload = b.Bytes()
 	}
 	t.NextTriggerAt = at(t.RunAt)

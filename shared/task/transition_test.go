@@ -229,7 +229,8 @@ func TestNew(t *testing.T) {
 
 func TestIDsSortByTime(t *testing.T) {
 	a, b := NewID(now), NewID(now.Add(time.Millisecond))
-	if len(a) != 26 || a >= b || NewID(now) == a || NewLease() == NewLease() {
+	l1, l2 := NewLease(), NewLease()
+	if len(a) != 26 || a >= b || NewID(now) == a || l1 == l2 {
 		t.Fatalf("ids %s %s", a, b)
 	}
 }

@@ -87,13 +87,13 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	case <-ctx.Done():
 		// SIGKILL cannot be caught: the group runs no more once it is sent. Wait reaps it in the
 		// background, since a pipe held by a process outside the group can keep it WaitDelay.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // fails only if the group is gone already
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("timed out, killed: %w", context.Cause(ctx))
 		}
 		return nil, fmt.Errorf("stopped, killed: %w", context.Cause(ctx))
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of a finished script
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of a finished script, if any
 	if stdout.over {
 		return nil, Fatal(fmt.Errorf("result is over %d bytes", MaxStdout))
 	}
@@ -210,7 +210,11 @@ func serve(ctx context.Context, h Handler, stdin io.Reader, stdout, stderr io.Wr
 	})
 	switch {
 	case err == nil:
-		stdout.Write(res)
+		if _, err := stdout.Write(res); err != nil {
+			// The result is lost: exiting 0 would record an empty one.
+			fmt.Fprintln(stderr, "write result:", err)
+			return ExitRetry
+		}
 		return 0
 	case Retriable(err):
 		fmt.Fprintln(stderr, err)

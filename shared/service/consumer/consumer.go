@@ -598,7 +598,9 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 	defer wcancel()
 	var wg sync.WaitGroup
 	for _, t := range moved {
-		wg.Go(func() { c.apply(wctx, t, func(t task.Task) (task.Task, error) { return task.Unsent(t, now, c.cfg) }) })
+		wg.Go(func() {
+			_, _ = c.apply(wctx, t, func(t task.Task) (task.Task, error) { return task.Unsent(t, now, c.cfg) })
+		})
 	}
 	wg.Wait()
 	return err

@@ -281,7 +281,7 @@ func (st *Store) deletePayloads(ctx context.Context, items ...map[string]types.A
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	for chunk := range slices.Chunk(items, payloadWriters) {
-		parallel(len(chunk), func(i int) error {
+		_ = parallel(len(chunk), func(i int) error {
 			_, err := st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 				TableName: &st.cfg.Table, Key: map[string]types.AttributeValue{attrPK: chunk[i][attrPK], attrSK: chunk[i][attrSK]},
 				ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
@@ -423,7 +423,7 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 func (st *Store) expirePayload(ctx context.Context, t task.Task, ref string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, _ = st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.cfg.Table, Key: payloadKey(t.Lambda, t.ID, ref),
 		UpdateExpression:          aws.String("SET #e = :e"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
@@ -478,8 +478,7 @@ func (st *Store) Gates(ctx context.Context) ([]task.Gate, error) {
 		for _, item := range out.Items {
 			g := task.Gate{Mode: str(item, attrMode), Lambda: str(item, attrLambda), Collection: str(item, attrCollection)}
 			if v, ok := item[attrUpdatedAt].(*types.AttributeValueMemberN); ok {
-				var nanos int64
-				fmt.Sscan(v.Value, &nanos)
+				nanos, _ := strconv.ParseInt(v.Value, 10, 64) // written by this store: a number
 				g.UpdatedAt = time.Unix(0, nanos).UTC()
 			}
 			gates = append(gates, g)

@@ -506,7 +506,6 @@ func testListSparse(t *testing.T, s task.Store) {
 	// Random ids (creation time orders the tasks) spread them unevenly over a store's shards, as
 	// real ones are: shards whose pages end at different places.
 	rng := mrand.New(mrand.NewPCG(18, 8))
-	var specs []spec
 	var want = map[spec][]string{}
 	var batch []task.Task
 	for i := range n {
@@ -519,7 +518,6 @@ func testListSparse(t *testing.T, s task.Store) {
 		case i%199 == 13:
 			sp = spec{task.StatusSuccess, "rare"}
 		}
-		specs = append(specs, sp)
 		tk := plain(l, fmt.Sprintf("%016x", rng.Uint64()), now.Add(time.Duration(i)*time.Millisecond))
 		tk.Status, tk.Collection = sp.status, sp.coll
 		if tk.Status.Terminal() {

@@ -94,11 +94,11 @@ func Cleanup(t testing.TB, name string) {
 	dbCfg, sqsCfg := Config(t, "DYNAMODB"), Config(t, "SQS")
 	t.Cleanup(func() {
 		ctx := context.Background()
-		dynamostore.DeleteTable(ctx, dynamodb.NewFromConfig(dbCfg), name)
+		_ = dynamostore.DeleteTable(ctx, dynamodb.NewFromConfig(dbCfg), name) // best effort, as is the rest
 		q := sqs.NewFromConfig(sqsCfg)
 		if out, err := q.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: &name}); err == nil {
 			for _, url := range out.QueueUrls {
-				q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
+				_, _ = q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &url})
 			}
 		}
 	})

@@ -71,7 +71,7 @@ func (f *Freezer) Thaw() {
 }
 
 // Pass returns at once, or once thawed.
-func (f *Freezer) Pass() { f.PassOrStop(context.Background()) }
+func (f *Freezer) Pass() { _ = f.PassOrStop(context.Background()) }
 
 // PassOrStop returns at once, or once thawed, or with ctx's error once ctx ends.
 func (f *Freezer) PassOrStop(ctx context.Context) error {
