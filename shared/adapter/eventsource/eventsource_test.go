@@ -56,7 +56,9 @@ func TestSQS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	m := eventsource.SQS{Client: client, Queue: name, Handler: handler, Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	// A batch stays hidden 5 s: long enough that a loaded machine deletes m0 and m2 before they
+	// could come back, short enough that the failed m1 comes back well within the wait below.
+	m := eventsource.SQS{Client: client, Queue: name, Handler: handler, Timeout: time.Second, Visibility: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 	stopped := make(chan struct{})
 	go func() { m.Run(ctx); close(stopped) }()
 	select {
