@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -19,7 +20,10 @@ type Spec struct {
 	Collection  string
 	MaxAttempts int
 	Deadline    *time.Time
-	After       []string
+	// After names upstream tasks; a Ref with no Lambda names a task of the same lambda.
+	After []Ref
+	// Trigger is the trigger rule: TriggerAllSuccess (the default) or TriggerAllDone.
+	Trigger string
 }
 
 // MaxDelay bounds how far ahead a task may be scheduled.
@@ -106,8 +110,23 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 		d := *s.Deadline
 		t.Deadline = &d
 	}
+	switch s.Trigger {
+	case "", TriggerAllSuccess, TriggerAllDone:
+	default:
+		return Task{}, Errorf(ErrInvalid, "trigger_rule %q is not one of %s, %s", Echo(s.Trigger), TriggerAllSuccess, TriggerAllDone)
+	}
 	if len(s.After) > 0 {
-		return Task{}, Errorf(ErrInvalid, "after: task dependencies are not supported yet")
+		after, err := ResolveRefs(l.Name, s.After)
+		if err != nil {
+			return Task{}, err
+		}
+		if slices.Contains(after, t.Ref()) {
+			return Task{}, Errorf(ErrInvalid, "after: task %s cannot wait for itself", t.Ref())
+		}
+		t.After, t.AfterCount, t.Trigger = after, len(after), s.Trigger
+		t.Status = StatusPending // due at once: the consumer's check (see flow.go)
+	} else if s.Trigger != "" {
+		return Task{}, Errorf(ErrInvalid, "trigger_rule is for a task with upstreams (after)")
 	}
 	if len(s.Payload) > c.PayloadLimit {
 		return Task{}, Errorf(ErrTooLarge, "payload is %d bytes; the limit is %d", len(s.Payload), c.PayloadLimit)
@@ -121,6 +140,9 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 		t.Payload = b.Bytes()
 	}
 	t.NextTriggerAt = at(t.RunAt)
+	if t.Status == StatusPending {
+		t.NextTriggerAt = at(now)
+	}
 	t.Spec = s.fingerprint(t)
 	return t, nil
 }
@@ -132,7 +154,12 @@ func (s Spec) fingerprint(t Task) string {
 	if s.Delay != nil {
 		when = s.Delay.String()
 	}
-	b, _ := json.Marshal([]any{t.Lambda, t.ID, t.Payload, when, t.Priority, t.Collection, t.MaxAttempts, s.Deadline, s.After})
+	fields := []any{t.Lambda, t.ID, t.Payload, when, t.Priority, t.Collection, t.MaxAttempts, s.Deadline, s.After}
+	if len(t.After) > 0 { // a task without upstreams keeps the fingerprint it always had
+		fields[8] = t.After
+		fields = append(fields, t.TriggerRule())
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -39,6 +39,31 @@ type Store interface {
 	Gates(ctx context.Context) ([]Gate, error)
 	// Close releases the store's resources.
 	Close() error
+
+	FlowStore
+}
+
+// FlowStore keeps what task flows need besides tasks (see flow.go). Create and CreateBatch store
+// a task's After with it; Get returns it whole.
+type FlowStore interface {
+	// AddEdges records edges under their upstreams, so that Downstreams finds them, whether or
+	// not the downstream tasks exist yet. Writing an edge again changes nothing.
+	AddEdges(ctx context.Context, edges []Edge) error
+	// Downstreams returns a page of at most limit edges from up (in a stable order, of every
+	// lambda), and the cursor of the next page, empty after the last. An edge may name a task
+	// that was never created (its create failed after AddEdges), or, rarely, an index whose
+	// upstream is another task (an AddUpstreams that lost a race): callers check it against
+	// Upstreams.
+	Downstreams(ctx context.Context, up Ref, cursor string, limit int) (edges []Edge, next string, err error)
+	// Upstreams returns down's After[from : from+limit] (shorter at its end), read strongly.
+	Upstreams(ctx context.Context, down Ref, from, limit int) ([]Ref, error)
+	// GetMany reads tasks like GetState (without payload and After, with result and error),
+	// strongly, in the order of refs; a task that does not exist is a zero Task (ID empty).
+	// It takes any number of refs.
+	GetMany(ctx context.Context, refs []Ref) ([]Task, error)
+	// AddUpstreams writes t, the result of task.AddUpstreams from a task at version prev, like
+	// Update, and stores its After entries from index from on. ErrConflict if the version moved.
+	AddUpstreams(ctx context.Context, t Task, prev int64, from int) error
 }
 
 // MaxBatch is how many tasks one CreateBatch takes: as many as one DynamoDB transaction holds.
@@ -96,7 +121,10 @@ const (
 type DueParams struct {
 	Lambda   string
 	Priority string   // empty means any
-	Statuses []Status // which statuses to look at; empty means any
+	// Statuses says which statuses to look at; empty means any. Running (timeouts), enqueued
+	// (resends), pending (checks of new pending tasks, see flow.go) and Ended (ended tasks
+	// with downstreams to tell) are each a lane of its own, apart from the waiting tasks' lanes.
+	Statuses []Status
 	Before   time.Time
 	Limit    int // zero means no limit
 	// Parked selects the tasks a gate parked (Task.Parked) instead of the others. The two are

@@ -21,16 +21,23 @@ const (
 	StatusDead             Status = "dead"
 	StatusCancelled        Status = "cancelled"
 	StatusDropped          Status = "dropped"
+	// StatusUpstreamFailed ends a task whose upstream did not succeed (under the trigger rule
+	// all_success); its Error names the upstream and how it ended.
+	StatusUpstreamFailed Status = "upstream_failed"
 )
 
 // Statuses lists every status in lifecycle order.
 var Statuses = []Status{
 	StatusPending, StatusNew, StatusEnqueued, StatusClaimed, StatusProcessing,
 	StatusRetriableFailure, StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped,
+	StatusUpstreamFailed,
 }
 
 // Waiting are the statuses of tasks that have not started: gates hold or drop them.
 var Waiting = []Status{StatusPending, StatusNew, StatusEnqueued, StatusRetriableFailure}
+
+// Ended are the terminal statuses: an ended task with downstreams to tell keeps a trigger.
+var Ended = []Status{StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped, StatusUpstreamFailed}
 
 // Running are the statuses of tasks owned by a worker: they time out if the worker goes silent.
 var Running = []Status{StatusClaimed, StatusProcessing}
@@ -38,7 +45,7 @@ var Running = []Status{StatusClaimed, StatusProcessing}
 // Terminal reports whether s is final: the task will never run again.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped:
+	case StatusSuccess, StatusFatalFailure, StatusDead, StatusCancelled, StatusDropped, StatusUpstreamFailed:
 		return true
 	}
 	return false
@@ -80,6 +87,22 @@ type Task struct {
 	// Spec fingerprints the schedule request, so a replay with the same id can be told apart
 	// from a different request that reuses the id.
 	Spec string `json:"-"`
+	// After names the upstreams the task waits for (see flow.go), in the order given. Get reads it
+	// whole; GetState, GetMany, Due and List may leave it out, and Update does not write it
+	// (Store.AddUpstreams does). AfterCount is its length, always there.
+	After      []Ref `json:"after,omitempty"`
+	AfterCount int   `json:"-"`
+	// Trigger is the trigger rule (TriggerAllSuccess if empty).
+	Trigger string `json:"trigger_rule,omitempty"`
+	// Settled marks which upstreams (by index in After) have ended and been accounted for.
+	Settled Bitmap `json:"-"`
+	// Inputs are the upstreams' outcomes, in After's order: set on the task a claim hands to a
+	// worker, never stored.
+	Inputs []Input `json:"inputs,omitempty"`
+	// Downstream marks a task that other tasks wait for: once it ends, it keeps a trigger until
+	// the consumer has told them (Notified), NotifyCursor recording how far it got.
+	Downstream   bool   `json:"-"`
+	NotifyCursor string `json:"-"`
 	// Parked marks a waiting task that the consumer set aside because a gate holds its
 	// collection: stores keep it out of the sweep's range, so a held backlog costs no reads.
 	// Every transition but Park clears it.

@@ -12,6 +12,9 @@ import (
 // the next trigger set. A store writes the result only if the stored Version is still t.Version.
 
 func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
+	if s.Terminal() && t.Downstream {
+		trigger = at(now) // the consumer tells the downstreams (see flow.go)
+	}
 	t.Status, t.UpdatedAt, t.NextTriggerAt = s, now, trigger
 	t.Version++
 	t.Parked = false

@@ -215,7 +215,12 @@ func TestNew(t *testing.T) {
 		"delay too far":    {Delay: &far},
 		"max attempts":     {MaxAttempts: MaxAttemptsLimit + 1},
 		"deadline early":   {Deadline: &past},
-		"after":            {After: []string{"x"}},
+		"after bad id":     {After: []Ref{{ID: "no spaces"}}},
+		"after bad lambda": {After: []Ref{{Lambda: "No", ID: "x"}}},
+		"after twice":      {After: []Ref{{ID: "x"}, {Lambda: l.Name, ID: "x"}}},
+		"after itself":     {ID: "me", After: []Ref{{ID: "me"}}},
+		"trigger unknown":  {After: []Ref{{ID: "x"}}, Trigger: "some"},
+		"trigger alone":    {Trigger: TriggerAllDone},
 		"payload not json": {Payload: json.RawMessage(`{`)},
 	} {
 		if _, err := New(s, l, now, cfg); !errors.Is(err, ErrInvalid) {

@@ -134,7 +134,8 @@ type scheduleRequest struct {
 	Collection  string          `json:"collection"`
 	MaxAttempts int             `json:"max_attempts"`
 	Deadline    *time.Time      `json:"deadline"`
-	After       []string        `json:"after"`
+	After       []task.Ref      `json:"after"`
+	Trigger     string          `json:"trigger_rule"`
 }
 
 // spec returns the task.Spec of a schedule request.
@@ -142,6 +143,7 @@ func (req scheduleRequest) spec() (task.Spec, error) {
 	spec := task.Spec{
 		ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
 		Collection: req.Collection, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
+		Trigger: req.Trigger,
 	}
 	if req.Delay != nil {
 		d, err := time.ParseDuration(*req.Delay)
