@@ -12,6 +12,8 @@ import (
 
 // Spec is a request to schedule one task, as a client sends it. Zero fields take defaults.
 type Spec struct {
+	// Lambda is the task's lambda in a batch that spans lambdas; empty means the batch's.
+	Lambda      string
 	ID          string
 	Payload     json.RawMessage
 	RunAt       *time.Time

@@ -33,6 +33,10 @@ const (
 
 // Program runs an executable as a handler: the payload JSON on stdin, the result JSON on stdout,
 // the task in ATF_* environment variables. A stdout that is not JSON becomes a JSON string.
+//
+// A task that waited for upstreams gets an envelope on stdin instead of the bare payload, and
+// ATF_ENVELOPE=1: {"payload": <the payload, or null>, "upstreams": [{"lambda", "id", "status",
+// "result", "error"}, ...]}, the upstreams in the order of its after (see Envelope).
 type Program struct {
 	Path string
 	// WithoutAWSCredentials leaves the variables that carry or locate AWS credentials
@@ -70,6 +74,14 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	cmd.Env = append(p.environ(),
 		"ATF_TASK_ID="+t.ID, "ATF_LAMBDA="+t.Lambda, "ATF_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"ATF_COLLECTION="+t.Collection, "ATF_PRIORITY="+t.Priority)
+	if t.Inputs != nil {
+		in, err := json.Marshal(Envelope{Payload: t.Payload, Upstreams: t.Inputs})
+		if err != nil {
+			return nil, Fatal(fmt.Errorf("encode the upstreams' results: %w", err))
+		}
+		cmd.Stdin = bytes.NewReader(in)
+		cmd.Env = append(cmd.Env, "ATF_ENVELOPE=1")
+	}
 	var stdout limitedBuffer
 	stdout.limit = MaxStdout
 	stderr := tailBuffer{limit: StderrTail}
@@ -197,6 +209,12 @@ func Main(h Handler) {
 	os.Exit(code)
 }
 
+// Envelope is what a program gets on stdin when its task waited for upstreams.
+type Envelope struct {
+	Payload   json.RawMessage `json:"payload"`
+	Upstreams []task.Input    `json:"upstreams"`
+}
+
 func serve(ctx context.Context, h Handler, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	payload, err := io.ReadAll(stdin)
 	if err != nil {
@@ -204,10 +222,25 @@ func serve(ctx context.Context, h Handler, stdin io.Reader, stdout, stderr io.Wr
 		return ExitRetry
 	}
 	attempt, _ := strconv.Atoi(getenv("ATF_ATTEMPT"))
-	res, err := Run(ctx, h, Task{
+	t := Task{
 		ID: getenv("ATF_TASK_ID"), Lambda: getenv("ATF_LAMBDA"), Collection: getenv("ATF_COLLECTION"),
 		Priority: getenv("ATF_PRIORITY"), Attempt: attempt, Payload: bytes.TrimSpace(payload),
-	})
+	}
+	if getenv("ATF_ENVELOPE") == "1" {
+		var env Envelope
+		if err := json.Unmarshal(payload, &env); err != nil {
+			fmt.Fprintln(stderr, "read the envelope:", err)
+			return 1
+		}
+		t.Payload, t.Inputs = env.Payload, env.Upstreams
+		if t.Inputs == nil {
+			t.Inputs = []task.Input{}
+		}
+		if string(t.Payload) == "null" {
+			t.Payload = nil
+		}
+	}
+	res, err := Run(ctx, h, t)
 	switch {
 	case err == nil:
 		if _, err := stdout.Write(res); err != nil {

@@ -31,6 +31,32 @@ type Task struct {
 	Priority   string
 	Attempt    int // 1 on the first run
 	Payload    json.RawMessage
+	// Inputs are the outcomes of the upstreams the task waited for (its after), in the order it
+	// named them; nil for a task without upstreams. See Upstream.
+	Inputs []task.Input
+}
+
+// Upstream returns the outcome of the upstream named by id, or by "lambda/id" for a task of
+// another lambda than the first with that id, and whether the task waited for it.
+func (t Task) Upstream(id string) (task.Input, bool) {
+	for _, in := range t.Inputs {
+		if in.ID == id || in.Lambda+"/"+in.ID == id {
+			return in, true
+		}
+	}
+	return task.Input{}, false
+}
+
+// DecodeUpstream decodes the result of the upstream named by id (as for Upstream) into v.
+func (t Task) DecodeUpstream(id string, v any) error {
+	in, ok := t.Upstream(id)
+	if !ok {
+		return fmt.Errorf("task %s did not wait for %s", t.ID, id)
+	}
+	if len(in.Result) == 0 {
+		return fmt.Errorf("upstream %s/%s ended %s with no result", in.Lambda, in.ID, in.Status)
+	}
+	return json.Unmarshal(in.Result, v)
 }
 
 // Handler runs tasks of one lambda. It returns the task's result as JSON (nil for none), or an

@@ -150,6 +150,9 @@ type Stats struct {
 	// Capped counts due tasks left waiting because their lambda had its most tasks enqueued
 	// (task.Lambda.MaxEnqueued).
 	Capped int
+	// Unblocked counts pending tasks whose upstreams all ended (now new), and UpstreamFailed
+	// those ended because an upstream did not succeed (see flow.go).
+	Unblocked, UpstreamFailed int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
 }
@@ -162,6 +165,8 @@ func (s *Stats) add(o Stats) {
 	s.Parked += o.Parked
 	s.Unparked += o.Unparked
 	s.Capped += o.Capped
+	s.Unblocked += o.Unblocked
+	s.UpstreamFailed += o.UpstreamFailed
 	s.Full = s.Full || o.Full
 }
 
@@ -303,6 +308,12 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			if r.st.Full {
 				states[r.i].next = time.Time{} // a backlog: its next pass at once
 			}
+			if r.st.Unblocked+r.st.UpstreamFailed > 0 {
+				// Tasks of any lambda may have become due, or ended with downstreams to tell.
+				for i := range states {
+					states[i].next = time.Time{}
+				}
+			}
 			refill := &c.refills[r.i]
 			refill.claimed.Store(0)
 			refill.capped.Store(r.st.Capped > 0 && !r.st.Full)
@@ -356,6 +367,7 @@ type passState struct {
 	*Consumer
 	ctx  context.Context // the caller's: sends outlive its cancellation, not its deadline
 	hard time.Time       // the pass's deadline, the sends' included
+	mu   sync.Mutex      // guards st where a pass writes in parallel
 	st   Stats
 }
 
@@ -385,6 +397,9 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 			st.Dead++
 		}
 		c.log.Warn("worker lost; task will run again", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts, "status", next.Status)
+	}
+	if err := c.flows(ctx, l, now); err != nil {
+		return err
 	}
 
 	switch mode {

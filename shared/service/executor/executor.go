@@ -134,7 +134,7 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 	go func() {
 		r, err := worker.Run(hctx, h, worker.Task{
 			ID: t.ID, Lambda: t.Lambda, Collection: t.Collection, Priority: t.Priority,
-			Attempt: t.Attempts, Payload: t.Payload,
+			Attempt: t.Attempts, Payload: t.Payload, Inputs: t.Inputs,
 		})
 		done <- outcome{r, err}
 	}()

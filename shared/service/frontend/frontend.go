@@ -73,6 +73,11 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 	if err != nil {
 		return task.Task{}, false, err
 	}
+	if t.AfterCount > 0 {
+		if err := s.linkUpstreams(ctx, []task.Task{t}); err != nil {
+			return task.Task{}, false, err
+		}
+	}
 	switch err := s.store.Create(ctx, t); {
 	case errors.Is(err, task.ErrExists):
 		old, err := s.store.Get(ctx, lambda, t.ID)
@@ -95,9 +100,12 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 // idempotent: the same batch again returns the stored tasks with created false. A batch that
 // reuses a taken id with a different request, or mixes new tasks with existing ones, fails with
 // task.ErrConflict.
+//
+// A batch is a graph when its tasks wait for each other (After names a task of the batch) or for
+// existing tasks; its tasks may belong to other lambdas than lambda (task.Spec.Lambda). A cycle,
+// or an upstream that is neither in the batch nor stored, fails the batch with task.ErrInvalid.
 func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task.Spec) (tasks []task.Task, created bool, err error) {
-	l, err := s.lambda(lambda)
-	if err != nil {
+	if _, err := s.lambda(lambda); err != nil {
 		return nil, false, err
 	}
 	if len(specs) == 0 || len(specs) > task.MaxBatch {
@@ -105,14 +113,28 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 	}
 	now := s.now().UTC()
 	tasks = make([]task.Task, len(specs))
+	flow := false
 	for i, spec := range specs {
-		if tasks[i], err = task.New(spec, l, now, s.cfg); err != nil {
+		l, err := s.batchLambda(lambda, spec)
+		if err == nil {
+			tasks[i], err = task.New(spec, l, now, s.cfg)
+		}
+		if err != nil {
 			return nil, false, fmt.Errorf("tasks[%d]: %w", i, err)
+		}
+		flow = flow || tasks[i].AfterCount > 0
+	}
+	if err := task.CheckBatch(tasks); err != nil {
+		return nil, false, err
+	}
+	if flow {
+		if err := s.linkUpstreams(ctx, tasks); err != nil {
+			return nil, false, err
 		}
 	}
 	switch err := s.store.CreateBatch(ctx, tasks); {
 	case errors.Is(err, task.ErrExists):
-		return s.replayBatch(ctx, lambda, tasks)
+		return s.replayBatch(ctx, tasks)
 	case err != nil:
 		return nil, false, err
 	}
@@ -122,10 +144,10 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 
 // replayBatch answers a batch whose ids are taken: with the stored tasks if every one of them was
 // created by the same request (a client's retry), and task.ErrConflict otherwise.
-func (s *Service) replayBatch(ctx context.Context, lambda string, tasks []task.Task) ([]task.Task, bool, error) {
+func (s *Service) replayBatch(ctx context.Context, tasks []task.Task) ([]task.Task, bool, error) {
 	stored := make([]task.Task, len(tasks))
 	for i, t := range tasks {
-		old, err := s.store.Get(ctx, lambda, t.ID)
+		old, err := s.store.Get(ctx, t.Lambda, t.ID)
 		if errors.Is(err, task.ErrNotFound) {
 			return nil, false, task.Errorf(task.ErrConflict, "some tasks of the batch exist and task %q does not: no task of the batch was created", t.ID)
 		}

@@ -94,14 +94,50 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	switch {
 	case again:
 		c.log.Info("claim repeated for the same delivery; answered with its lease", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
-		return t, nil
 	case err != nil:
 		return task.Task{}, err
-	}
-	if t.Attempts == 1 {
+	case t.Attempts == 1:
 		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
 	}
+	if t.AfterCount > 0 {
+		return c.withInputs(ctx, t)
+	}
 	return t, nil
+}
+
+// withInputs gives a claimed task its upstreams' outcomes (task.Inputs). If they are over
+// task.MaxInputBytes together, the task ends as fatal_failure saying so, and the claim fails with
+// task.ErrConflict: no run could be given them.
+func (c *Controller) withInputs(ctx context.Context, t task.Task) (task.Task, error) {
+	refs := t.After
+	if len(refs) != t.AfterCount {
+		var err error
+		if refs, err = c.store.Upstreams(ctx, t.Ref(), 0, t.AfterCount); err != nil {
+			return task.Task{}, err
+		}
+	}
+	ups, err := c.store.GetMany(ctx, refs)
+	if err != nil {
+		return task.Task{}, err
+	}
+	t.Inputs = make([]task.Input, len(ups))
+	for i, u := range ups {
+		t.Inputs[i] = task.Input{Lambda: refs[i].Lambda, ID: refs[i].ID, Status: u.Status, Result: u.Result, Error: u.Error}
+	}
+	b, err := json.Marshal(t.Inputs)
+	if err != nil {
+		return task.Task{}, err
+	}
+	if size := len(b); size <= task.MaxInputBytes {
+		return t, nil
+	}
+	msg := fmt.Sprintf("the upstreams' results are %d bytes of JSON together; a run takes at most %d (task.MaxInputBytes)", len(b), task.MaxInputBytes)
+	if _, err := task.ApplyState(ctx, c.store, t.Lambda, t.ID, func(cur task.Task) (task.Task, error) {
+		return task.Fail(cur, t.Lease, msg, false, c.now().UTC(), c.cfg, 0)
+	}); err != nil {
+		return task.Task{}, err
+	}
+	return task.Task{}, task.Errorf(task.ErrConflict, "task %s: %s; it ended as fatal_failure", t.ID, msg)
 }
 
 // errClaimedAlready ends the transition of a claim repeated for its delivery: nothing to write.

@@ -1,0 +1,212 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Task flows (see task/flow.go): a pass checks the lambda's new pending tasks against their
+// upstreams, and tells the downstreams of its ended tasks. Both run whatever the gates, like
+// timeouts: a gate holds tasks back from running, not from learning that their upstreams ended.
+
+const (
+	// edgesPerTell is how many edges a pass reads of one ended task at a time.
+	edgesPerTell = 500
+	// upstreamsPerRead is how many upstreams a check reads at a time.
+	upstreamsPerRead = 1000
+	// flowWriters bounds the settle writes a pass has in flight.
+	flowWriters = 16
+)
+
+// flows runs the lambda's checks, then tells downstreams until no ended task of the lambda is
+// left due or the pass runs out of time: a failure in a chain reaches the chain's end within the
+// pass when the chain stays in the lambda, and within the pass of each lambda it crosses.
+func (c *passState) flows(ctx context.Context, l task.Lambda, now time.Time) error {
+	pending, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusPending}, Before: now, Limit: c.cfg.EnqueueQuota})
+	if err != nil {
+		return err
+	}
+	for _, t := range pending {
+		if err := c.check(ctx, t, now); err != nil {
+			return err
+		}
+	}
+	for range maxTellRounds {
+		ended, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: task.Ended, Before: now, Limit: c.cfg.EnqueueQuota})
+		if err != nil || len(ended) == 0 {
+			return err
+		}
+		if err := c.tell(ctx, ended, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxTellRounds bounds the rounds of telling in one pass; the pass's deadline bounds them too.
+const maxTellRounds = 1000
+
+// check settles the upstreams of a new pending task that have already ended, and clears its
+// check trigger: an upstream that ends later tells the task itself.
+func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error {
+	var ups []task.Settled
+	for from := 0; from < t.AfterCount; from += upstreamsPerRead {
+		refs, err := c.store.Upstreams(ctx, t.Ref(), from, upstreamsPerRead)
+		if err != nil {
+			return err
+		}
+		got, err := c.store.GetMany(ctx, refs)
+		if err != nil {
+			return err
+		}
+		for i, u := range got {
+			if u.ID != "" && u.Status.Terminal() {
+				ups = append(ups, task.Settled{Index: from + i, Up: refs[i], Status: u.Status})
+			}
+		}
+	}
+	next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) {
+		next, err := task.Settle(t, ups, now)
+		switch {
+		case errors.Is(err, task.ErrNotDue):
+			next = t
+		case err != nil:
+			return t, err
+		}
+		if next.Status == task.StatusPending {
+			return task.Checked(next, now)
+		}
+		return next, nil
+	})
+	if err == nil {
+		c.count(next)
+	}
+	return nil // a conflict or a stale entry: the task is checked when next due
+}
+
+// tell settles, for each ended task, the downstreams on its next page of edges, then records how
+// far it got. Edges into one task from several ended tasks are settled in one write.
+func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) error {
+	type page struct {
+		next string
+		err  error
+	}
+	pages := make([]page, len(ended))
+	byDown := map[task.Ref][]task.Settled{}
+	var order []task.Ref
+	for i, u := range ended {
+		edges, next, err := c.store.Downstreams(ctx, u.Ref(), u.NotifyCursor, edgesPerTell)
+		if err != nil {
+			return err
+		}
+		pages[i].next = next
+		for _, e := range edges {
+			if _, ok := byDown[e.Down]; !ok {
+				order = append(order, e.Down)
+			}
+			byDown[e.Down] = append(byDown[e.Down], task.Settled{Index: e.Index, Up: u.Ref(), Status: u.Status})
+		}
+	}
+	failed := make(map[task.Ref]bool)
+	var mu sync.Mutex
+	err := each(ctx, len(order), func(ctx context.Context, i int) {
+		down := order[i]
+		if err := c.settle(ctx, down, byDown[down], now); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range byDown[down] {
+				failed[s.Up] = true
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i, u := range ended {
+		if failed[u.Ref()] {
+			continue // told again from the same cursor at the next pass
+		}
+		_, _ = c.apply(ctx, u, func(t task.Task) (task.Task, error) {
+			return task.Notified(t, pages[i].next, pages[i].next == "", now)
+		})
+	}
+	return nil
+}
+
+// settle records upstreams' ends on one downstream task. An edge is believed only if the task
+// names that upstream at that index (an edge can outlive a create that failed, or an
+// AddUpstreams that lost a race). A task that is missing (its create failed, or is still under
+// way: its check will see the upstream) or no longer pending needs nothing.
+func (c *passState) settle(ctx context.Context, down task.Ref, ups []task.Settled, now time.Time) error {
+	valid := ups[:0:0]
+	for _, s := range ups {
+		at, err := c.store.Upstreams(ctx, down, s.Index, 1)
+		if err != nil {
+			return err
+		}
+		if len(at) == 1 && at[0] == s.Up {
+			valid = append(valid, s)
+		}
+	}
+	if len(valid) == 0 {
+		return nil
+	}
+	for range 5 {
+		got, err := c.store.GetMany(ctx, []task.Ref{down})
+		if err != nil {
+			return err
+		}
+		t := got[0]
+		if t.ID == "" {
+			return nil
+		}
+		next, err := task.Settle(t, valid, now)
+		if err != nil {
+			return nil // not pending, or nothing new to settle
+		}
+		switch err := c.store.Update(ctx, next, t.Version); {
+		case err == nil:
+			c.count(next)
+			return nil
+		case !errors.Is(err, task.ErrConflict):
+			return err
+		}
+	}
+	return task.Errorf(task.ErrConflict, "task %s keeps changing", down)
+}
+
+// count adds a flow transition's outcome to the pass's stats.
+func (c *passState) count(t task.Task) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch t.Status {
+	case task.StatusNew:
+		c.st.Unblocked++
+	case task.StatusUpstreamFailed:
+		c.st.UpstreamFailed++
+	}
+}
+
+// each calls fn for 0..n-1, flowWriters at a time, until ctx ends.
+func each(ctx context.Context, n int, fn func(ctx context.Context, i int)) error {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, flowWriters)
+	for i := range n {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			fn(ctx, i)
+		})
+	}
+	wg.Wait()
+	return nil
+}
