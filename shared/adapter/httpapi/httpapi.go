@@ -69,6 +69,8 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks", a.list)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/cancel", a.cancel)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/after", a.addUpstreams)
+	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
 	return a
@@ -126,6 +128,7 @@ func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter
 
 // scheduleRequest is the body of a schedule call.
 type scheduleRequest struct {
+	Lambda      string          `json:"lambda"` // in a batch: the task's lambda, if not the path's
 	ID          string          `json:"id"`
 	Payload     json.RawMessage `json:"payload"`
 	RunAt       *time.Time      `json:"run_at"`
@@ -141,7 +144,7 @@ type scheduleRequest struct {
 // spec returns the task.Spec of a schedule request.
 func (req scheduleRequest) spec() (task.Spec, error) {
 	spec := task.Spec{
-		ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
+		Lambda: req.Lambda, ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
 		Collection: req.Collection, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
 		Trigger: req.Trigger,
 	}
@@ -160,12 +163,17 @@ func (req scheduleRequest) spec() (task.Spec, error) {
 
 func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 	var req scheduleRequest
-	if !a.decode(w, r, int64(a.svc.PayloadLimit())+envelopeLimit, &req) {
+	// A single task's body holds its payload and up to task.MaxAfter upstreams.
+	if !a.decode(w, r, max(int64(a.svc.PayloadLimit())+envelopeLimit, BatchBodyLimit), &req) {
 		return
 	}
 	spec, err := req.spec()
 	if err != nil {
 		a.fail(w, err)
+		return
+	}
+	if spec.Lambda != "" && spec.Lambda != r.PathValue("lambda") {
+		a.fail(w, task.Errorf(task.ErrInvalid, "lambda %q differs from the path's; it is for tasks of a batch", task.Echo(spec.Lambda)))
 		return
 	}
 	t, created, err := a.svc.Schedule(r.Context(), r.PathValue("lambda"), spec)
@@ -214,6 +222,55 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 		tasks[i].Payload = nil
 	}
 	a.writeJSON(w, code, map[string]any{"tasks": tasks})
+}
+
+// addUpstreams makes a task that has not started wait for more upstreams: {"after": [...]}.
+func (a *api) addUpstreams(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		After []task.Ref `json:"after"`
+	}
+	if !a.decode(w, r, BatchBodyLimit, &req) {
+		return
+	}
+	t, err := a.svc.AddUpstreams(r.Context(), r.PathValue("lambda"), r.PathValue("id"), req.After)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, t)
+}
+
+// Downstream is a task that waits for another, as the downstreams endpoint lists it.
+type Downstream struct {
+	Lambda string      `json:"lambda"`
+	ID     string      `json:"id"`
+	Status task.Status `json:"status"`
+}
+
+// downstreams answers a page of the tasks that wait for a task: {"downstreams": [...],
+// "next_cursor": "..."}. It lists their names and statuses, not the tasks, so that a page's size
+// is bounded by its limit.
+func (a *api) downstreams(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 0
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", task.Echo(s), task.MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	tasks, next, err := a.svc.Downstreams(r.Context(), r.PathValue("lambda"), r.PathValue("id"), q.Get("cursor"), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]Downstream, len(tasks))
+	for i, t := range tasks {
+		out[i] = Downstream{Lambda: t.Lambda, ID: t.ID, Status: t.Status}
+	}
+	a.writeJSON(w, http.StatusOK, map[string]any{"downstreams": out, "next_cursor": next})
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
