@@ -22,9 +22,9 @@ const (
 	flowWriters = 16
 )
 
-// flows runs the lambda's checks, then tells downstreams until no ended task of the lambda is
-// left due or the pass runs out of time: a failure in a chain reaches the chain's end within the
-// pass when the chain stays in the lambda, and within the pass of each lambda it crosses.
+// flows runs the lambda's checks, then tells the downstreams of its ended tasks, and goes on with
+// the downstreams that this ended in turn (upstream_failed), of whatever lambda, until none is
+// left or the pass runs out of time: a failure reaches the end of a chain within the pass.
 func (c *passState) flows(ctx context.Context, l task.Lambda, now time.Time) error {
 	pending, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusPending}, Before: now, Limit: c.cfg.EnqueueQuota})
 	if err != nil {
@@ -35,16 +35,11 @@ func (c *passState) flows(ctx context.Context, l task.Lambda, now time.Time) err
 			return err
 		}
 	}
-	for range maxTellRounds {
-		ended, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: task.Ended, Before: now, Limit: c.cfg.EnqueueQuota})
-		if err != nil || len(ended) == 0 {
-			return err
-		}
-		if err := c.tell(ctx, ended, now); err != nil {
-			return err
-		}
+	ended, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: task.Ended, Before: now, Limit: c.cfg.EnqueueQuota})
+	for round := 0; err == nil && len(ended) > 0 && round < maxTellRounds; round++ {
+		ended, err = c.tell(ctx, ended, now)
 	}
-	return nil
+	return err
 }
 
 // maxTellRounds bounds the rounds of telling in one pass; the pass's deadline bounds them too.
@@ -89,8 +84,9 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 }
 
 // tell settles, for each ended task, the downstreams on its next page of edges, then records how
-// far it got. Edges into one task from several ended tasks are settled in one write.
-func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) error {
+// far it got. Edges into one task from several ended tasks are settled in one write. It returns
+// the downstreams it ended that have downstreams of their own to tell.
+func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) ([]task.Task, error) {
 	type page struct {
 		next string
 		err  error
@@ -101,7 +97,7 @@ func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) 
 	for i, u := range ended {
 		edges, next, err := c.store.Downstreams(ctx, u.Ref(), u.NotifyCursor, edgesPerTell)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pages[i].next = next
 		for _, e := range edges {
@@ -112,71 +108,81 @@ func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) 
 		}
 	}
 	failed := make(map[task.Ref]bool)
-	var mu sync.Mutex
+	var (
+		mu   sync.Mutex
+		more []task.Task // the downstreams this ended, with downstreams of their own
+	)
 	err := each(ctx, len(order), func(ctx context.Context, i int) {
 		down := order[i]
-		if err := c.settle(ctx, down, byDown[down], now); err != nil {
-			mu.Lock()
-			defer mu.Unlock()
+		t, err := c.settle(ctx, down, byDown[down], now)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
 			for _, s := range byDown[down] {
 				failed[s.Up] = true
 			}
+		} else if t.Status.Terminal() && t.NextTriggerAt != nil {
+			more = append(more, t)
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, u := range ended {
 		if failed[u.Ref()] {
 			continue // told again from the same cursor at the next pass
 		}
-		_, _ = c.apply(ctx, u, func(t task.Task) (task.Task, error) {
+		told, err := c.apply(ctx, u, func(t task.Task) (task.Task, error) {
 			return task.Notified(t, pages[i].next, pages[i].next == "", now)
 		})
+		if err == nil && told.NextTriggerAt != nil {
+			more = append(more, told) // more edges to go
+		}
 	}
-	return nil
+	return more, nil
 }
 
-// settle records upstreams' ends on one downstream task. An edge is believed only if the task
+// settle records upstreams' ends on one downstream task, and returns it as written (a zero Task
+// if nothing was). An edge is believed only if the task
 // names that upstream at that index (an edge can outlive a create that failed, or an
 // AddUpstreams that lost a race). A task that is missing (its create failed, or is still under
 // way: its check will see the upstream) or no longer pending needs nothing.
-func (c *passState) settle(ctx context.Context, down task.Ref, ups []task.Settled, now time.Time) error {
+func (c *passState) settle(ctx context.Context, down task.Ref, ups []task.Settled, now time.Time) (task.Task, error) {
 	valid := ups[:0:0]
 	for _, s := range ups {
 		at, err := c.store.Upstreams(ctx, down, s.Index, 1)
 		if err != nil {
-			return err
+			return task.Task{}, err
 		}
 		if len(at) == 1 && at[0] == s.Up {
 			valid = append(valid, s)
 		}
 	}
 	if len(valid) == 0 {
-		return nil
+		return task.Task{}, nil
 	}
 	for range 5 {
 		got, err := c.store.GetMany(ctx, []task.Ref{down})
 		if err != nil {
-			return err
+			return task.Task{}, err
 		}
 		t := got[0]
 		if t.ID == "" {
-			return nil
+			return task.Task{}, nil
 		}
 		next, err := task.Settle(t, valid, now)
 		if err != nil {
-			return nil // not pending, or nothing new to settle
+			return task.Task{}, nil // not pending, or nothing new to settle
 		}
 		switch err := c.store.Update(ctx, next, t.Version); {
 		case err == nil:
 			c.count(next)
-			return nil
+			return next, nil
 		case !errors.Is(err, task.ErrConflict):
-			return err
+			return task.Task{}, err
 		}
 	}
-	return task.Errorf(task.ErrConflict, "task %s keeps changing", down)
+	return task.Task{}, task.Errorf(task.ErrConflict, "task %s keeps changing", down)
 }
 
 // count adds a flow transition's outcome to the pass's stats.
