@@ -236,6 +236,11 @@ func testFlowDownstreams(t *testing.T, s task.Store) {
 	if edges, next, err := s.Downstreams(t.Context(), task.Ref{Lambda: l, ID: "lonely"}, "", 10); err != nil || len(edges) > 0 || next != "" {
 		t.Errorf("Downstreams of a task without any: got %v, next %q, %v; want none", edges, next, err)
 	}
+	for _, cursor := range []string{"not a cursor!", "%%%", "\x00"} {
+		if _, _, err := s.Downstreams(t.Context(), up, cursor, 10); !errors.Is(err, task.ErrInvalid) {
+			t.Errorf("Downstreams with cursor %q: got %v, want ErrInvalid", cursor, err)
+		}
+	}
 }
 
 // testFlowUpstreams: Upstreams reads a range of After, shorter at its end.
