@@ -201,9 +201,17 @@ func (s *Store) addUpstreams(ctx context.Context, t task.Task, prev int64, from 
 	} else if n == 0 {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET after_count = ?, trigger_rule = ? WHERE lambda = ? AND id = ?`,
-		t.AfterCount, t.Trigger, t.Lambda, t.ID); err != nil {
+	// The upstreams below the stored count never change (Get relies on it): from must be that
+	// count, which the version check alone does not say.
+	res, err = tx.ExecContext(ctx, `UPDATE tasks SET after_count = ?, trigger_rule = ? WHERE lambda = ? AND id = ? AND after_count = ?`,
+		t.AfterCount, t.Trigger, t.Lambda, t.ID, from)
+	if err != nil {
 		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("the task has other than %d upstreams", from)
 	}
 	if err := insertUpstreams(ctx, tx, t.Ref(), from, t.After[from:]); err != nil {
 		return err
