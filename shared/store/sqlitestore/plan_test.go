@@ -191,7 +191,7 @@ func TestSweepPlans(t *testing.T) {
 	// The seek to the next parked collection, which runs outside query().
 	checkPlan(t, s, nextParkedSQL, l.Name, "")
 	// And each transition the sweeps write.
-	checkPlan(t, s, updateSQL, "c", "normal", "new", nil, nil, "", 0, 1, nil, nil, nil, nil, nil, 2, "", "", l.Name, "id", 1)
+	checkPlan(t, s, updateSQL, updateArgs(tasks[0], tasks[0].Version)...)
 }
 
 // TestListPlans: every kind of list query, by status, collection, both or neither, first page
@@ -383,4 +383,143 @@ func TestMigrateEnqueuedLane(t *testing.T) {
 			t.Errorf("the enqueued lane is not read through tasks_due_lane: %q", plan)
 		}
 	}
+}
+
+// TestFlowPlans: the reads of task flows (an upstream's edges, page by page; a task's upstreams;
+// many tasks by id; the due lanes of pending and ended tasks, and the waiting sweep's read of a
+// priority's waiting statuses with pending among them) read index ranges in order and stop at
+// their limit: none scans or sorts.
+func TestFlowPlans(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	l := task.Lambda{Name: "flows"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hub, err := task.New(task.Spec{ID: "hub"}, l, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := []task.Task{hub}
+	for i := range 300 {
+		tk, err := task.New(task.Spec{After: []task.Ref{{ID: "hub"}, {ID: fmt.Sprint("other", i)}}}, l, now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // ended, with downstreams to tell
+			if tk, err = task.MarkDownstream(tk, now); err == nil {
+				tk, err = task.Cancel(tk, now)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		tasks = append(tasks, tk)
+	}
+	for b := range slices.Chunk(tasks, task.MaxBatch) {
+		if err := s.CreateBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := trace(t, s)
+	_, next, err := s.Downstreams(ctx, hub.Ref(), "", 10)
+	if err == nil && next != "" {
+		_, _, err = s.Downstreams(ctx, hub.Ref(), next, 10)
+	}
+	if err != nil || next == "" {
+		t.Fatalf("Downstreams: next %q, %v", next, err)
+	}
+	refs := []task.Ref{{Lambda: l.Name, ID: "hub"}, {Lambda: "elsewhere", ID: "x"}}
+	for _, tk := range tasks[1:20] {
+		refs = append(refs, tk.Ref())
+	}
+	if _, err := s.GetMany(ctx, refs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []task.DueParams{
+		{Statuses: []task.Status{task.StatusPending}},
+		{Statuses: task.Ended},
+		{Statuses: []task.Status{task.StatusPending, task.StatusNew, task.StatusRetriableFailure}, Priority: l.DefaultPriority()},
+	} {
+		p.Lambda, p.Before, p.Limit = l.Name, now, 10
+		if due, err := s.Due(ctx, p); err != nil || len(due) != 10 {
+			t.Fatalf("Due %+v: %d tasks, %v; want 10", p, len(due), err)
+		}
+	}
+	// Two pages of edges, GetMany's query of each lambda, one of each lane: pending, ended, and
+	// pending and waiting of one priority.
+	if len(*queries) != 8 {
+		t.Errorf("the store traced %d queries, want 8", len(*queries))
+	}
+	for _, q := range *queries {
+		checkPlan(t, s, q.q, q.args...)
+	}
+	checkPlan(t, s, upstreamsSQL, l.Name, tasks[1].ID, 0, 2)
+}
+
+// TestMigrateFlows: a file made before task flows, without their columns, their deps table and
+// their lanes, is migrated when the store opens it: its tasks read as before, and a task with
+// upstreams can be created, read whole and found in its lane.
+func TestMigrateFlows(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	l := task.Lambda{Name: "old"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	old, err := task.New(task.Spec{}, l, now.Add(-time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the layout of before: no flow columns, no deps, the due lanes of then.
+	const before = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' ELSE 'w#' || priority END)`
+	if _, err := s.w.ExecContext(ctx, `DROP TABLE deps;
+		ALTER TABLE tasks DROP COLUMN after_count; ALTER TABLE tasks DROP COLUMN trigger_rule;
+		ALTER TABLE tasks DROP COLUMN settled; ALTER TABLE tasks DROP COLUMN downstream;
+		ALTER TABLE tasks DROP COLUMN notify_cursor;
+		DROP INDEX tasks_due_lane;
+		CREATE INDEX tasks_due_lane ON tasks (lambda, `+before+`, next_trigger_at, id, status, collection) WHERE next_trigger_at IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, path)
+	defer s.Close()
+	if got, err := s.Get(ctx, l.Name, old.ID); err != nil || got.Version != old.Version || got.AfterCount != 0 {
+		t.Fatalf("Get of a task of before: %+v, %v", got, err)
+	}
+	down, err := task.New(task.Spec{After: []task.Ref{old.Ref()}, Trigger: task.TriggerAllDone}, l, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, l.Name, down.ID)
+	if err != nil || !slices.Equal(got.After, down.After) || got.Trigger != task.TriggerAllDone {
+		t.Fatalf("Get of a task with upstreams after migrating: %+v, %v", got, err)
+	}
+	queries := trace(t, s)
+	due, err := s.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusPending}, Before: now, Limit: 10})
+	if err != nil || len(due) != 1 || due[0].ID != down.ID {
+		t.Fatalf("pending tasks due after migrating: %v, %v; want %s", ids(due), err, down.ID)
+	}
+	for _, q := range *queries {
+		if plan := checkPlan(t, s, q.q, q.args...); !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "tasks_due_lane") }) {
+			t.Errorf("the pending lane is not read through tasks_due_lane: %q", plan)
+		}
+	}
+}
+
+func ids(tasks []task.Task) []string {
+	out := make([]string, len(tasks))
+	for i, tk := range tasks {
+		out[i] = tk.ID
+	}
+	return out
 }

@@ -24,7 +24,8 @@ import (
 )
 
 // Times are INTEGER unix nanoseconds, NULL for a nil pointer (or a zero time). Payload and
-// result are BLOBs, NULL when absent.
+// result are BLOBs, NULL when absent. A task's upstreams (task.Task.After) are rows of deps, its
+// edges: after_count says how many.
 const schema = `
 CREATE TABLE IF NOT EXISTS tasks (
 	lambda          TEXT    NOT NULL,
@@ -46,6 +47,11 @@ CREATE TABLE IF NOT EXISTS tasks (
 	lease           TEXT    NOT NULL,
 	spec            TEXT    NOT NULL,
 	parked          INTEGER NOT NULL DEFAULT 0,
+	after_count     INTEGER NOT NULL DEFAULT 0,
+	trigger_rule    TEXT    NOT NULL DEFAULT '',
+	settled         BLOB,
+	downstream      INTEGER NOT NULL DEFAULT 0,
+	notify_cursor   TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -85,6 +91,19 @@ CREATE TRIGGER IF NOT EXISTS task_counts_delete AFTER DELETE ON tasks BEGIN
 	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
 END;
 
+-- A task's upstreams: the row (down, idx) says that task down waits for task up, its After[idx].
+-- Create writes them with the task, and AddUpstreams with its new version, in one transaction, so
+-- they are also the edges task.FlowStore keeps: deps_by_up finds an upstream's downstreams.
+CREATE TABLE IF NOT EXISTS deps (
+	down_lambda TEXT    NOT NULL,
+	down_id     TEXT    NOT NULL,
+	idx         INTEGER NOT NULL,
+	up_lambda   TEXT    NOT NULL,
+	up_id       TEXT    NOT NULL,
+	PRIMARY KEY (down_lambda, down_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS deps_by_up ON deps (up_lambda, up_id, down_lambda, down_id, idx);
+
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
 	collection TEXT NOT NULL,
@@ -95,16 +114,38 @@ CREATE TABLE IF NOT EXISTS gates (
 
 // laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
 // processing) share the lane 'r', enqueued tasks the lane 'e' (their trigger is the enqueue
-// timeout: due when their message may be lost), the other waiting tasks have one lane per
-// priority, 'w#<priority>', and parked tasks one of their own, 'p', which the consumer reads
-// through tasks_parked instead. The consumer's due queries each read one lane in trigger order
-// and stop at their limit, so neither the waiting backlog slows the timeout sweep or the resends,
-// nor one priority's backlog another's. Queries must use this very expression for SQLite to
-// match it with the index; a file whose index has another is reindexed on open (migrate).
-const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' ELSE 'w#' || priority END)`
+// timeout: due when their message may be lost), pending tasks the lane 'b' (their trigger is
+// their check, see task/flow.go), ended tasks the lane 'n' (only those with downstreams to tell
+// have a trigger), the other waiting tasks have one lane per priority, 'w#<priority>', and
+// parked tasks one of their own, 'p', which the consumer reads through tasks_parked instead. The
+// consumer's due queries each read one lane in trigger order and stop at their limit, so neither
+// the waiting backlog slows the timeout sweep or the resends, nor one priority's backlog
+// another's, nor a flow's checks and notices the rest. Queries must use this very expression for
+// SQLite to match it with the index; a file whose index has another is reindexed on open
+// (migrate).
+const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' WHEN status = 'pending' THEN 'b' WHEN status IN ('success', 'fatal_failure', 'dead', 'cancelled', 'dropped', 'upstream_failed') THEN 'n' ELSE 'w#' || priority END)`
+
+// laneOf is the lane laneSQL gives a task that is not parked.
+func laneOf(s task.Status, priority string) string {
+	switch {
+	case slices.Contains(task.Running, s):
+		return "r"
+	case s == task.StatusEnqueued:
+		return "e"
+	case s == task.StatusPending:
+		return "b"
+	case s.Terminal():
+		return "n"
+	}
+	return "w#" + priority
+}
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
-	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked`
+	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
+	after_count, trigger_rule, settled, downstream, notify_cursor`
+
+// stateColumns are columns without the payload, which scanTask reads as nil.
+var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
 
 // Store is a task.Store in one SQLite file.
 type Store struct {
@@ -118,6 +159,7 @@ type Store struct {
 	// one each.
 	update, insert *sql.Stmt
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
+	getAfter       *sql.Stmt // a task's upstreams, for Get
 	updates        chan *update
 	closed         chan struct{}
 	closeOnce      sync.Once
@@ -192,7 +234,16 @@ func Open(path string) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, updates: make(chan *update), closed: make(chan struct{})}
+	getAfter, err := r.Prepare(upstreamsSQL)
+	if err != nil {
+		ins.Close()
+		get.Close()
+		upd.Close()
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -203,7 +254,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
-	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -224,10 +275,11 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
-// Get returns one task, or task.ErrNotFound.
+// Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
+// one read, as before flows.
 func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	row := s.get.QueryRowContext(ctx, lambda, id)
 	t, err := scanTask(row)
@@ -237,15 +289,34 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	case err != nil:
 		return task.Task{}, fmt.Errorf("sqlitestore: get %s/%s: %w", lambda, id, err)
 	}
+	if t.AfterCount > 0 {
+		// The rows below after_count were committed with it and never change, so this second
+		// read agrees with the first whatever was written in between.
+		if t.After, err = upstreams(ctx, s.getAfter, t.Ref(), 0, t.AfterCount); err != nil {
+			return task.Task{}, fmt.Errorf("sqlitestore: get %s/%s: %w", lambda, id, err)
+		}
+	}
 	return t, nil
 }
 
-// updateSQL leaves the payload alone: Create sets it once (task.Store.Update).
+// updateSQL leaves the payload alone: Create sets it once (task.Store.Update). It leaves the
+// upstreams alone too (after_count with the deps rows, and the trigger rule, set once):
+// AddUpstreams writes them.
 const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
-	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?
+	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
+	settled = ?, downstream = ?, notify_cursor = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
+
+// updateArgs are updateSQL's arguments for t written over version prev.
+func updateArgs(t task.Task, prev int64) []any {
+	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
+		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
+		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
+		blob(t.Settled), t.Downstream, t.NotifyCursor,
+		t.Lambda, t.ID, prev}
+}
 
 // Update writes t if the stored version is still prev. The check and the write are one
 // statement, so of racing updates exactly one matches the row, also when both are in one group
@@ -351,11 +422,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			continue
 		}
 		t := u.t
-		res, err := stmt.ExecContext(ctx,
-			t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
-			t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
-			nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-			t.Lambda, t.ID, u.prev)
+		res, err := stmt.ExecContext(ctx, updateArgs(t, u.prev)...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -373,8 +440,9 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	return outcomes, nil
 }
 
-// createIn inserts a batch inside the group's transaction, within a savepoint: a taken id undoes
-// the batch alone, and is its outcome (task.ErrExists). The error is one that fails the group.
+// createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction,
+// within a savepoint: a taken id undoes the batch alone, and is its outcome (task.ErrExists). The
+// error is one that fails the group.
 func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
@@ -383,7 +451,8 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		res, err := insert.ExecContext(ctx,
 			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
 			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked)
+			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
+			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -398,6 +467,9 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 				}
 			}
 			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda), nil
+		}
+		if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
+			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `RELEASE batch`); err != nil {
@@ -538,12 +610,17 @@ func (s *Store) listBoth(ctx context.Context, p task.ListParams, after *position
 // means any status; a limit of zero means no limit. Parked tasks are asked for apart: among them
 // each collection is its own index range (see dueParked).
 //
-// A query within one lane (running statuses only, enqueued only, or the other waiting statuses
-// of one priority: every query of the consumer) reads that lane of tasks_due_lane in order and
-// stops at its limit. Any other reads and sorts the lambda's whole due range.
+// A query within one lane (running statuses only, enqueued only, pending only, ended only, or
+// the other waiting statuses of one priority: every query of the consumer) reads that lane of
+// tasks_due_lane in order and stops at its limit. A query of several lanes, each known (waiting
+// statuses with a priority), reads each lane so and merges them (dueLanes). Any other reads and
+// sorts the lambda's whole due range.
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
 	if p.Parked && p.Collection == "" {
 		return s.dueParked(ctx, p)
+	}
+	if lanes := dueLanes(p); !p.Parked && len(lanes) > 1 {
+		return s.dueEachLane(ctx, p, lanes)
 	}
 	q := `SELECT ` + columns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
@@ -592,21 +669,58 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 
 // dueLane returns the one lane (see laneSQL) that holds every task p selects, if there is one.
 func dueLane(p task.DueParams) (string, bool) {
-	wanted := func(s task.Status) bool { return len(p.Statuses) == 0 || slices.Contains(p.Statuses, s) }
-	running := slices.ContainsFunc(task.Running, wanted)
-	enqueued := wanted(task.StatusEnqueued)
-	waiting := slices.ContainsFunc(task.Statuses, func(s task.Status) bool {
-		return wanted(s) && s != task.StatusEnqueued && !slices.Contains(task.Running, s)
-	})
-	switch {
-	case running && !enqueued && !waiting:
-		return "r", true
-	case enqueued && !running && !waiting:
-		return "e", true
-	case waiting && !running && !enqueued && p.Priority != "":
-		return "w#" + p.Priority, true
+	if lanes := dueLanes(p); len(lanes) == 1 {
+		return laneOf(lanes[0][0], p.Priority), true
 	}
 	return "", false
+}
+
+// dueLanes splits p's statuses by lane, if each status's lane is known: the waiting lanes are
+// one per priority.
+func dueLanes(p task.DueParams) [][]task.Status {
+	statuses := p.Statuses
+	if len(statuses) == 0 {
+		statuses = task.Statuses
+	}
+	var lanes []string
+	byLane := map[string][]task.Status{}
+	for _, st := range statuses {
+		lane := laneOf(st, p.Priority)
+		if strings.HasPrefix(lane, "w#") && p.Priority == "" {
+			return nil
+		}
+		if _, ok := byLane[lane]; !ok {
+			lanes = append(lanes, lane)
+		}
+		byLane[lane] = append(byLane[lane], st)
+	}
+	out := make([][]task.Status, len(lanes))
+	for i, lane := range lanes {
+		out[i] = byLane[lane]
+	}
+	return out
+}
+
+// dueEachLane reads the due tasks of each lane's statuses, up to p's limit each, and returns the
+// earliest of them: a read of each lane in order, never of the whole due range.
+func (s *Store) dueEachLane(ctx context.Context, p task.DueParams, lanes [][]task.Status) ([]task.Task, error) {
+	var out []task.Task
+	for _, statuses := range lanes {
+		one := p
+		one.Statuses = statuses
+		tasks, err := s.Due(ctx, one)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tasks...)
+	}
+	slices.SortFunc(out, func(a, b task.Task) int {
+		return cmp.Or(a.NextTriggerAt.Compare(*b.NextTriggerAt), strings.Compare(a.ID, b.ID))
+	})
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
 }
 
 // nextParkedSQL finds the first collection after one that has parked tasks: one index seek.
@@ -733,15 +847,16 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, 
 func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var t task.Task
 	var status string
-	var payload, result []byte
+	var payload, result, settled []byte
 	var runAt, deadline, trigger, created, updated sql.NullInt64
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
-		&t.Version, &t.Lease, &t.Spec, &t.Parked)
+		&t.Version, &t.Lease, &t.Spec, &t.Parked,
+		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor)
 	if err != nil {
 		return task.Task{}, err
 	}
-	t.Status, t.Payload, t.Result = task.Status(status), payload, result
+	t.Status, t.Payload, t.Result, t.Settled = task.Status(status), payload, result, settled
 	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
 	t.Deadline, t.NextTriggerAt = ptrFromNanos(deadline), ptrFromNanos(trigger)
 	return t, nil
@@ -805,7 +920,7 @@ func decodeCursor(c string) (int64, string, error) {
 }
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
-// parked column, and the counts table filled from the tasks, before the schema's indexes and
+// columns of later versions (parked, the flow fields), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -822,15 +937,25 @@ func migrate(w *sql.DB) error {
 	if err != nil || !tasks {
 		return err // a new file: the schema creates everything
 	}
-	if parked, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'parked'`); err != nil {
-		return err
-	} else if !parked {
-		if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0`); err != nil {
-			return fmt.Errorf("add column parked: %w", err)
+	for _, c := range []struct{ name, def string }{
+		{"parked", "INTEGER NOT NULL DEFAULT 0"},
+		{"after_count", "INTEGER NOT NULL DEFAULT 0"},
+		{"trigger_rule", "TEXT NOT NULL DEFAULT ''"},
+		{"settled", "BLOB"},
+		{"downstream", "INTEGER NOT NULL DEFAULT 0"},
+		{"notify_cursor", "TEXT NOT NULL DEFAULT ''"},
+	} {
+		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
+			return err
+		} else if !present {
+			if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN ` + c.name + ` ` + c.def); err != nil {
+				return fmt.Errorf("add column %s: %w", c.name, err)
+			}
 		}
 	}
 	// tasks_due_lane indexes the lanes of laneSQL. One made with other lanes (before enqueued tasks
-	// had one of their own) is dropped here, and the schema makes it again.
+	// had one of their own, or pending and ended tasks theirs) is dropped here, and the schema
+	// makes it again.
 	var laneIndex sql.NullString
 	switch err := tx.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'tasks_due_lane'`).Scan(&laneIndex); {
 	case errors.Is(err, sql.ErrNoRows):

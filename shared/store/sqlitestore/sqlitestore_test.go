@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,5 +293,42 @@ func TestCountsKept(t *testing.T) {
 	defer s.Close()
 	if got, err := s.Counts(ctx, "l"); err != nil || !maps.Equal(got, want) {
 		t.Errorf("Counts after the upgrade: %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestAddUpstreamsFrom: AddUpstreams writes nothing if from is not the stored number of
+// upstreams, even from the right version: the upstreams a task has never change.
+func TestAddUpstreamsFrom(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	l := task.Lambda{Name: "from"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	a, b, c := task.Ref{Lambda: "from", ID: "a"}, task.Ref{Lambda: "from", ID: "b"}, task.Ref{Lambda: "from", ID: "c"}
+	down, err := task.New(task.Spec{After: []task.Ref{a, b}}, l, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	added, err := task.AddUpstreams(down, []task.Ref{c}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From 1, the write would put b at index 1 again and c at 2: nothing may change.
+	if err := s.AddUpstreams(ctx, added, down.Version, 1); err == nil {
+		t.Fatal("AddUpstreams from 1 of a task with 2 upstreams: no error")
+	}
+	got, err := s.Get(ctx, l.Name, down.ID)
+	if err != nil || got.Version != down.Version || !slices.Equal(got.After, down.After) {
+		t.Errorf("after a refused AddUpstreams: version %d, upstreams %v, %v; want %d, %v", got.Version, got.After, err, down.Version, down.After)
+	}
+	if err := s.AddUpstreams(ctx, added, down.Version, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, l.Name, down.ID); err != nil || !slices.Equal(got.After, []task.Ref{a, b, c}) {
+		t.Errorf("after AddUpstreams from 2: upstreams %v, %v; want [a b c]", got.After, err)
 	}
 }
