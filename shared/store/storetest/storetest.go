@@ -23,7 +23,11 @@ import (
 
 // Exercise runs the suite. newStore returns a store for one subtest; the caller closes it, for
 // example in t.Cleanup.
-func Exercise(t *testing.T, newStore func(t *testing.T) task.Store) {
+func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Option) {
+	c := config{fan: task.MaxAfter}
+	for _, o := range opts {
+		o(&c)
+	}
 	cases := []struct {
 		name string
 		fn   func(*testing.T, task.Store)
@@ -42,6 +46,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store) {
 		{"Counts", testCounts},
 		{"Gates", testGates},
 	}
+	cases = append(cases, flowCases(c)...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -119,6 +124,12 @@ func diff(want, got task.Task) []string {
 	check("Lease", want.Lease == got.Lease, want.Lease, got.Lease)
 	check("Spec", want.Spec == got.Spec, want.Spec, got.Spec)
 	check("Parked", want.Parked == got.Parked, want.Parked, got.Parked)
+	check("After", slices.Equal(want.After, got.After), want.After, got.After)
+	check("AfterCount", want.AfterCount == got.AfterCount, want.AfterCount, got.AfterCount)
+	check("Trigger", want.Trigger == got.Trigger, want.Trigger, got.Trigger)
+	check("Settled", bytes.Equal(want.Settled, got.Settled), want.Settled, got.Settled)
+	check("Downstream", want.Downstream == got.Downstream, want.Downstream, got.Downstream)
+	check("NotifyCursor", want.NotifyCursor == got.NotifyCursor, want.NotifyCursor, got.NotifyCursor)
 	return d
 }
 
