@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -375,6 +376,39 @@ func testFlowAddUpstreams(t *testing.T, s task.Store) {
 	mustEqual(t, s, added)
 	mustUpstreams(t, s, down.Ref(), 0, 10, []task.Ref{a, b, c, d})
 
+	// Of writers racing from one version, exactly one adds its upstreams.
+	const racers = 10
+	current, err := s.Get(ctx, l, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, racers)
+	tries := make([]task.Task, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		tries[i], err = task.AddUpstreams(current, []task.Ref{{Lambda: other, ID: fmt.Sprintf("racer%d", i)}}, now.Add(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs[i] = s.AddUpstreams(ctx, tries[i], current.Version, current.AfterCount) })
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("racers %d and %d both added upstreams", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, task.ErrConflict):
+			t.Errorf("racer %d: got %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no racer added its upstreams")
+	}
+	mustEqual(t, s, tries[winner])
+
 	// A task without upstreams takes its first ones, and is pending again.
 	plainTask := plain(l, "plain", now)
 	create(t, s, plainTask)
@@ -387,12 +421,12 @@ func testFlowAddUpstreams(t *testing.T, s task.Store) {
 		t.Fatalf("AddUpstreams to a task without upstreams: %v", err)
 	}
 	mustEqual(t, s, first)
-	due, err := s.Due(ctx, task.DueParams{Lambda: l, Statuses: []task.Status{task.StatusPending}, Before: now.Add(time.Second), Limit: 10})
+	due, err := s.Due(ctx, task.DueParams{Lambda: l, Statuses: []task.Status{task.StatusPending}, Before: now.Add(3 * time.Second), Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(due); !slices.Equal(got, []string{"down", "plain"}) {
-		t.Errorf("pending tasks due after AddUpstreams: got %v, want [down plain]", got)
+	if got := ids(due); !slices.Equal(got, []string{"plain", "down"}) {
+		t.Errorf("pending tasks due after AddUpstreams: got %v, want [plain down]", got)
 	}
 
 	// AddUpstreams never creates.
