@@ -169,19 +169,24 @@ func validKey(lambda, id string) error {
 }
 
 // Create stores a new task, or returns task.ErrExists. A payload over InlinePayload is written
-// first, in an item of its own; the task item, written last and only if the id is free, makes
-// the task exist. A task is therefore never seen without its payload.
+// first, in an item of its own, and so are the chunks of its After (flow.go); the task item,
+// written last and only if the id is free, makes the task exist. A task is therefore never seen
+// without its payload or its upstreams.
 func (st *Store) Create(ctx context.Context, t task.Task) error {
 	if err := validKey(t.Lambda, t.ID); err != nil {
 		return err
 	}
-	item, payload := st.marshal(t, rand.Text())
+	item, payload, chunks := st.marshal(t, rand.Text())
 	var payloads []map[string]types.AttributeValue
 	if payload != nil {
 		payloads = append(payloads, payload)
 	}
 	if err := st.putPayloads(ctx, payloads...); err != nil {
 		return st.translate(err, "create %s/%s", t.Lambda, t.ID)
+	}
+	if err := st.putItems(ctx, chunks); err != nil {
+		st.deletePayloads(ctx, payloads...)
+		return st.translate(err, "create %s/%s: write its upstreams", t.Lambda, t.ID)
 	}
 	_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &st.cfg.Table, Item: item,
@@ -190,6 +195,7 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 	})
 	if rejected(err) {
 		st.deletePayloads(ctx, payloads...)
+		st.deleteItems(ctx, chunks)
 	}
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
@@ -202,22 +208,23 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 }
 
 // CreateBatch stores all the tasks in one transaction, or none of them. It returns task.ErrExists
-// naming a task whose id is taken. Payload items are written before the transaction, as in
-// Create: the transaction holds only task items, one per task.
+// naming a task whose id is taken. Payload items and after-list chunks are written before the
+// transaction, as in Create: the transaction holds only task items, one per task.
 func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if err := task.CheckBatch(tasks); err != nil || len(tasks) == 0 {
 		return err
 	}
 	items := make([]types.TransactWriteItem, len(tasks))
-	var payloads []map[string]types.AttributeValue
+	var payloads, chunks []map[string]types.AttributeValue
 	for i, t := range tasks {
 		if err := validKey(t.Lambda, t.ID); err != nil {
 			return err
 		}
-		item, payload := st.marshal(t, rand.Text())
+		item, payload, after := st.marshal(t, rand.Text())
 		if payload != nil {
 			payloads = append(payloads, payload)
 		}
+		chunks = append(chunks, after...)
 		items[i] = types.TransactWriteItem{Put: &types.Put{
 			TableName: &st.cfg.Table, Item: item,
 			ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -226,6 +233,10 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if err := st.putPayloads(ctx, payloads...); err != nil {
 		return st.translate(err, "create a batch of %d tasks", len(tasks))
 	}
+	if err := st.putItems(ctx, chunks); err != nil {
+		st.deletePayloads(ctx, payloads...)
+		return st.translate(err, "create a batch of %d tasks: write their upstreams", len(tasks))
+	}
 	// The SDK fills in ClientRequestToken once per call, so its own retries cannot apply the
 	// transaction twice (and then fail on the first attempt's items).
 	_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
@@ -233,6 +244,7 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	})
 	if rejected(err) {
 		st.deletePayloads(ctx, payloads...)
+		st.deleteItems(ctx, chunks)
 	}
 	var cancelled *types.TransactionCanceledException
 	if errors.As(err, &cancelled) {
@@ -314,10 +326,21 @@ func (st *Store) GetState(ctx context.Context, lambda, id string) (task.Task, er
 	return st.get(ctx, lambda, id, false)
 }
 
-func (st *Store) get(ctx context.Context, lambda, id string, payload bool) (task.Task, error) {
+func (st *Store) get(ctx context.Context, lambda, id string, full bool) (task.Task, error) {
 	if validKey(lambda, id) != nil {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
 	}
+	for range afterRereads {
+		t, err := st.getOnce(ctx, lambda, id, full)
+		if !errors.Is(err, errAfterMoved) {
+			return t, err
+		}
+	}
+	return task.Task{}, task.Errorf(task.ErrConflict, "task %s/%s: its upstreams keep changing; try again", lambda, id)
+}
+
+// getOnce reads a task: its item, then, for a full read, its payload item and its After.
+func (st *Store) getOnce(ctx context.Context, lambda, id string, full bool) (task.Task, error) {
 	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &st.cfg.Table, Key: taskKey(lambda, id), ConsistentRead: aws.Bool(true),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
@@ -332,7 +355,21 @@ func (st *Store) get(ctx context.Context, lambda, id string, payload bool) (task
 	if err != nil {
 		return task.Task{}, fmt.Errorf("dynamostore: get %s/%s: %w", lambda, id, err)
 	}
-	if ref == "" || !payload {
+	if !full {
+		return t, nil
+	}
+	if t.AfterCount > 0 {
+		t.After, err = st.readAfter(ctx, lambda, id, str(out.Item, attrAfterRef), 0, t.AfterCount)
+		switch {
+		case errors.Is(err, errAfterMoved) && t.Status.Terminal():
+			// Only TTL removes the list of an ended task (AddUpstreams needs one that has not
+			// started), and it may do so a little before the task item (see expireAfter).
+			t.After = nil
+		case err != nil:
+			return task.Task{}, err
+		}
+	}
+	if ref == "" {
 		return t, nil
 	}
 	// The payload item never changes after Create: reading it after the task item is consistent.
@@ -370,8 +407,15 @@ func payloadKey(lambda, id, ref string) map[string]types.AttributeValue {
 // neither written nor read, and DynamoDB charges the write by the task item alone. When the task
 // ends, its payload item, if any, gets the task item's TTL.
 func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
+	_, err := st.update(ctx, t, prev, nil)
+	return err
+}
+
+// update is Update, setting extra attributes besides the state. It returns the task item as it
+// was before.
+func (st *Store) update(ctx context.Context, t task.Task, prev int64, extra map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	if validKey(t.Lambda, t.ID) != nil {
-		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		return nil, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
 	state := st.marshalState(t)
 	names := make(map[string]string, len(stateAttrs))
@@ -386,6 +430,11 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 		} else {
 			remove = append(remove, ph)
 		}
+	}
+	for name, v := range extra {
+		i := strconv.Itoa(len(names))
+		names["#x"+i], values[":x"+i] = name, v
+		set = append(set, "#x"+i+" = :x"+i)
 	}
 	expr := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {
@@ -404,16 +453,23 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	}
 	out, err := st.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
-		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		return nil, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
 	if err != nil {
-		return st.translate(err, "update %s/%s", t.Lambda, t.ID)
+		return nil, st.translate(err, "update %s/%s", t.Lambda, t.ID)
 	}
-	st.countMove(ctx, t, task.Status(str(out.Attributes, attrStatus)))
-	if ref := str(out.Attributes, attrPayloadRef); ref != "" && t.Status.Terminal() {
-		st.expirePayload(ctx, t, ref)
+	from := task.Status(str(out.Attributes, attrStatus))
+	st.countMove(ctx, t, from)
+	// Once per task: an ended task that tells its downstreams moves on, ended to ended.
+	if t.Status.Terminal() && !from.Terminal() {
+		if ref := str(out.Attributes, attrPayloadRef); ref != "" {
+			st.expirePayload(ctx, t, ref)
+		}
+		if aref, count := str(out.Attributes, attrAfterRef), attrInt(out.Attributes, attrAfterCount); aref != "" && count > 0 {
+			st.expireAfter(ctx, t, aref, count)
+		}
 	}
-	return nil
+	return out.Attributes, nil
 }
 
 // expirePayload gives a finished task's payload item the TTL of its task item. This write costs
@@ -538,28 +594,38 @@ func (st *Store) getMany(ctx context.Context, lambda string, ids []string, withP
 // batchGet reads items by key, strongly consistent, 100 keys per call, and hands each to fn.
 func (st *Store) batchGet(ctx context.Context, lambda string, keys []map[string]types.AttributeValue, fn func(map[string]types.AttributeValue) error) error {
 	for chunk := range slices.Chunk(keys, 100) {
-		req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				// DynamoDB returns what it could not read under load: back off and ask again.
-				if err := sleep(ctx, backoff(attempt)); err != nil {
-					return err
-				}
-				if attempt >= MaxAttempts {
-					return task.Errorf(task.ErrThrottled, "DynamoDB is throttling reads of lambda %s; retry later", lambda)
-				}
-			}
-			out, err := st.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-			if err != nil {
-				return st.translate(err, "read tasks of %s", lambda)
-			}
-			for _, item := range out.Responses[st.cfg.Table] {
-				if err := fn(item); err != nil {
-					return fmt.Errorf("dynamostore: read tasks of %s: %w", lambda, err)
-				}
-			}
-			req = out.UnprocessedKeys
+		if err := st.batchGetOne(ctx, "tasks of "+lambda, chunk, fn); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// batchGetOne reads up to 100 distinct keys with one BatchGetItem, strongly consistent, asking
+// again for what DynamoDB left unprocessed, and hands each item to fn. what names the items for
+// errors.
+func (st *Store) batchGetOne(ctx context.Context, what string, keys []map[string]types.AttributeValue, fn func(map[string]types.AttributeValue) error) error {
+	req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt > 0 {
+			// DynamoDB returns what it could not read under load: back off and ask again.
+			if err := sleep(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+			if attempt >= MaxAttempts {
+				return task.Errorf(task.ErrThrottled, "DynamoDB is throttling reads of %s; retry later", what)
+			}
+		}
+		out, err := st.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		if err != nil {
+			return st.translate(err, "read %s", what)
+		}
+		for _, item := range out.Responses[st.cfg.Table] {
+			if err := fn(item); err != nil {
+				return fmt.Errorf("dynamostore: read %s: %w", what, err)
+			}
+		}
+		req = out.UnprocessedKeys
 	}
 	return nil
 }

@@ -58,8 +58,12 @@ func TestConformance(t *testing.T) {
 	db, table := newTable(t, nil)
 	storetest.Exercise(t, func(t *testing.T) task.Store {
 		return newStore(t, db, dynamostore.Config{Table: table})
-	})
+	}, storetest.Fan(emulatorFan))
 }
+
+// emulatorFan is the fan-in and fan-out the conformance suite runs on DynamoDB: issue 12 asks
+// 1,000 of the emulators (task.MaxAfter of the embedded store).
+const emulatorFan = 1000
 
 // TestConformanceOneShard runs the suite with every lambda on one shard, and with a lambda
 // whose shard count was raised, so both ends of the sharding are covered.
@@ -67,7 +71,7 @@ func TestConformanceOneShard(t *testing.T) {
 	db, table := newTable(t, nil)
 	storetest.Exercise(t, func(t *testing.T) task.Store {
 		return newStore(t, db, dynamostore.Config{Table: table, Shards: 1, LambdaShards: map[string]int{"busy": 9}})
-	})
+	}, storetest.Fan(emulatorFan))
 }
 
 func TestConfigValidate(t *testing.T) {

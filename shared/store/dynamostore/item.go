@@ -42,6 +42,15 @@ const (
 	attrSpec        = "spec"
 	attrMode        = "mode"
 	attrParked      = "parked" // BOOL, present only when true
+	// Task flows (see flow.go); each present only on a task that has it.
+	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
+	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
+	attrTrigger      = "trig"    // S: the trigger rule, if not the default
+	attrSettled      = "settled" // B: the settled upstreams' bitmap
+	attrDownstream   = "down"    // BOOL: other tasks wait for this one
+	attrNotifyCursor = "ncur"    // S: how far the consumer got telling the downstreams
+	attrRefs         = "refs"    // S, on an after-list chunk item: its upstreams
+	attrIndex        = "i"       // N, on an edge item: the upstream's index in the downstream's After
 )
 
 // Index names and the attributes they project besides the keys.
@@ -64,12 +73,14 @@ const (
 	// payloadSK prefixes the sort key of a payload item: payload#<ref>, beside the task item
 	// under the task's pk. The ref is random per Create, so a failed or racing Create never
 	// touches the payload of the task that won.
-	payloadSK  = "payload#"
-	gatePK     = "gate"
-	laneRun    = "r" // claimed and processing tasks, whatever their priority
-	laneResend = "e" // enqueued tasks, whatever their priority: due when their message may be lost
-	laneWait   = "w" // waiting tasks not yet enqueued (new, retriable), by priority
-	laneParked = "p" // waiting tasks a gate parked, by collection
+	payloadSK   = "payload#"
+	gatePK      = "gate"
+	laneRun     = "r" // claimed and processing tasks, whatever their priority
+	laneResend  = "e" // enqueued tasks, whatever their priority: due when their message may be lost
+	laneWait    = "w" // waiting tasks not yet enqueued (new, retriable), by priority
+	laneParked  = "p" // waiting tasks a gate parked, by collection
+	lanePending = "b" // pending tasks due for their check (blocked on upstreams)
+	laneNotify  = "n" // ended tasks whose downstreams are still to be told
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
@@ -92,17 +103,18 @@ func stamp(t time.Time) string { return fmt.Sprintf("%019d", t.UnixNano()) }
 // dueSK orders a lambda shard's due entries by lane, then trigger time, then id: a waiting task
 // sits at w#<priority>#<trigger>#<id>, an enqueued one at e#<trigger>#<id>, a running one at
 // r#<trigger>#<id>, a parked one at p#<collection>#<trigger>#<id>. An enqueue moves a task's
-// entry anyway (its trigger changes), so its lane of its own costs no write.
+// entry anyway (its trigger changes), so its lane of its own costs no write. Task flows add two
+// lanes: a pending task due for its check at b#<trigger>#<id>, and an ended task whose downstreams
+// are still to be told at n#<trigger>#<id>. A task without upstreams or downstreams is in neither.
 func dueSK(t task.Task) string {
+	lane := laneOf(t.Status)
 	switch {
-	case isRunning(t.Status):
-		return laneRun + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
-	case t.Parked:
+	case t.Parked && lane != laneRun && lane != laneNotify:
 		return laneParked + "#" + t.Collection + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
-	case t.Status == task.StatusEnqueued:
-		return laneResend + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
+	case lane == laneWait:
+		return laneWait + "#" + t.Priority + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 	}
-	return laneWait + "#" + t.Priority + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
+	return lane + "#" + stamp(*t.NextTriggerAt) + "#" + t.ID
 }
 
 func listSK(t task.Task) string { return stamp(t.CreatedAt) + "#" + t.ID }
@@ -134,7 +146,7 @@ var stateAttrs = []string{
 	attrDuePK, attrDueSK, attrListPK, attrListSK, attrExpires, attrLambda, attrID,
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
-	attrVersion, attrLease, attrSpec, attrParked,
+	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -148,7 +160,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		attrStatus: s(string(t.Status)), attrAttempts: n(int64(t.Attempts)),
 		attrMaxAttempts: n(int64(t.MaxAttempts)), attrVersion: n(t.Version),
 	}
-	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec} {
+	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor} {
 		if v != "" {
 			item[name] = s(v)
 		}
@@ -163,6 +175,12 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	}
 	if t.Parked {
 		item[attrParked] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if t.Downstream {
+		item[attrDownstream] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if len(t.Settled) > 0 {
+		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
 	}
 	if t.NextTriggerAt != nil {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
@@ -183,12 +201,25 @@ func (st *Store) expires(t task.Task) int64 {
 	return at.Add(st.cfg.Retention).Unix()
 }
 
-// marshal returns the items of a new task: the task item, and the payload item if the payload
-// is over InlinePayload (nil otherwise). ref names the payload item; the task item points to it.
-func (st *Store) marshal(t task.Task, ref string) (taskItem, payloadItem map[string]types.AttributeValue) {
+// marshal returns the items of a new task: the task item, the payload item if the payload is
+// over InlinePayload (nil otherwise), and the chunk items of its After (see flow.go). ref names
+// the payload item and the chunks; the task item points to them.
+func (st *Store) marshal(t task.Task, ref string) (taskItem, payloadItem map[string]types.AttributeValue, chunks []map[string]types.AttributeValue) {
 	pk := s(taskPK(t.Lambda, t.ID))
 	taskItem = st.marshalState(t)
 	taskItem[attrPK], taskItem[attrSK] = pk, s(taskSK)
+	if t.Trigger != "" {
+		taskItem[attrTrigger] = s(t.Trigger)
+	}
+	if len(t.After) > 0 {
+		taskItem[attrAfterCount], taskItem[attrAfterRef] = n(int64(len(t.After))), s(ref)
+		chunks = afterChunks(t, ref)
+		if t.Status.Terminal() {
+			for _, c := range chunks {
+				c[attrExpires] = taskItem[attrExpires]
+			}
+		}
+	}
 	switch {
 	case len(t.Payload) > InlinePayload:
 		taskItem[attrPayloadRef] = s(ref)
@@ -201,7 +232,7 @@ func (st *Store) marshal(t task.Task, ref string) (taskItem, payloadItem map[str
 	case len(t.Payload) > 0:
 		taskItem[attrPayload] = &types.AttributeValueMemberB{Value: t.Payload}
 	}
-	return taskItem, payloadItem
+	return taskItem, payloadItem, chunks
 }
 
 // unmarshal reads a task item back. ref names its payload item, if the payload has one: the
@@ -252,6 +283,10 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	if v, ok := item[attrParked].(*types.AttributeValueMemberBOOL); ok {
 		t.Parked = v.Value
 	}
+	if v, ok := item[attrDownstream].(*types.AttributeValueMemberBOOL); ok {
+		t.Downstream = v.Value
+	}
+	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))
 	}

@@ -144,7 +144,7 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 func dueRanges(p task.DueParams, wanted func(task.Status) bool) []keyRange {
 	before := stamp(p.Before)
 	var ranges []keyRange
-	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && !isRunning(s) && s != task.StatusEnqueued }) {
+	if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && laneOf(s) == laneWait }) {
 		if p.Priority != "" {
 			prefix := laneWait + "#" + p.Priority + "#"
 			ranges = append(ranges, keyRange{lo: prefix, hi: prefix + before + "$", ordered: true})
@@ -152,13 +152,29 @@ func dueRanges(p task.DueParams, wanted func(task.Status) bool) []keyRange {
 			ranges = append(ranges, keyRange{lo: laneWait + "#", hi: laneWait + "$"})
 		}
 	}
-	if wanted(task.StatusEnqueued) {
-		ranges = append(ranges, keyRange{lo: laneResend + "#", hi: laneResend + "#" + before + "$", ordered: true})
-	}
-	if wanted(task.StatusClaimed) || wanted(task.StatusProcessing) {
-		ranges = append(ranges, keyRange{lo: laneRun + "#", hi: laneRun + "#" + before + "$", ordered: true})
+	// The other lanes are in trigger order, whatever the priority (a query of one priority
+	// filters them).
+	for _, lane := range []string{laneResend, laneRun, lanePending, laneNotify} {
+		if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && laneOf(s) == lane }) {
+			ranges = append(ranges, keyRange{lo: lane + "#", hi: lane + "#" + before + "$", ordered: true})
+		}
 	}
 	return ranges
+}
+
+// laneOf is the due lane of a task in status s that is not parked (see dueSK).
+func laneOf(s task.Status) string {
+	switch {
+	case isRunning(s):
+		return laneRun
+	case s.Terminal():
+		return laneNotify
+	case s == task.StatusEnqueued:
+		return laneResend
+	case s == task.StatusPending:
+		return lanePending
+	}
+	return laneWait
 }
 
 // dueParked reads the parked lane of every shard: one collection's key range, or every
