@@ -120,7 +120,7 @@ const (
 // DueParams selects due tasks of one lambda.
 type DueParams struct {
 	Lambda   string
-	Priority string   // empty means any
+	Priority string // empty means any
 	// Statuses says which statuses to look at; empty means any. Running (timeouts), enqueued
 	// (resends), pending (checks of new pending tasks, see flow.go) and Ended (ended tasks
 	// with downstreams to tell) are each a lane of its own, apart from the waiting tasks' lanes.

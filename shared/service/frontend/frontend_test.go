@@ -222,8 +222,10 @@ func TestScheduleRejected(t *testing.T) {
 		{"deadline before run", "echo", task.Spec{ID: "x", Delay: ptr(time.Hour), Deadline: ptr(t0.Add(time.Minute))}, task.ErrInvalid, "deadline"},
 		{"deadline at run", "echo", task.Spec{ID: "x", Deadline: ptr(t0)}, task.ErrInvalid, "deadline"},
 		{"deadline too far", "echo", task.Spec{ID: "x", Deadline: ptr(t0.Add(task.MaxDeadline + time.Second))}, task.ErrInvalid, "deadline"},
-		// Dependencies are not supported yet: refused as invalid, which the HTTP API answers 422.
-		{"after", "echo", task.Spec{ID: "x", After: []string{"y"}}, task.ErrInvalid, "after"},
+		// An upstream that does not exist is refused as invalid, which the HTTP API answers 422.
+		{"after a missing task", "echo", task.Spec{ID: "x", After: []task.Ref{{ID: "y"}}}, task.ErrInvalid, "echo/y does not exist"},
+		{"after an unknown lambda's task", "echo", task.Spec{ID: "x", After: []task.Ref{{Lambda: "nope", ID: "y"}}}, task.ErrInvalid, "nope/y does not exist"},
+		{"after itself", "echo", task.Spec{ID: "x", After: []task.Ref{{ID: "x"}}}, task.ErrInvalid, "itself"},
 		{"payload not JSON", "echo", task.Spec{ID: "x", Payload: json.RawMessage(`{"a":`)}, task.ErrInvalid, "payload"},
 		{"payload over the limit", "echo", task.Spec{ID: "x", Payload: json.RawMessage(`"` + strings.Repeat("x", 63) + `"`)}, task.ErrTooLarge, "limit is 64"},
 	} {
@@ -345,7 +347,8 @@ func TestScheduleBatchAllOrNothing(t *testing.T) {
 		{"too many", "echo", many, task.ErrInvalid, fmt.Sprintf("1 to %d", task.MaxBatch)},
 		{"invalid task", "echo", []task.Spec{{ID: "n1"}, {ID: "n2", Priority: "urgent"}}, task.ErrInvalid, "tasks[1]"},
 		{"payload over the limit", "echo", []task.Spec{{ID: "n1"}, {ID: "n2", Payload: json.RawMessage(`"` + strings.Repeat("x", task.DefaultPayloadLimit) + `"`)}}, task.ErrTooLarge, "tasks[1]"},
-		{"after", "echo", []task.Spec{{ID: "n1", After: []string{"taken"}}}, task.ErrInvalid, "tasks[0]"},
+		{"after a missing task", "echo", []task.Spec{{ID: "n1"}, {ID: "n2", After: []task.Ref{{ID: "n1"}, {ID: "gone"}}}}, task.ErrInvalid, "echo/gone does not exist"},
+		{"a cycle", "echo", []task.Spec{{ID: "n1", After: []task.Ref{{ID: "n3"}}}, {ID: "n2", After: []task.Ref{{ID: "n1"}}}, {ID: "n3", After: []task.Ref{{ID: "n2"}}}}, task.ErrInvalid, "cycle"},
 		{"an id twice", "echo", []task.Spec{{ID: "n1"}, {ID: "n1"}}, task.ErrInvalid, "twice"},
 		{"taken id, different request", "echo", []task.Spec{{ID: "taken", Payload: json.RawMessage(`{"n":2}`)}}, task.ErrConflict, "tasks[0]"},
 		{"new beside taken", "echo", []task.Spec{{ID: "n1"}, {ID: "taken", Payload: json.RawMessage(`{"n":1}`)}}, task.ErrConflict, "n1"},
