@@ -35,6 +35,9 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.S
 
 // ScheduleRequest is the body of a schedule call; see the API documentation for each field.
 type ScheduleRequest struct {
+	// Lambda is, in a batch, the task's lambda if not the batch's; a single schedule leaves it
+	// empty.
+	Lambda      string          `json:"lambda,omitempty"`
 	ID          string          `json:"id,omitempty"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	RunAt       string          `json:"run_at,omitempty"`
@@ -43,6 +46,12 @@ type ScheduleRequest struct {
 	Collection  string          `json:"collection,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Deadline    string          `json:"deadline,omitempty"`
+	// After names the tasks this one waits for, its upstreams, of any lambda; a Ref without a
+	// Lambda names a task of this task's lambda. The task is pending until they have ended.
+	After []task.Ref `json:"after,omitempty"`
+	// TriggerRule says when the task runs after its upstreams: task.TriggerAllSuccess (the
+	// default; an upstream that fails ends it upstream_failed) or task.TriggerAllDone.
+	TriggerRule string `json:"trigger_rule,omitempty"`
 }
 
 // Schedule schedules a task; created is false when the call replayed an earlier one.
@@ -51,8 +60,9 @@ func (c *Client) Schedule(ctx context.Context, lambda string, req ScheduleReques
 	return t, code == http.StatusCreated, err
 }
 
-// ScheduleBatch schedules up to 100 tasks of one lambda in one request, all or none; created is
-// false when the call replayed an earlier one.
+// ScheduleBatch schedules up to task.MaxBatch (100) tasks in one request, all or none; created is
+// false when the call replayed an earlier one. The tasks are the lambda's, but for a request
+// that names another; they may wait for each other, by id (see Graph).
 func (c *Client) ScheduleBatch(ctx context.Context, lambda string, reqs []ScheduleRequest) (tasks []task.Task, created bool, err error) {
 	var out struct {
 		Tasks []task.Task `json:"tasks"`
@@ -115,6 +125,42 @@ func (c *Client) ListUpTo(ctx context.Context, p task.ListParams, maxPages int) 
 func (c *Client) Cancel(ctx context.Context, lambda, id string) (t task.Task, err error) {
 	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/cancel", nil, &t)
 	return t, err
+}
+
+// AddUpstreams makes a task that has not started wait for more tasks, atomically, and returns it
+// pending. The API refuses, with a *Error of status 422, an upstream that does not exist or one
+// that would close a cycle, and with 409 a task that has started.
+func (c *Client) AddUpstreams(ctx context.Context, lambda, id string, after []task.Ref) (t task.Task, err error) {
+	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/after", map[string]any{"after": after}, &t)
+	return t, err
+}
+
+// Downstream is a task that waits for another, with its status, as Downstreams lists it.
+type Downstream struct {
+	Lambda string      `json:"lambda"`
+	ID     string      `json:"id"`
+	Status task.Status `json:"status"`
+}
+
+// Ref is the task's name.
+func (d Downstream) Ref() task.Ref { return task.Ref{Lambda: d.Lambda, ID: d.ID} }
+
+// Downstreams returns a page of the tasks that wait for a task, at most limit (the API's default
+// if zero), and the cursor of the next page ("" at the end).
+func (c *Client) Downstreams(ctx context.Context, lambda, id, cursor string, limit int) ([]Downstream, string, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var page struct {
+		Downstreams []Downstream `json:"downstreams"`
+		NextCursor  string       `json:"next_cursor"`
+	}
+	_, err := c.do(ctx, http.MethodGet, taskPath(lambda, id)+"/downstreams?"+q.Encode(), nil, &page)
+	return page.Downstreams, page.NextCursor, err
 }
 
 // SetGate sets a lambda's gate, or a collection's when collection is not empty.
