@@ -4,6 +4,7 @@
 package frontend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,37 @@ type Config struct {
 	// Notify is called after a task is scheduled or a gate is set, so a local consumer can sweep
 	// at once instead of at its next poll.
 	Notify func()
+	// Changes, if set, wakes Wait when a task ends. Without it Wait polls the store, at
+	// WaitPollFirst, then twice as long each time up to WaitPollMax.
+	Changes Changes
+	// MaxWait bounds Wait; MaxWait (the constant) if zero. Tests make it short.
+	MaxWait                    time.Duration
+	WaitPollFirst, WaitPollMax time.Duration // DefaultWaitPollFirst and DefaultWaitPollMax if zero
 }
+
+// Changes tells waiters when a task ends, so that Wait sleeps instead of polling the store.
+// taskend.Store implements it for a store that one process alone writes.
+type Changes interface {
+	// Watch returns a channel closed when the task lambda/id is next written with a terminal
+	// status, and stop, to call once done waiting.
+	Watch(lambda, id string) (ended <-chan struct{}, stop func())
+}
+
+// MaxWait is the longest Wait: a longer one is cut to it. On AWS, API Gateway gives up on the API
+// function after 29 s (its integration timeout), so 25 s leaves the function time to answer.
+const MaxWait = 25 * time.Second
+
+// Without Changes, Wait polls the store after DefaultWaitPollFirst, then after twice as long
+// each time, up to DefaultWaitPollMax: a 25 s wait reads the task at most 29 times (see
+// docs/capacity.md, "Waiting for a result").
+const (
+	DefaultWaitPollFirst = 100 * time.Millisecond
+	DefaultWaitPollMax   = time.Second
+)
+
+// waitMargin is what Wait leaves before its context's deadline (the API function's own timeout)
+// to read the task and answer.
+const waitMargin = time.Second
 
 // Service implements the client-facing operations.
 type Service struct {
@@ -31,11 +62,19 @@ type Service struct {
 	cfg     task.Config
 	now     func() time.Time
 	notify  func()
+	changes Changes
+	maxWait time.Duration
+	// pollFirst and pollMax pace Wait's reads without changes.
+	pollFirst, pollMax time.Duration
 }
 
 // New returns a Service over store.
 func New(store task.Store, c Config) *Service {
-	s := &Service{store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify}
+	s := &Service{
+		store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
+		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
+		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -172,6 +211,99 @@ func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error)
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
 	}
 	return t, err
+}
+
+// MaxWait is the longest wait Wait takes; a longer one is cut to it.
+func (s *Service) MaxWait() time.Duration { return s.maxWait }
+
+// Wait returns a task once it is terminal, or as it stands after d (at most MaxWait, and ending a
+// second before ctx's deadline, so that the answer is in time). It reads the task, then sleeps
+// until Changes says it ended; without Changes it reads it again after 100 ms, then twice as
+// long each time, up to 1 s, with the store's cheaper state read if it has one. It returns
+// ctx's error if ctx ends first.
+func (s *Service) Wait(ctx context.Context, lambda, id string, d time.Duration) (task.Task, error) {
+	if d < 0 {
+		return task.Task{}, task.Errorf(task.ErrInvalid, "a wait must not be negative, got %s", d)
+	}
+	d = min(d, s.maxWait)
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)-waitMargin)
+	}
+	if d <= 0 {
+		return s.Get(ctx, lambda, id)
+	}
+	if _, err := s.lambda(lambda); err != nil {
+		return task.Task{}, err
+	}
+	end := time.Now().Add(d)
+	if s.changes != nil {
+		return s.waitChanges(ctx, lambda, id, end)
+	}
+	return s.waitPolling(ctx, lambda, id, end)
+}
+
+// waitChanges sleeps until the task ends, as Changes tells.
+func (s *Service) waitChanges(ctx context.Context, lambda, id string, end time.Time) (task.Task, error) {
+	for {
+		// Watch before the read: an end written after the read still wakes this waiter.
+		ended, stop := s.changes.Watch(lambda, id)
+		t, err := s.Get(ctx, lambda, id)
+		if err != nil || t.Status.Terminal() {
+			stop()
+			return t, err
+		}
+		woken, err := sleep(ctx, ended, time.Until(end))
+		stop()
+		if err != nil || !woken {
+			return t, err
+		}
+	}
+}
+
+// waitPolling reads the task's state until it ends, backing off, then answers the whole task.
+func (s *Service) waitPolling(ctx context.Context, lambda, id string, end time.Time) (task.Task, error) {
+	read := s.store.Get
+	if r, ok := s.store.(task.StateReader); ok {
+		read = r.GetState // polls need the status only; the answer reads the payload once
+	}
+	for interval := s.pollFirst; ; interval = min(2*interval, s.pollMax) {
+		t, err := read(ctx, lambda, id)
+		if errors.Is(err, task.ErrNotFound) {
+			return s.Get(ctx, lambda, id) // its error names the task
+		}
+		if err != nil {
+			return task.Task{}, err
+		}
+		if t.Status.Terminal() {
+			break
+		}
+		// The last sleep ends with the wait, and the answer's read follows it.
+		left := time.Until(end)
+		if _, err := sleep(ctx, nil, min(interval, left)); err != nil {
+			return task.Task{}, err
+		}
+		if left <= interval {
+			break
+		}
+	}
+	return s.Get(ctx, lambda, id)
+}
+
+// sleep waits for d, a close of wake, or the end of ctx, and reports whether wake closed.
+func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) (woken bool, err error) {
+	if d <= 0 {
+		return false, nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-wake:
+		return true, nil
+	case <-timer.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // List returns a page of a lambda's tasks.
