@@ -4,7 +4,8 @@
 //	POST /v1/lambdas/{lambda}/tasks               schedule: 201 new, 200 replay, 409 id reused
 //	POST /v1/lambdas/{lambda}/tasks/batch         {"tasks":[...]}: up to 100 schedules, all or none;
 //	                                              answers the tasks without their payloads
-//	GET  /v1/lambdas/{lambda}/tasks/{id}          a task
+//	GET  /v1/lambdas/{lambda}/tasks/{id}          a task; ?wait=25s: once it ends, or as it
+//	                                              stands after the wait (at most 25 s)
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
@@ -273,8 +274,24 @@ func (a *api) downstreams(w http.ResponseWriter, r *http.Request) {
 	a.writeJSON(w, http.StatusOK, map[string]any{"downstreams": out, "next_cursor": next})
 }
 
+// get answers a task. With ?wait=DURATION ("25s") it first waits until the task is terminal or
+// the wait is over, and answers the task as it stands either way; a wait past
+// frontend.MaxWait is cut to it, so a client that loops on non-terminal answers may ask for
+// more than the server gives.
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
-	t, err := a.svc.Get(r.Context(), r.PathValue("lambda"), r.PathValue("id"))
+	lambda, id := r.PathValue("lambda"), r.PathValue("id")
+	var t task.Task
+	var err error
+	if q := r.URL.Query(); q.Has("wait") {
+		d, perr := time.ParseDuration(q.Get("wait"))
+		if perr != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("wait %q is not a duration such as \"25s\" (at most %s)", task.Echo(q.Get("wait")), a.svc.MaxWait()))
+			return
+		}
+		t, err = a.svc.Wait(r.Context(), lambda, id, d)
+	} else {
+		t, err = a.svc.Get(r.Context(), lambda, id)
+	}
 	if err != nil {
 		a.fail(w, err)
 		return
