@@ -6,6 +6,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -22,7 +24,14 @@ type Client struct {
 	Endpoint string // such as http://127.0.0.1:8080
 	HTTP     *http.Client
 	Token    string // if set, sent as a bearer token, as atf dev --token requires
+	// MaxWait is the wait each request of Wait asks for: DefaultMaxWait if zero. A server cuts a
+	// longer wait to its own maximum.
+	MaxWait time.Duration
 }
+
+// DefaultMaxWait is the longest wait the API gives one request (the server's frontend.MaxWait):
+// on AWS, API Gateway ends a request after 29 s.
+const DefaultMaxWait = 25 * time.Second
 
 // Error is an error answer of the API.
 type Error struct {
@@ -75,6 +84,28 @@ func (c *Client) ScheduleBatch(ctx context.Context, lambda string, reqs []Schedu
 func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err error) {
 	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id), nil, &t)
 	return t, err
+}
+
+// GetWait returns a task once it is terminal, or as it stands after wait, in one request. The
+// server cuts a wait to its maximum (DefaultMaxWait), so the task may come back unfinished
+// sooner: Wait goes on until it ends.
+func (c *Client) GetWait(ctx context.Context, lambda, id string, wait time.Duration) (t task.Task, err error) {
+	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id)+"?wait="+url.QueryEscape(wait.String()), nil, &t)
+	return t, err
+}
+
+// Wait returns a task once it is terminal (succeeded, failed for good, cancelled, ...): it asks
+// again, each request waiting up to MaxWait, until then or until ctx ends.
+func (c *Client) Wait(ctx context.Context, lambda, id string) (task.Task, error) {
+	for {
+		t, err := c.GetWait(ctx, lambda, id, cmp.Or(c.MaxWait, DefaultMaxWait))
+		if err != nil || t.Status.Terminal() {
+			return t, err
+		}
+		if err := ctx.Err(); err != nil {
+			return t, err
+		}
+	}
 }
 
 // List returns a page of tasks and the cursor of the next one ("" at the end). A page reads a

@@ -27,6 +27,7 @@ import (
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/service/status"
+	"github.com/openatf/atf/shared/service/taskend"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
@@ -74,7 +75,8 @@ type HTTPLimits struct {
 
 // DefaultHTTPLimits are the limits of atf dev's listener. The largest body, a batch of 6 MiB
 // (httpapi), takes ReadTimeout at 100 KiB/s; WriteTimeout leaves a request that took that long
-// another minute to be served and answered.
+// another minute to be served and answered. Both are well past the longest wait for a task's
+// end (frontend.MaxWait, 25 s): the read deadline also cuts a request still being served.
 var DefaultHTTPLimits = HTTPLimits{
 	ReadHeaderTimeout: 10 * time.Second,
 	ReadTimeout:       time.Minute,
@@ -98,6 +100,7 @@ type Stack struct {
 	addr        string
 	log         *slog.Logger
 	store       task.Store
+	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -130,11 +133,16 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
 	}
+	var changes frontend.Changes
 	if c.Store == nil {
 		if err := s.openEmbedded(c.DBPath); err != nil {
 			return nil, err
 		}
 		queue = memqueue.New()
+		// This process alone writes the embedded store (openEmbedded's lock), so every write
+		// that ends a task goes through this wrapper, which wakes the waits for its result.
+		ends := taskend.Wrap(s.store)
+		s.store, s.ends, changes = ends, ends, ends
 	}
 	if c.Functions != nil {
 		if c.Store == nil {
@@ -169,7 +177,8 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	cons.Start()
 	s.consumer = cons
 
-	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake})
+	// On a store other processes may write too, waits poll it (frontend.Config.Changes).
+	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes})
 	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err
@@ -224,6 +233,15 @@ func names(lambdas []task.Lambda) []string {
 		out[i] = l.Name
 	}
 	return out
+}
+
+// Waiters returns how many API requests wait for a task's end on the embedded store (for tests
+// and the bench); 0 on another store, where waits poll.
+func (s *Stack) Waiters() int {
+	if s.ends == nil {
+		return 0
+	}
+	return s.ends.Waiters()
 }
 
 // Addr is the address the API listens on.
