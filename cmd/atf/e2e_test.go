@@ -217,6 +217,16 @@ func testDev(t *testing.T, b backend, strictPriority bool) {
 			t.Fatalf("finished %s after run_at, want within 3s", late)
 		}
 	})
+	t.Run("wait for a result", func(t *testing.T) {
+		t.Parallel()
+		tk := schedule(t, c, "echo", client.ScheduleRequest{Payload: []byte(`{"n": 2}`), Delay: "1s"})
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		done, err := c.Wait(wctx, "echo", tk.ID)
+		if err != nil || done.Status != task.StatusSuccess || compact(done.Result) != `{"n":2}` {
+			t.Fatalf("Wait: %s with result %s, %v", done.Status, done.Result, err)
+		}
+	})
 	t.Run("retriable then success", func(t *testing.T) {
 		t.Parallel()
 		tk := schedule(t, c, "flaky", client.ScheduleRequest{})
@@ -445,13 +455,29 @@ func TestCLI(t *testing.T) {
 	if out, err := cli("get", "echo", "cli-1"); err != nil || !regexp.MustCompile(`status:\s+success`).MatchString(out) {
 		t.Fatalf("get: %v\n%s", err, out)
 	}
+	// --wait answers once the task ended, or with the task as it stands when the wait is over.
+	if _, err := cli("schedule", "echo", "--id", "cli-wait", "--delay", "1s"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("get", "echo", "cli-wait", "--wait", "1m"); err != nil || !regexp.MustCompile(`status:\s+success`).MatchString(out) {
+		t.Fatalf("get --wait: %v\n%s", err, out)
+	}
+	if _, err := cli("schedule", "echo", "--id", "cli-later", "--delay", "1h"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("get", "echo", "cli-later", "--wait", "50ms"); err != nil || !regexp.MustCompile(`status:\s+new`).MatchString(out) {
+		t.Fatalf("get --wait of a later task: %v\n%s", err, out)
+	}
+	if out, err := cli("get", "echo", "cli-later", "--wait", "soon"); err == nil || !strings.Contains(out, "--wait") {
+		t.Fatalf("get --wait soon: want an error naming --wait, got %v\n%s", err, out)
+	}
 	if out, err := cli("list", "echo", "--status", "success"); err != nil || !strings.Contains(out, "cli-1") {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
 	if out, err := cli("gate", "echo", "pause"); err != nil || !strings.Contains(out, "pause") {
 		t.Fatalf("gate: %v\n%s", err, out)
 	}
-	if out, err := cli("lambdas"); err != nil || !regexp.MustCompile(`echo\s+high,normal,low\s+lambda=pause\s+success=1`).MatchString(out) {
+	if out, err := cli("lambdas"); err != nil || !regexp.MustCompile(`echo\s+high,normal,low\s+lambda=pause\s+new=1 success=2`).MatchString(out) {
 		t.Fatalf("lambdas: %v\n%s", err, out)
 	}
 	// Behind more new tasks than a page reads, two of a rare collection: the API's first pages of

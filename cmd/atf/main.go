@@ -30,7 +30,8 @@ Usage:
       create the DynamoDB table and the SQS queues of the lambdas in DIR (AWS_* environment)
   atf schedule LAMBDA [--payload JSON] [--delay 90s | --at RFC3339] [--priority P]
           [--collection C] [--id ID] [--max-attempts N] [--deadline RFC3339]
-  atf get LAMBDA ID
+  atf get LAMBDA ID [--wait DURATION]
+      with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
   atf list LAMBDA [--status S] [--collection C] [--limit N] [--cursor C]
   atf cancel LAMBDA ID
   atf gate LAMBDA open|pause|drop [--collection C]
@@ -75,7 +76,11 @@ func run(args []string, out io.Writer) error {
 	if len(pos) != cl.args {
 		return fmt.Errorf("%s needs %d argument(s): %s", cmd, cl.args, cl.argNames)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	wait, err := waitFlag(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+wait)
 	defer cancel()
 	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/"), Token: cmp.Or(*token, os.Getenv("ATF_TOKEN"))}
 	v, err := cl.run(ctx, c, pos, opts)
@@ -150,8 +155,12 @@ var clientCommands = map[string]clientCommand{
 			t, _, err := c.Schedule(ctx, pos[0], req)
 			return t, err
 		}},
-	"get": {2, "LAMBDA ID", stringFlags(), func(ctx context.Context, c *client.Client, pos []string, _ map[string]*string) (any, error) {
-		return c.Get(ctx, pos[0], pos[1])
+	"get": {2, "LAMBDA ID", stringFlags("wait"), func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
+		wait, err := waitFlag(o)
+		if err != nil || wait == 0 {
+			return c.Get(ctx, pos[0], pos[1])
+		}
+		return getWait(ctx, c, pos[0], pos[1], wait)
 	}},
 	"list": {1, "LAMBDA", stringFlags("status", "collection", "limit", "cursor"),
 		func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
@@ -178,6 +187,31 @@ var clientCommands = map[string]clientCommand{
 	"lambdas": {0, "", stringFlags(), func(ctx context.Context, c *client.Client, _ []string, _ map[string]*string) (any, error) {
 		return c.Lambdas(ctx)
 	}},
+}
+
+// waitFlag returns the duration of a command's --wait, zero without one.
+func waitFlag(o map[string]*string) (time.Duration, error) {
+	w, ok := o["wait"]
+	if !ok || *w == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(*w)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--wait %q is not a duration such as 30s or 5m", *w)
+	}
+	return d, nil
+}
+
+// getWait returns the task once it has ended, or as it stands after wait. A request waits at
+// most client.DefaultMaxWait, so a longer wait takes several.
+func getWait(ctx context.Context, c *client.Client, lambda, id string, wait time.Duration) (task.Task, error) {
+	end := time.Now().Add(wait)
+	for {
+		t, err := c.GetWait(ctx, lambda, id, max(0, min(time.Until(end), client.DefaultMaxWait)))
+		if err != nil || t.Status.Terminal() || !time.Now().Before(end) {
+			return t, err
+		}
+	}
 }
 
 // listPages is how many API pages one `atf list` reads at most to fill its page: with a sparse
