@@ -36,11 +36,12 @@ type sizes struct {
 	costTasks    int // tasks per AWS cost case
 	idleSweeps   int
 	scheduleConc int
+	waiters      int // concurrent waits for a result
 }
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8, waiters: 1000}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8, waiters: 1000}
 )
 
 func main() {
@@ -51,7 +52,7 @@ func main() {
 	regPath := flag.String("registry", registry.File, "the lambda registry whose lambdas the idle consumer sweeps")
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, aws")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, aws")
 	flag.Parse()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
@@ -98,6 +99,13 @@ func main() {
 			log.Fatalf("schedule API: %v", err)
 		}
 		r.ScheduleRequestsPerS = r.Schedule.RequestsPerS
+	}
+	if part("wait") {
+		log.Printf("embedded wait for a result: %d waiters", sz.waiters)
+		if r.Wait, err = embeddedWait(ctx, sz.waiters, *concurrency); err != nil {
+			log.Fatalf("embedded wait: %v", err)
+		}
+		r.AtfEmbeddedWaitP99MS = r.Wait.Latency.P99
 	}
 	r.AWSNote = "not asked for"
 	if part("aws") {

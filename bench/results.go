@@ -20,6 +20,7 @@ type Results struct {
 	AtfEmbeddedLatencyP99MS  float64            `json:"atf_embedded_latency_p99_ms"`
 	AtfEmulatedLatencyP95MS  float64            `json:"atf_emulated_latency_p95_ms"`
 	ScheduleRequestsPerS     float64            `json:"schedule_requests_per_s"`
+	AtfEmbeddedWaitP99MS     float64            `json:"atf_embedded_wait_p99_ms"`      // a waiting GET's answer after its task ended
 	USDPerMillionImmediate   float64            `json:"aws_usd_per_million_immediate"` // batches of 100
 	USDPerMillionSingle      float64            `json:"aws_usd_per_million_immediate_single"`
 	USDPerMillionDelayed1h   float64            `json:"aws_usd_per_million_delayed_1h"`
@@ -37,6 +38,7 @@ type Results struct {
 	Latency    LatencyRun   `json:"embedded_latency"`
 	Emulated   *LatencyRun  `json:"emulated_latency"`
 	Schedule   ScheduleRun  `json:"schedule"`
+	Wait       WaitRun      `json:"embedded_wait"`
 	Cases      []CaseResult `json:"aws_cases"`
 	Idle       *IdleResult  `json:"idle"`
 	AWSNote    string       `json:"aws_note,omitempty"`
@@ -103,6 +105,7 @@ type Target struct {
 // The targets of the issue.
 const (
 	targetP99MS           = 100.0
+	targetWaitMS          = 100.0 // every waiter's answer after its task's end
 	targetRiverRatio      = 1.0
 	targetAsynqRatio      = 1.5
 	targetUSDPerMillion   = 2.50
@@ -132,7 +135,11 @@ func (r *Results) judge() {
 	if r.Idle != nil {
 		idle.Got, idle.Met = fmt.Sprintf("$%.2f a month", r.IdleUSDPerMonth), verdict(r.IdleUSDPerMonth <= targetIdleUSDPerMonth)
 	}
-	r.Targets = append(r.Targets, river, asynq, cost, idle)
+	wait := Target{Name: "embedded wait for a result: answer after the task's end, slowest of the waiters", Want: fmt.Sprintf("≤ %.0f ms", targetWaitMS), Got: "not measured"}
+	if r.Wait.Waiters > 0 {
+		wait.Got, wait.Met = fmt.Sprintf("%.0f ms", r.Wait.Latency.Max), verdict(r.Wait.Latency.Max <= targetWaitMS && r.Wait.Missing == 0)
+	}
+	r.Targets = append(r.Targets, river, asynq, wait, cost, idle)
 }
 
 // num formats a number with thousands separators and no decimals.
@@ -190,6 +197,10 @@ func (r *Results) Print(w io.Writer) {
 	s := r.Schedule
 	fmt.Fprintf(w, "| schedule API (embedded), one task per request, %d clients | %s requests/s (in batches of 100: %s tasks/s) |\n",
 		s.Clients, num(s.RequestsPerS), num(s.BatchTasksPerS))
+	if wr := r.Wait; wr.Waiters > 0 {
+		fmt.Fprintf(w, "| atf embedded wait for a result (answer − the task's end), %s waiting GETs on their own tasks, concurrency %d | p50 %.1f · p99 %.1f · max %.1f ms (%d unanswered) |\n",
+			num(float64(wr.Waiters)), wr.Concurrency, wr.Latency.P50, wr.Latency.P99, wr.Latency.Max, wr.Missing)
+	}
 	fmt.Fprintln(w)
 
 	if len(r.Cases) > 0 {
