@@ -10,7 +10,9 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// The API function's settings. API Gateway waits at most 29 s for an integration.
+// The API function's settings. API Gateway waits at most 29 s for an integration. A GET that
+// waits for a task's end waits at most frontend.MaxWait (25 s), and ends a second before the
+// function's deadline in any case (TestAPITimeoutAllowsTheLongestWait).
 const (
 	apiTimeout  = 29 * time.Second
 	apiMemoryMB = 512
