@@ -254,8 +254,11 @@ func (s *Service) waitChanges(ctx context.Context, lambda, id string, end time.T
 		}
 		woken, err := sleep(ctx, ended, time.Until(end))
 		stop()
-		if err != nil || !woken {
-			return t, err
+		if err != nil {
+			return task.Task{}, err
+		}
+		if !woken { // the wait is over: answer the task as it stands now, not as first read
+			return s.Get(ctx, lambda, id)
 		}
 	}
 }

@@ -242,3 +242,31 @@ func pollReads(d, first, most time.Duration) int64 {
 	}
 	return n
 }
+
+// TestWaitAnswersTheTaskNow: a wait that ends before the task answers the task as it stands
+// then, not as the waiter first read it.
+func TestWaitAnswersTheTaskNow(t *testing.T) {
+	for _, withEnds := range []bool{true, false} {
+		f := newWaitFixture(t, withEnds, frontend.Config{WaitPollFirst: time.Hour, WaitPollMax: time.Hour})
+		f.schedule(t, "a") // no read
+		parked := make(chan error, 1)
+		go func() {
+			// Once the waiter has read the task, a transition that does not end it.
+			for f.store.gets.Load()+f.store.stateGets.Load() == 0 {
+				runtime.Gosched()
+			}
+			_, err := task.Apply(ctx, f.store, "echo", "a", func(tk task.Task) (task.Task, error) {
+				tk.Parked, tk.Version = true, tk.Version+1
+				return tk, nil
+			})
+			parked <- err
+		}()
+		tk, err := f.svc.Wait(ctx, "echo", "a", 500*time.Millisecond)
+		if perr := <-parked; perr != nil {
+			t.Fatal(perr)
+		}
+		if err != nil || tk.Status != task.StatusNew || !tk.Parked {
+			t.Errorf("ends %v: wait answered %s parked %v, %v; want the task as the transition left it", withEnds, tk.Status, tk.Parked, err)
+		}
+	}
+}
