@@ -162,7 +162,7 @@ type scheduleBody struct {
 	Collection  string          `json:"collection"`
 	MaxAttempts int             `json:"max_attempts"`
 	Deadline    *time.Time      `json:"deadline"`
-	After       []string        `json:"after"`
+	After       []task.Ref      `json:"after"`
 }
 
 func checkScheduled(t *testing.T, store task.Store, h http.Handler, lambda string, body []byte, rec *httptest.ResponseRecorder, before, after time.Time, cfg task.Config) {
@@ -190,7 +190,11 @@ func checkScheduled(t *testing.T, store task.Store, h http.Handler, lambda strin
 	if wantAttempts == 0 {
 		wantAttempts = cfg.MaxAttempts
 	}
-	if got.Lambda != lambda || got.Status != task.StatusNew || got.Priority != wantPriority || got.Collection != req.Collection ||
+	wantStatus := task.StatusNew
+	if len(req.After) > 0 {
+		wantStatus = task.StatusPending // its upstreams exist: it waits for them
+	}
+	if got.Lambda != lambda || got.Status != wantStatus || got.Priority != wantPriority || got.Collection != req.Collection ||
 		got.MaxAttempts != wantAttempts || got.Attempts != 0 || got.Version != 1 || got.Error != "" || !isNull(got.Result) {
 		t.Errorf("task %+v for request %+v", got, req)
 	}
