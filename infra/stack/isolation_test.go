@@ -151,6 +151,10 @@ func TestTableGrantsCarryKeyConditions(t *testing.T) {
 				lambda := lambdaOf(role)
 				cond, _ := g.statement["Condition"].(map[string]any)
 				like, _ := cond["ForAllValues:StringLike"].(map[string]any)
+				if fmt.Sprint(like["dynamodb:LeadingKeys"]) == fmt.Sprint(upstreamKeys) {
+					checkUpstreamReads(t, name, role, g.actions(), cond)
+					continue
+				}
 				if lambda == "" || fmt.Sprint(like["dynamodb:LeadingKeys"]) != fmt.Sprint(dynamostore.LambdaKeyPatterns(lambda)) || len(cond) != 1 {
 					t.Errorf("%s: %s may use the table under condition %v, want its lambda's keys %v only", name, role, cond, dynamostore.LambdaKeyPatterns(lambda))
 				}
@@ -192,5 +196,24 @@ func TestDeleteItemOnlyWhereUsed(t *testing.T) {
 		if deleters = slices.Compact(slices.Sorted(slices.Values(deleters))); !slices.Equal(deleters, []string{"ApiFunction/Role/Resource"}) {
 			t.Errorf("%s: roles with DeleteItem %v, want the API function's only", name, deleters)
 		}
+	}
+}
+
+// checkUpstreamReads fails unless a grant on every lambda's task items is the read of their state
+// that a claim makes for its task's upstreams: BatchGetItem of dynamostore.StateAttributes only.
+func checkUpstreamReads(t *testing.T, name, role string, actions []string, cond map[string]any) {
+	t.Helper()
+	for _, a := range actions {
+		if !slices.Contains(upstreamReadActions, a) {
+			t.Errorf("%s: %s may %s on every lambda's tasks", name, role, a)
+		}
+	}
+	equals, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+	sel, _ := cond["StringEqualsIfExists"].(map[string]any)
+	if fmt.Sprint(equals["dynamodb:Attributes"]) != fmt.Sprint(dynamostore.StateAttributes) || sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" || len(cond) != 3 {
+		t.Errorf("%s: %s reads every lambda's tasks under %v; want their state attributes only", name, role, cond)
+	}
+	if slices.Contains(dynamostore.StateAttributes, "payload") {
+		t.Errorf("the state attributes hold the payload")
 	}
 }

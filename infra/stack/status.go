@@ -46,6 +46,7 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 		reserved: statusReserved(d.env, []registry.Entry{e}),
 	})}
 	s.grantLambda(st.role, e.Name, statusActions...)
+	s.grantUpstreamReads(st.role)
 	return st
 }
 

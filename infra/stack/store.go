@@ -80,14 +80,39 @@ var (
 	// (PutItem; DeleteItem tidies the payload items of a rejected create; UpdateItem counts),
 	// reads, lists and counts (GetItem, Query, BatchGetItem), cancels (UpdateItem), and gates
 	// (PutItem, and DeleteItem to open one). It is the one role with DeleteItem.
-	apiActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+	// Task flows add BatchWriteItem: the edges under the upstreams and the after-list chunks.
+	apiActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	// consumerActions: sweeps query the due index and the gates, lists the list index (Query),
 	// re-read hits and counters (BatchGetItem), and move tasks and counters (UpdateItem).
-	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"}
+	// Task flows add GetItem: a downstream's after-list chunk, to check an edge.
+	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}
 	// statusActions: a status controller (a lambda's status function, an ecs lambda's executor)
 	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem).
-	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem"}
+	// Task flows add Query: a claimed task's after-list chunks, under its own key.
+	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
+	// upstreamReadActions: a claim hands the task its upstreams' results, which may be other
+	// lambdas' tasks (grantUpstreamReads).
+	upstreamReadActions = []string{"dynamodb:BatchGetItem"}
 )
+
+// upstreamKeys are the partition keys of every lambda's task items (not gates, not counters).
+var upstreamKeys = []string{"task#*"}
+
+// grantUpstreamReads lets a status controller read any lambda's task items, as a claim reads its
+// task's upstreams for their results, but only dynamostore.StateAttributes of them: never a
+// payload, and no write. A team's worker thus sees the status, result and error of the tasks its
+// tasks wait for, which is what waiting for them means, and nothing else of another lambda's.
+func (s *store) grantUpstreamReads(role awsiam.IRole) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(upstreamReadActions...),
+		Resources: &[]*string{s.table.TableArn()},
+		Conditions: &map[string]any{
+			"ForAllValues:StringLike":   map[string]any{"dynamodb:LeadingKeys": upstreamKeys},
+			"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": dynamostore.StateAttributes},
+			"StringEqualsIfExists":      map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+		},
+	}))
+}
 
 // grant lets role call actions on the table and its indexes, every lambda's items: for the API
 // and the consumer, which serve every lambda.

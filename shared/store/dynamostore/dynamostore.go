@@ -605,7 +605,12 @@ func (st *Store) batchGet(ctx context.Context, lambda string, keys []map[string]
 // again for what DynamoDB left unprocessed, and hands each item to fn. what names the items for
 // errors.
 func (st *Store) batchGetOne(ctx context.Context, what string, keys []map[string]types.AttributeValue, fn func(map[string]types.AttributeValue) error) error {
-	req := map[string]types.KeysAndAttributes{st.cfg.Table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	return st.batchGetProjected(ctx, what, types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}, fn)
+}
+
+// batchGetProjected is batchGetOne for the keys and projection of ka.
+func (st *Store) batchGetProjected(ctx context.Context, what string, ka types.KeysAndAttributes, fn func(map[string]types.AttributeValue) error) error {
+	req := map[string]types.KeysAndAttributes{st.cfg.Table: ka}
 	for attempt := 0; len(req) > 0; attempt++ {
 		if attempt > 0 {
 			// DynamoDB returns what it could not read under load: back off and ask again.

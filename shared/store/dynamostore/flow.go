@@ -305,7 +305,10 @@ func (st *Store) Downstreams(ctx context.Context, up task.Ref, cursor string, li
 }
 
 // GetMany reads tasks by key like GetState (no payload, no After): BatchGetItem, strongly
-// consistent, 100 distinct keys per call, a few calls at once.
+// consistent, 100 distinct keys per call, a few calls at once. It asks for StateAttributes
+// only, never a payload, so that IAM can let a lambda's status function read its upstreams'
+// results in other lambdas without their payloads (dynamodb:Attributes).
+
 func (st *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
 	tasks := make([]task.Task, len(refs))
 	at := make(map[string][]int, len(refs)) // pk → where its task goes
@@ -323,7 +326,8 @@ func (st *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, err
 	chunks := slices.Collect(slices.Chunk(keys, 100))
 	var mu sync.Mutex
 	err := parallelN(len(chunks), flowReaders, func(c int) error {
-		return st.batchGetOne(ctx, "upstream tasks", chunks[c], func(item map[string]types.AttributeValue) error {
+		ka := types.KeysAndAttributes{Keys: chunks[c], ConsistentRead: aws.Bool(true), ProjectionExpression: &stateProjection, ExpressionAttributeNames: stateNames}
+		return st.batchGetProjected(ctx, "upstream tasks", ka, func(item map[string]types.AttributeValue) error {
 			t, _, err := unmarshal(item)
 			if err != nil {
 				return err
@@ -434,3 +438,23 @@ func attrInt(item map[string]types.AttributeValue, name string) int {
 	i, _ := strconv.Atoi(v.Value) // written by this store: a number
 	return i
 }
+
+// StateAttributes are the attributes of a task item that GetMany reads: all but the payload.
+var StateAttributes = []string{
+	attrPK, attrSK, attrDuePK, attrDueSK, attrListPK, attrListSK, attrExpires, attrLambda, attrID,
+	attrCollection, attrPriority, attrStatus, attrPayloadRef, attrResult, attrError, attrAttempts,
+	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
+	attrVersion, attrLease, attrSpec, attrParked, attrAfterCount, attrAfterRef, attrTrigger,
+	attrSettled, attrDownstream, attrNotifyCursor,
+}
+
+// stateProjection and stateNames are StateAttributes as a projection expression.
+var stateProjection, stateNames = func() (string, map[string]string) {
+	names := make(map[string]string, len(StateAttributes))
+	refs := make([]string, len(StateAttributes))
+	for i, a := range StateAttributes {
+		refs[i] = fmt.Sprintf("#s%d", i)
+		names[refs[i]] = a
+	}
+	return strings.Join(refs, ", "), names
+}()
