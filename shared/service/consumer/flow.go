@@ -26,21 +26,28 @@ const (
 // the downstreams that this ended in turn (upstream_failed), of whatever lambda, until none is
 // left or the pass runs out of time: a failure reaches the end of a chain within the pass.
 func (c *passState) flows(ctx context.Context, l task.Lambda, now time.Time) error {
-	pending, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: []task.Status{task.StatusPending}, Before: now, Limit: c.cfg.EnqueueQuota})
+	// One read for both: on DynamoDB they share a lane (docs/data-model.md).
+	due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: flowing, Before: now, Limit: c.cfg.EnqueueQuota})
 	if err != nil {
 		return err
 	}
-	for _, t := range pending {
-		if err := c.check(ctx, t, now); err != nil {
+	var ended []task.Task
+	for _, t := range due {
+		if t.Status != task.StatusPending {
+			ended = append(ended, t)
+		} else if err := c.check(ctx, t, now); err != nil {
 			return err
 		}
 	}
-	ended, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Statuses: task.Ended, Before: now, Limit: c.cfg.EnqueueQuota})
 	for round := 0; err == nil && len(ended) > 0 && round < maxTellRounds; round++ {
 		ended, err = c.tell(ctx, ended, now)
 	}
 	return err
 }
+
+// flowing are the statuses of the tasks a pass looks at for flows: pending ones due for their
+// check, and ended ones with downstreams to tell.
+var flowing = append([]task.Status{task.StatusPending}, task.Ended...)
 
 // maxTellRounds bounds the rounds of telling in one pass; the pass's deadline bounds them too.
 const maxTellRounds = 1000

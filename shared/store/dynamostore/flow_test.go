@@ -242,7 +242,7 @@ func TestFlowLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dueSK := func(id string) string { return str(rawItems(t, db, table, l.Name, id)["task"], "due_sk") }
-	if sk := dueSK("down"); !strings.HasPrefix(sk, "b#") {
+	if sk := dueSK("down"); !strings.HasPrefix(sk, "f#") {
 		t.Errorf("a pending task due for its check: due_sk %q, want lane b", sk)
 	}
 	marked, err := task.MarkDownstream(up, now)
@@ -259,7 +259,7 @@ func TestFlowLanes(t *testing.T) {
 	if err := s.Update(ctx, ended, marked.Version); err != nil {
 		t.Fatal(err)
 	}
-	if sk := dueSK("up"); !strings.HasPrefix(sk, "n#") {
+	if sk := dueSK("up"); !strings.HasPrefix(sk, "f#") {
 		t.Errorf("an ended task with downstreams to tell: due_sk %q, want lane n", sk)
 	}
 	ids := func(p task.DueParams) []string {

@@ -79,8 +79,12 @@ const (
 	laneResend  = "e" // enqueued tasks, whatever their priority: due when their message may be lost
 	laneWait    = "w" // waiting tasks not yet enqueued (new, retriable), by priority
 	laneParked  = "p" // waiting tasks a gate parked, by collection
-	lanePending = "b" // pending tasks due for their check (blocked on upstreams)
-	laneNotify  = "n" // ended tasks whose downstreams are still to be told
+	// laneFlow holds the tasks of flows the consumer looks at each pass: pending tasks due for
+	// their check, and ended tasks whose downstreams are still to be told. One lane, so that a
+	// pass reads both with one query per shard; Due tells them apart by status.
+	laneFlow    = "f"
+	lanePending = laneFlow
+	laneNotify  = laneFlow
 )
 
 func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }

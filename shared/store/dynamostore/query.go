@@ -154,7 +154,7 @@ func dueRanges(p task.DueParams, wanted func(task.Status) bool) []keyRange {
 	}
 	// The other lanes are in trigger order, whatever the priority (a query of one priority
 	// filters them).
-	for _, lane := range []string{laneResend, laneRun, lanePending, laneNotify} {
+	for _, lane := range []string{laneResend, laneRun, laneFlow} {
 		if slices.ContainsFunc(task.Statuses, func(s task.Status) bool { return wanted(s) && laneOf(s) == lane }) {
 			ranges = append(ranges, keyRange{lo: lane + "#", hi: lane + "#" + before + "$", ordered: true})
 		}
