@@ -14,8 +14,13 @@ import (
 // echo script, cat) gets the envelope with b's and c's results; atf graph around it; atf after,
 // which refuses a cycle; an upstream that does not exist; and the trigger rules after a fatal
 // failure.
-func TestCLIFlow(t *testing.T) {
-	dev := startDev(t, handlersDir(t), embedded(t))
+func TestCLIFlow(t *testing.T) { testCLIFlow(t, embedded) }
+
+// TestCLIFlowAWS does the same on DynamoDB and SQS.
+func TestCLIFlowAWS(t *testing.T) { testCLIFlow(t, onAWS) }
+
+func testCLIFlow(t *testing.T, b backend) {
+	dev := startDev(t, handlersDir(t), b(t))
 	c := dev.client
 	cli := func(args ...string) (string, error) {
 		out, err := exec.Command(atfBin, append(args, "--endpoint", c.Endpoint)...).CombinedOutput()
