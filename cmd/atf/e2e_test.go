@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	examplesDir = filepath.Join(dir, "examples")
-	for _, name := range []string{"echo", "sleep", "flaky"} {
+	for _, name := range []string{"echo", "sleep", "flaky", "join"} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(examplesDir, name), "../../functions/workers/"+name).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build example %s: %v\n%s", name, err, out)
 			os.Exit(1)
@@ -516,7 +516,8 @@ func compact(raw []byte) string {
 	return b.String()
 }
 
-// TestExamples runs the sample lambdas of functions/workers, as `make run` does.
+// TestExamples runs the sample lambdas of functions/workers, as `make run` does, and the README
+// tour's diamond: a → {b, c} → d, where d, a join, gets b's and c's results.
 func TestExamples(t *testing.T) {
 	dev := startDev(t, examplesDir, embedded(t))
 	c := dev.client
@@ -524,6 +525,13 @@ func TestExamples(t *testing.T) {
 	flaky := schedule(t, c, "flaky", client.ScheduleRequest{Payload: []byte(`{"failures":1}`)})
 	sleep := schedule(t, c, "sleep", client.ScheduleRequest{Payload: []byte(`{"seconds":0.1}`)})
 	badSleep := schedule(t, c, "sleep", client.ScheduleRequest{Payload: []byte(`"not an object"`)})
+	g := &client.Graph{Lambda: "echo"}
+	a := g.Add(client.ScheduleRequest{Payload: []byte(`{"text":"a"}`)})
+	d := g.Chord([]task.Ref{a}, []client.ScheduleRequest{{ID: "b", Payload: []byte(`{"text":"b"}`)}, {ID: "c", Payload: []byte(`{"text":"c"}`)}},
+		client.ScheduleRequest{Lambda: "join"})
+	if _, created, err := c.ScheduleGraph(t.Context(), g); err != nil || !created {
+		t.Fatalf("schedule the diamond: created %v, %v", created, err)
+	}
 	for _, tc := range []struct {
 		lambda string
 		tk     task.Task
@@ -534,6 +542,7 @@ func TestExamples(t *testing.T) {
 		{"flaky", flaky, task.StatusSuccess, `{"succeeded_on_attempt":2}`},
 		{"sleep", sleep, task.StatusSuccess, `{"slept_seconds":0.1}`},
 		{"sleep", badSleep, task.StatusFatalFailure, `null`},
+		{"join", task.Task{ID: d.ID}, task.StatusSuccess, `{"echo/b":{"text":"b"},"echo/c":{"text":"c"}}`},
 	} {
 		done := waitTerminal(t, c, tc.lambda, tc.tk.ID)
 		if done.Status != tc.status || compact(done.Result) != tc.result {

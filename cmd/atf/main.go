@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,12 +31,22 @@ Usage:
       create the DynamoDB table and the SQS queues of the lambdas in DIR (AWS_* environment)
   atf schedule LAMBDA [--payload JSON] [--delay 90s | --at RFC3339] [--priority P]
           [--collection C] [--id ID] [--max-attempts N] [--deadline RFC3339]
+          [--after REF]... [--trigger-rule all_success|all_done]
+      --after (repeatable) makes the task wait for another: pending until it succeeded
+      (all_success, the default) or ended (all_done)
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
   atf list LAMBDA [--status S] [--collection C] [--limit N] [--cursor C]
   atf cancel LAMBDA ID
+  atf after LAMBDA ID REF...
+      make a task that has not started wait for more tasks
+  atf graph LAMBDA ID [--limit 200] [--depth N]
+      the tasks a task waits for and those that wait for it, recursively, with their statuses:
+      at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
+
+A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
 (default $ATF_TOKEN) and --json.
@@ -68,13 +79,23 @@ func run(args []string, out io.Writer) error {
 	endpoint := fs.String("endpoint", envOr("ATF_ENDPOINT", "http://127.0.0.1:8080"), "atf API endpoint")
 	asJSON := fs.Bool("json", false, "print JSON")
 	token := fs.String("token", "", "the API's bearer token, if atf dev has one (default $ATF_TOKEN)")
-	opts := cl.flags(fs)
+	opts := flagValues{}
+	for _, name := range cl.flags {
+		fs.Func(name, name, func(v string) error {
+			opts[name] = append(opts[name], v)
+			return nil
+		})
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != cl.args {
-		return fmt.Errorf("%s needs %d argument(s): %s", cmd, cl.args, cl.argNames)
+	if len(pos) < cl.args || len(pos) > cl.args && !cl.more {
+		more := ""
+		if cl.more {
+			more = " or more"
+		}
+		return fmt.Errorf("%s needs %d%s argument(s): %s", cmd, cl.args, more, cl.argNames)
 	}
 	wait, err := waitFlag(opts)
 	if err != nil {
@@ -118,57 +139,96 @@ func envOr(k, def string) string {
 }
 
 type clientCommand struct {
-	args     int
+	args     int  // how many positional arguments it takes
+	more     bool // and whether it takes more than args
 	argNames string
-	flags    func(fs *flag.FlagSet) map[string]*string
-	run      func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error)
+	flags    []string // the names of its string flags
+	run      func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error)
 }
 
-func stringFlags(names ...string) func(*flag.FlagSet) map[string]*string {
-	return func(fs *flag.FlagSet) map[string]*string {
-		m := map[string]*string{}
-		for _, n := range names {
-			m[n] = fs.String(n, "", n)
-		}
-		return m
+// flagValues holds each flag's values in the order given.
+type flagValues map[string][]string
+
+// get is the flag's last value, "" if it was not given.
+func (o flagValues) get(name string) string {
+	if v := o[name]; len(v) > 0 {
+		return v[len(v)-1]
 	}
+	return ""
+}
+
+// intFlag is the flag's last value as a number, or def if it was not given.
+func (o flagValues) intFlag(name string, def int) (int, error) {
+	s := o.get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q is not a number", name, s)
+	}
+	return n, nil
+}
+
+// parseRef reads a REF: ID, a task of the lambda at hand, or LAMBDA/ID.
+func parseRef(s string) (task.Ref, error) {
+	lambda, id, found := strings.Cut(s, "/")
+	if !found {
+		lambda, id = "", s
+	}
+	if id == "" || found && lambda == "" || strings.Contains(id, "/") {
+		return task.Ref{}, fmt.Errorf("%q names no task: give ID or LAMBDA/ID", s)
+	}
+	return task.Ref{Lambda: lambda, ID: id}, nil
+}
+
+func parseRefs(ss []string) ([]task.Ref, error) {
+	refs := make([]task.Ref, len(ss))
+	for i, s := range ss {
+		var err error
+		if refs[i], err = parseRef(s); err != nil {
+			return nil, err
+		}
+	}
+	return refs, nil
 }
 
 var clientCommands = map[string]clientCommand{
-	"schedule": {1, "LAMBDA", stringFlags("payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline"),
-		func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
+	"schedule": {1, false, "LAMBDA", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule"},
+		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
 			req := client.ScheduleRequest{
-				ID: *o["id"], RunAt: *o["at"], Delay: *o["delay"], Priority: *o["priority"],
-				Collection: *o["collection"], Deadline: *o["deadline"],
+				ID: o.get("id"), RunAt: o.get("at"), Delay: o.get("delay"), Priority: o.get("priority"),
+				Collection: o.get("collection"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
 			}
-			if p := *o["payload"]; p != "" {
+			if p := o.get("payload"); p != "" {
 				if !json.Valid([]byte(p)) {
 					return nil, fmt.Errorf("--payload is not valid JSON: %s", p)
 				}
 				req.Payload = json.RawMessage(p)
 			}
-			if m := *o["max-attempts"]; m != "" {
-				if _, err := fmt.Sscan(m, &req.MaxAttempts); err != nil {
-					return nil, fmt.Errorf("--max-attempts %q is not a number", m)
-				}
+			var err error
+			if req.MaxAttempts, err = o.intFlag("max-attempts", 0); err != nil {
+				return nil, err
+			}
+			if req.After, err = parseRefs(o["after"]); err != nil {
+				return nil, fmt.Errorf("--after: %w", err)
 			}
 			t, _, err := c.Schedule(ctx, pos[0], req)
 			return t, err
 		}},
-	"get": {2, "LAMBDA ID", stringFlags("wait"), func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
+	"get": {2, false, "LAMBDA ID", []string{"wait"}, func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
 		wait, err := waitFlag(o)
 		if err != nil || wait == 0 {
 			return c.Get(ctx, pos[0], pos[1])
 		}
 		return getWait(ctx, c, pos[0], pos[1], wait)
 	}},
-	"list": {1, "LAMBDA", stringFlags("status", "collection", "limit", "cursor"),
-		func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
-			p := task.ListParams{Lambda: pos[0], Status: task.Status(*o["status"]), Collection: *o["collection"], Cursor: *o["cursor"]}
-			if l := *o["limit"]; l != "" {
-				if _, err := fmt.Sscan(l, &p.Limit); err != nil {
-					return nil, fmt.Errorf("--limit %q is not a number", l)
-				}
+	"list": {1, false, "LAMBDA", []string{"status", "collection", "limit", "cursor"},
+		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
+			p := task.ListParams{Lambda: pos[0], Status: task.Status(o.get("status")), Collection: o.get("collection"), Cursor: o.get("cursor")}
+			var err error
+			if p.Limit, err = o.intFlag("limit", 0); err != nil {
+				return nil, err
 			}
 			// A filtered page may come short, even empty, with a cursor: fill it from the
 			// next ones, a bounded number of them.
@@ -178,26 +238,47 @@ var clientCommands = map[string]clientCommand{
 			}
 			return taskPage{Tasks: tasks, NextCursor: next}, nil
 		}},
-	"cancel": {2, "LAMBDA ID", stringFlags(), func(ctx context.Context, c *client.Client, pos []string, _ map[string]*string) (any, error) {
+	"cancel": {2, false, "LAMBDA ID", nil, func(ctx context.Context, c *client.Client, pos []string, _ flagValues) (any, error) {
 		return c.Cancel(ctx, pos[0], pos[1])
 	}},
-	"gate": {2, "LAMBDA MODE", stringFlags("collection"), func(ctx context.Context, c *client.Client, pos []string, o map[string]*string) (any, error) {
-		return c.SetGate(ctx, pos[0], *o["collection"], pos[1])
+	"after": {3, true, "LAMBDA ID REF...", nil, func(ctx context.Context, c *client.Client, pos []string, _ flagValues) (any, error) {
+		refs, err := parseRefs(pos[2:])
+		if err != nil {
+			return nil, err
+		}
+		return c.AddUpstreams(ctx, pos[0], pos[1], refs)
 	}},
-	"lambdas": {0, "", stringFlags(), func(ctx context.Context, c *client.Client, _ []string, _ map[string]*string) (any, error) {
+	"graph": {2, false, "LAMBDA ID", []string{"limit", "depth"}, func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
+		limit, err := o.intFlag("limit", defaultGraphLimit)
+		if err != nil {
+			return nil, err
+		}
+		depth, err := o.intFlag("depth", 0)
+		if err != nil {
+			return nil, err
+		}
+		if limit < 1 || limit > maxGraphLimit || depth < 0 {
+			return nil, fmt.Errorf("--limit must be in 1..%d and --depth at least 0", maxGraphLimit)
+		}
+		return walkGraph(ctx, c, task.Ref{Lambda: pos[0], ID: pos[1]}, limit, depth)
+	}},
+	"gate": {2, false, "LAMBDA MODE", []string{"collection"}, func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
+		return c.SetGate(ctx, pos[0], o.get("collection"), pos[1])
+	}},
+	"lambdas": {0, false, "", nil, func(ctx context.Context, c *client.Client, _ []string, _ flagValues) (any, error) {
 		return c.Lambdas(ctx)
 	}},
 }
 
 // waitFlag returns the duration of a command's --wait, zero without one.
-func waitFlag(o map[string]*string) (time.Duration, error) {
-	w, ok := o["wait"]
-	if !ok || *w == "" {
+func waitFlag(o flagValues) (time.Duration, error) {
+	w := o.get("wait")
+	if w == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(*w)
+	d, err := time.ParseDuration(w)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("--wait %q is not a duration such as 30s or 5m", *w)
+		return 0, fmt.Errorf("--wait %q is not a duration such as 30s or 5m", w)
 	}
 	return d, nil
 }
@@ -243,6 +324,10 @@ func printTable(out io.Writer, v any) error {
 		} {
 			line(kv[0]+":", kv[1])
 		}
+		if len(v.After) > 0 {
+			line("after:", refList(v.After, 5))
+			line("trigger_rule:", v.TriggerRule())
+		}
 	case taskPage:
 		line("ID", "STATUS", "PRIORITY", "COLLECTION", "ATTEMPTS", "RUN AT", "ERROR")
 		for _, t := range v.Tasks {
@@ -252,6 +337,8 @@ func printTable(out io.Writer, v any) error {
 			w.Flush()
 			fmt.Fprintf(out, "more: --cursor %s\n", v.NextCursor)
 		}
+	case graphView:
+		printGraph(w, v)
 	case task.Gate:
 		line("lambda:", v.Lambda)
 		if v.Collection != "" {
@@ -262,6 +349,19 @@ func printTable(out io.Writer, v any) error {
 		return printLambdas(w, v)
 	}
 	return nil
+}
+
+// refList lists refs, the first n of them and how many in all.
+func refList(refs []task.Ref, n int) string {
+	var parts []string
+	for _, r := range refs[:min(n, len(refs))] {
+		parts = append(parts, r.String())
+	}
+	s := strings.Join(parts, ", ")
+	if len(refs) > n {
+		s += fmt.Sprintf(", ... (%d in all)", len(refs))
+	}
+	return s
 }
 
 func compactJSON(raw json.RawMessage) string {
