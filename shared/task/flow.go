@@ -243,6 +243,9 @@ func AddUpstreams(t Task, refs []Ref, now time.Time) (Task, error) {
 		}
 	}
 	t = t.next(StatusPending, now, at(now))
+	if t.Trigger == "" {
+		t.Trigger = TriggerAllSuccess
+	}
 	t.After = append(slices.Clone(t.After), refs...)
 	t.AfterCount = len(t.After)
 	return t, nil

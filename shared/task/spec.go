@@ -125,7 +125,11 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 		if slices.Contains(after, t.Ref()) {
 			return Task{}, Errorf(ErrInvalid, "after: task %s cannot wait for itself", t.Ref())
 		}
-		t.After, t.AfterCount, t.Trigger = after, len(after), s.Trigger
+		t.After, t.AfterCount = after, len(after)
+		t.Trigger = s.Trigger
+		if t.Trigger == "" {
+			t.Trigger = TriggerAllSuccess // shown in the task's JSON beside its after
+		}
 		t.Status = StatusPending // due at once: the consumer's check (see flow.go)
 	} else if s.Trigger != "" {
 		return Task{}, Errorf(ErrInvalid, "trigger_rule is for a task with upstreams (after)")

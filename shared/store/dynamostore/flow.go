@@ -184,7 +184,11 @@ func (st *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from
 	if err := st.putItems(ctx, chunks); err != nil {
 		return st.translate(err, "add upstreams to %s/%s", t.Lambda, t.ID)
 	}
-	old, err := st.update(ctx, t, prev, map[string]types.AttributeValue{attrAfterRef: s(aref), attrAfterCount: n(int64(len(t.After)))})
+	extra := map[string]types.AttributeValue{attrAfterRef: s(aref), attrAfterCount: n(int64(len(t.After)))}
+	if t.Trigger != "" {
+		extra[attrTrigger] = s(t.Trigger) // a task that had no upstreams had none
+	}
+	old, err := st.update(ctx, t, prev, extra)
 	if err != nil {
 		// Refused: nothing names the new chunks. (After a timeout the update may have been
 		// applied: they are left.)
