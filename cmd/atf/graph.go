@@ -116,7 +116,7 @@ func walkUpstreams(ctx context.Context, c *client.Client, root task.Task, limit,
 				}
 				ut, err := c.Get(ctx, up.Lambda, up.ID)
 				var apiErr *client.Error
-				if err != nil && !(errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound) {
+				if err != nil && (!errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound) {
 					return nil, false, err
 				}
 				read++

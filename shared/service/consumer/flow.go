@@ -94,10 +94,7 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 // far it got. Edges into one task from several ended tasks are settled in one write. It returns
 // the downstreams it ended that have downstreams of their own to tell.
 func (c *passState) tell(ctx context.Context, ended []task.Task, now time.Time) ([]task.Task, error) {
-	type page struct {
-		next string
-		err  error
-	}
+	type page struct{ next string }
 	pages := make([]page, len(ended))
 	byDown := map[task.Ref][]task.Settled{}
 	var order []task.Ref

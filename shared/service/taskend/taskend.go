@@ -49,7 +49,7 @@ func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, err
 	if r, ok := s.Store.(task.StateReader); ok {
 		return r.GetState(ctx, lambda, id)
 	}
-	return s.Store.Get(ctx, lambda, id)
+	return s.Get(ctx, lambda, id)
 }
 
 // Watch returns a channel closed when the task lambda/id is next written terminal, and stop,

@@ -73,12 +73,12 @@ const (
 	// payloadSK prefixes the sort key of a payload item: payload#<ref>, beside the task item
 	// under the task's pk. The ref is random per Create, so a failed or racing Create never
 	// touches the payload of the task that won.
-	payloadSK   = "payload#"
-	gatePK      = "gate"
-	laneRun     = "r" // claimed and processing tasks, whatever their priority
-	laneResend  = "e" // enqueued tasks, whatever their priority: due when their message may be lost
-	laneWait    = "w" // waiting tasks not yet enqueued (new, retriable), by priority
-	laneParked  = "p" // waiting tasks a gate parked, by collection
+	payloadSK  = "payload#"
+	gatePK     = "gate"
+	laneRun    = "r" // claimed and processing tasks, whatever their priority
+	laneResend = "e" // enqueued tasks, whatever their priority: due when their message may be lost
+	laneWait   = "w" // waiting tasks not yet enqueued (new, retriable), by priority
+	laneParked = "p" // waiting tasks a gate parked, by collection
 	// laneFlow holds the tasks of flows the consumer looks at each pass: pending tasks due for
 	// their check, and ended tasks whose downstreams are still to be told. One lane, so that a
 	// pass reads both with one query per shard; Due tells them apart by status.

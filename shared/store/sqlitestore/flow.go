@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -219,21 +218,18 @@ func (s *Store) addUpstreams(ctx context.Context, t task.Task, prev int64, from 
 	return tx.Commit()
 }
 
-// insertUpstreams writes refs as down's After from index from on, maxInList rows a statement.
+// insertUpstreams writes refs as down's After from index from on, with one prepared statement.
 // A row already there is replaced: the caller's version check decides who writes.
 func insertUpstreams(ctx context.Context, tx *sql.Tx, down task.Ref, from int, refs []task.Ref) error {
-	for len(refs) > 0 {
-		chunk := refs[:min(len(refs), maxInList)]
-		args := make([]any, 0, 5*len(chunk))
-		for i, r := range chunk {
-			args = append(args, down.Lambda, down.ID, from+i, r.Lambda, r.ID)
-		}
-		q := `INSERT OR REPLACE INTO deps (down_lambda, down_id, idx, up_lambda, up_id) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(chunk)), ", ")
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+	stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO deps (down_lambda, down_id, idx, up_lambda, up_id) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i, r := range refs {
+		if _, err := stmt.ExecContext(ctx, down.Lambda, down.ID, from+i, r.Lambda, r.ID); err != nil {
 			return err
 		}
-		refs, from = refs[len(chunk):], from+len(chunk)
 	}
 	return nil
 }
