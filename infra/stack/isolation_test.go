@@ -210,7 +210,8 @@ func checkUpstreamReads(t *testing.T, name, role string, actions []string, cond 
 	}
 	equals, _ := cond["ForAllValues:StringEquals"].(map[string]any)
 	sel, _ := cond["StringEqualsIfExists"].(map[string]any)
-	if fmt.Sprint(equals["dynamodb:Attributes"]) != fmt.Sprint(dynamostore.StateAttributes) || sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" || len(cond) != 3 {
+	null, _ := cond["Null"].(map[string]any)
+	if fmt.Sprint(equals["dynamodb:Attributes"]) != fmt.Sprint(dynamostore.StateAttributes) || sel["dynamodb:Select"] != "SPECIFIC_ATTRIBUTES" || null["dynamodb:Attributes"] != "false" || len(cond) != 4 {
 		t.Errorf("%s: %s reads every lambda's tasks under %v; want their state attributes only", name, role, cond)
 	}
 	if slices.Contains(dynamostore.StateAttributes, "payload") {

@@ -100,8 +100,12 @@ var upstreamKeys = []string{"task#*"}
 
 // grantUpstreamReads lets a status controller read any lambda's task items, as a claim reads its
 // task's upstreams for their results, but only dynamostore.StateAttributes of them: never a
-// payload, and no write. A team's worker thus sees the status, result and error of the tasks its
-// tasks wait for, which is what waiting for them means, and nothing else of another lambda's.
+// payload, and no write. IAM cannot tell an upstream from another task, so the role may read the
+// state (status, result, error, spec) of every task of every lambda: that much of the isolation
+// between lambdas is given up for task flows. The role is atf's own: a handler never holds it
+// (worker functions invoke the status function; an ECS handler runs without AWS credentials).
+// The Null condition makes a read without a projection fail: ForAllValues alone allows a request
+// that names no attributes, which would return whole items.
 func (s *store) grantUpstreamReads(role awsiam.IRole) {
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(upstreamReadActions...),
@@ -110,6 +114,7 @@ func (s *store) grantUpstreamReads(role awsiam.IRole) {
 			"ForAllValues:StringLike":   map[string]any{"dynamodb:LeadingKeys": upstreamKeys},
 			"ForAllValues:StringEquals": map[string]any{"dynamodb:Attributes": dynamostore.StateAttributes},
 			"StringEqualsIfExists":      map[string]any{"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+			"Null":                      map[string]any{"dynamodb:Attributes": "false"},
 		},
 	}))
 }

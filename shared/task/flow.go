@@ -78,6 +78,10 @@ const (
 	MaxInputBytes = 4 << 20
 )
 
+// InputGone is the error of an Input whose upstream no longer exists: the store's retention (30
+// days by default on DynamoDB) removed it while the downstream waited. Its status is empty.
+const InputGone = "the upstream task no longer exists: the store's retention removed it, and its result with it"
+
 // Input is an upstream's outcome as a downstream run receives it.
 type Input struct {
 	Lambda string          `json:"lambda"`
@@ -163,6 +167,9 @@ type Settled struct {
 	Index  int // in the downstream's After
 	Up     Ref
 	Status Status // terminal
+	// Gone is an upstream that no longer exists (a store's retention removed it after it was
+	// named): it counts as ended, not as succeeded.
+	Gone bool
 }
 
 // Settle records that upstreams of a pending task have ended. An upstream already settled is
@@ -176,12 +183,17 @@ func Settle(t Task, ups []Settled, now time.Time) (Task, error) {
 	}
 	changed := false
 	for _, u := range ups {
-		if u.Index < 0 || u.Index >= t.AfterCount || t.Settled.Has(u.Index) || !u.Status.Terminal() {
+		if u.Index < 0 || u.Index >= t.AfterCount || t.Settled.Has(u.Index) || (!u.Status.Terminal() && !u.Gone) {
 			continue
 		}
 		t.Settled = slices.Clone(t.Settled).With(u.Index)
 		changed = true
-		if !u.Status.lets(t.TriggerRule()) {
+		switch {
+		case u.Gone && t.TriggerRule() != TriggerAllDone:
+			t = t.next(StatusUpstreamFailed, now, nil)
+			t.Error = fmt.Sprintf("upstream %s no longer exists: the store's retention removed it before this task learnt how it ended", u.Up)
+			return t, nil
+		case !u.Gone && !u.Status.lets(t.TriggerRule()):
 			t = t.next(StatusUpstreamFailed, now, nil)
 			t.Error = fmt.Sprintf("upstream %s ended %s", u.Up, u.Status)
 			return t, nil
@@ -248,6 +260,17 @@ func AddUpstreams(t Task, refs []Ref, now time.Time) (Task, error) {
 	}
 	t.After = append(slices.Clone(t.After), refs...)
 	t.AfterCount = len(t.After)
+	return t, nil
+}
+
+// EndCycle ends a pending task found on a cycle of upstreams, which two AddUpstreams calls at once
+// can close (each checked before the other wrote): it would wait for itself forever.
+func EndCycle(t Task, cycle []string, now time.Time) (Task, error) {
+	if err := notFrom(t, "end", StatusPending); err != nil {
+		return t, err
+	}
+	t = t.next(StatusUpstreamFailed, now, nil)
+	t.Error = "its upstreams wait for it through a cycle (each waits for the next): " + strings.Join(cycle, " → ")
 	return t, nil
 }
 

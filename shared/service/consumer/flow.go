@@ -66,7 +66,12 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 			return err
 		}
 		for i, u := range got {
-			if u.ID != "" && u.Status.Terminal() {
+			switch {
+			case u.ID == "":
+				// It existed when the task was scheduled: the store's retention has removed it
+				// since. Its end is unknown and will never come.
+				ups = append(ups, task.Settled{Index: from + i, Up: refs[i], Gone: true})
+			case u.Status.Terminal():
 				ups = append(ups, task.Settled{Index: from + i, Up: refs[i], Status: u.Status})
 			}
 		}
@@ -155,6 +160,12 @@ func (c *passState) settle(ctx context.Context, down task.Ref, ups []task.Settle
 	valid := ups[:0:0]
 	for _, s := range ups {
 		at, err := c.store.Upstreams(ctx, down, s.Index, 1)
+		if errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrConflict) {
+			// No such task (an edge of a create that failed), or its list was being replaced:
+			// the AddUpstreams that replaced it made the task due for a check, which reads
+			// every upstream. Either way, nothing for this edge to do.
+			continue
+		}
 		if err != nil {
 			return task.Task{}, err
 		}

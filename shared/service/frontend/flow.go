@@ -169,12 +169,34 @@ func (s *Service) AddUpstreams(ctx context.Context, lambda, id string, after []t
 		switch err := s.store.AddUpstreams(ctx, next, t.Version, t.AfterCount); {
 		case err == nil:
 			s.notify()
-			return next, nil
+			return s.breakCycle(ctx, next, refs)
 		case !errors.Is(err, task.ErrConflict):
 			return task.Task{}, err
 		}
 	}
 	return task.Task{}, task.Errorf(task.ErrConflict, "task %s keeps changing; try again", down)
+}
+
+// breakCycle looks again, once t's new upstreams are written, for a cycle through t: another
+// AddUpstreams may have written at the same time, each having checked before the other wrote.
+// A task on such a cycle can never run, so it ends (upstream_failed, naming the cycle), and the
+// call fails with task.ErrInvalid. Both racing calls may end their task; none is left waiting.
+func (s *Service) breakCycle(ctx context.Context, t task.Task, refs []task.Ref) (task.Task, error) {
+	ups, err := s.store.GetMany(ctx, refs)
+	if err != nil {
+		return task.Task{}, err
+	}
+	cycle, err := s.reaches(ctx, ups, t.Ref())
+	if err != nil || cycle == nil {
+		return t, err
+	}
+	ended, err := task.Apply(ctx, s.store, t.Lambda, t.ID, func(cur task.Task) (task.Task, error) {
+		return task.EndCycle(cur, cycle, s.now().UTC())
+	})
+	if err != nil && !errors.Is(err, task.ErrConflict) {
+		return task.Task{}, err
+	}
+	return ended, task.Errorf(task.ErrInvalid, "after: a concurrent change closed a cycle (each waits for the next): %s; task %s ended as upstream_failed", strings.Join(cycle, " → "), t.Ref())
 }
 
 // reaches looks for a path from down to one of ups along upstream edges, through pending tasks

@@ -123,6 +123,9 @@ func (c *Controller) withInputs(ctx context.Context, t task.Task) (task.Task, er
 	t.Inputs = make([]task.Input, len(ups))
 	for i, u := range ups {
 		t.Inputs[i] = task.Input{Lambda: refs[i].Lambda, ID: refs[i].ID, Status: u.Status, Result: u.Result, Error: u.Error}
+		if u.ID == "" {
+			t.Inputs[i].Error = task.InputGone
+		}
 	}
 	b, err := json.Marshal(t.Inputs)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 //     the list (Create, AddUpstreams) and the task item names it, with the list's length
 //     (after_n). A Create that loses to an existing id, or an AddUpstreams that loses a race,
 //     writes chunks nothing names: the winner's list is never touched.
-//   - An edge is an item under its upstream's pk, sk down#<lambda>#<id> of the downstream, with
+//   - An edge is an item under its upstream's pk, sk down#<lambda>#<id>#<index> of the downstream, with
 //     the upstream's index in the downstream's After. Each edge is an item of its own, so a
 //     fan-out of 10,000 writes 10,000 small items, spread like any writes to one partition key.
 
@@ -231,7 +231,13 @@ func (st *Store) expireAfter(ctx context.Context, t task.Task, aref string, coun
 	})
 }
 
-func edgeSK(down task.Ref) string { return downSK + down.Lambda + "#" + down.ID }
+// edgeSK keys an edge by its downstream and the index: a write of a stale edge (a create
+// refused for a taken id, an AddUpstreams that lost its race) then adds an item that the
+// consumer's check against the downstream's list sets aside, and never rewrites the edge of the
+// upstream's real place in that list.
+func edgeSK(e task.Edge) string {
+	return downSK + e.Down.Lambda + "#" + e.Down.ID + "#" + fmt.Sprintf("%05d", e.Index)
+}
 
 // AddEdges puts one item per edge under its upstream's pk. A Put of an edge already there
 // rewrites it unchanged, so writing again changes nothing.
@@ -248,8 +254,8 @@ func (st *Store) AddEdges(ctx context.Context, edges []task.Edge) error {
 		if e.Index < 0 || e.Index >= task.MaxAfter {
 			return task.Errorf(task.ErrInvalid, "edge %s → %s: index %d is out of range", e.Up, e.Down, e.Index)
 		}
-		item := map[string]types.AttributeValue{attrPK: s(taskPK(e.Up.Lambda, e.Up.ID)), attrSK: s(edgeSK(e.Down)), attrIndex: n(int64(e.Index))}
-		k := [2]string{taskPK(e.Up.Lambda, e.Up.ID), edgeSK(e.Down)}
+		item := map[string]types.AttributeValue{attrPK: s(taskPK(e.Up.Lambda, e.Up.ID)), attrSK: s(edgeSK(e)), attrIndex: n(int64(e.Index))}
+		k := [2]string{taskPK(e.Up.Lambda, e.Up.ID), edgeSK(e)}
 		if i, ok := byKey[k]; ok {
 			items[i] = item
 			continue
@@ -292,14 +298,15 @@ func (st *Store) Downstreams(ctx context.Context, up task.Ref, cursor string, li
 			return nil, "", st.translate(err, "read the downstreams of %s", up)
 		}
 		for _, item := range out.Items {
-			l, id, ok := strings.Cut(strings.TrimPrefix(str(item, attrSK), downSK), "#")
-			if !ok {
+			l, rest, ok := strings.Cut(strings.TrimPrefix(str(item, attrSK), downSK), "#")
+			id, _, ok2 := strings.Cut(rest, "#")
+			if !ok || !ok2 {
 				continue
 			}
 			edges = append(edges, task.Edge{Up: up, Down: task.Ref{Lambda: l, ID: id}, Index: attrInt(item, attrIndex)})
 		}
 		if len(edges) > limit {
-			return edges[:limit], base64.RawURLEncoding.EncodeToString([]byte(edgeSK(edges[limit-1].Down))), nil
+			return edges[:limit], base64.RawURLEncoding.EncodeToString([]byte(edgeSK(edges[limit-1]))), nil
 		}
 		if out.LastEvaluatedKey == nil {
 			return edges, "", nil
