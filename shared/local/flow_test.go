@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/chaostest"
+	"github.com/openatf/atf/shared/testkit/history"
 	"github.com/openatf/atf/shared/worker"
 )
 
@@ -122,8 +125,8 @@ func testFlowDiamond(t *testing.T, b backend) {
 func TestFlowDiamond(t *testing.T)    { testFlowDiamond(t, embedded(t)) }
 func TestFlowDiamondAWS(t *testing.T) { testFlowDiamond(t, emulated(t, "fa", "fb")) }
 
-// A chain of 100 (in one batch), its links alternating between two lambdas: the last link's
-// result holds every link's, in order.
+// A chain of 100 (in one batch; 50 on the emulators, where each link takes about a second), its
+// links alternating between two lambdas: the last link's result holds every link's, in order.
 func testFlowChain(t *testing.T, b backend, n int) {
 	c := flowStack(t, b, map[string]worker.Handler{"fa": nest, "fb": nest})
 	g := &client.Graph{Lambda: "fa"}
@@ -147,7 +150,7 @@ func testFlowChain(t *testing.T, b backend, n int) {
 }
 
 func TestFlowChain(t *testing.T)    { testFlowChain(t, embedded(t), 100) }
-func TestFlowChainAWS(t *testing.T) { testFlowChain(t, emulated(t, "fa", "fb"), 100) }
+func TestFlowChainAWS(t *testing.T) { testFlowChain(t, emulated(t, "fa", "fb"), 50) }
 
 // A fan-in of n tasks into one: the upstreams are scheduled in batches of 100, then the
 // downstream with every one of them in its after, in one request. Its handler gets n inputs,
@@ -432,3 +435,93 @@ func testFlowProgram(t *testing.T, b backend) {
 
 func TestFlowProgram(t *testing.T)    { testFlowProgram(t, embedded(t)) }
 func TestFlowProgramAWS(t *testing.T) { testFlowProgram(t, emulated(t, "prog")) }
+
+// dagSize is the flow scenario's number of tasks: 300 embedded and 60 on the emulators in `make
+// test`; under `make chaos`, ATF_CHAOS_TASKS up to 5,000 embedded, and a twentieth of it up to
+// 1,000 on the emulators, which run a few tasks a second.
+func dagSize(b backend) int {
+	if b.aws {
+		return min(chaosTasks(60, 20), 1000)
+	}
+	return min(chaosTasks(300, 1), 5000)
+}
+
+// A random layered DAG over two lambdas (chaostest.RandomDAG: fan-in and fan-out, some tasks
+// all_done, a few failing fatally), scheduled in batches that refer to earlier ones, runs while
+// every message comes with extra copies and 5% of store calls fail, half after their write went
+// through. Each handler checks that its upstreams had ended as its trigger rule wants when it
+// started, with their results; the history shows no task started before its upstreams ended,
+// none ran twice at once, and each ended as the graph says: success, fatal_failure, or
+// upstream_failed downstream of a failure.
+func testChaosFlow(t *testing.T, b backend) {
+	lambdas := []string{"dag1", "dag2"}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	dag := chaostest.RandomDAG(rand.New(rand.NewPCG(seed, 1)), dagSize(b), lambdas)
+	want := dag.Want()
+
+	moves := &chaostest.Moves{Store: b.store}
+	faulty := &chaostest.FaultyStore{Store: moves, Rate: 0.05}
+	dup := &chaostest.Duplicating{Queue: b.queue}
+	h := &chaostest.History{}
+	node := &chaostest.FlowNode{History: h, Worker: "1", Work: func(ctx context.Context, tk worker.Task) error {
+		return chaostest.Sleep(time.Duration(rand.IntN(3))*10*time.Millisecond, nil)(ctx, tk)
+	}}
+	mux := worker.NewMux()
+	for _, l := range lambdas {
+		mux.Handle(l, node)
+	}
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: dup, Concurrency: 16, Task: chaostest.Timing(b.aws)})
+	for _, batch := range dag.Batches() {
+		var err error
+		for try := 0; try < 50; try++ { // a failed request is replayed: all or none, then 200
+			if _, _, err = c.ScheduleBatch(t.Context(), "dag1", batch); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("schedule %s...: %v", batch[0].ID, err)
+		}
+	}
+
+	var observed [][]history.Final
+	var finals []history.Final
+	perLambda := map[string]int{}
+	for _, tk := range dag.Tasks {
+		perLambda[tk.Lambda]++
+	}
+	for _, l := range lambdas {
+		o, last := chaostest.Wait(t, c, l, perLambda[l], flowTimeout(b, len(dag.Tasks)))
+		observed, finals = append(observed, o...), append(finals, last...)
+	}
+	execs := h.Executions()
+	r := history.CheckEach(execs, nil, observed, finals, func(id string) task.Status { return want[id] })
+	r.Faults = faulty.Faults() + dup.Copies()
+	wrong := slices.Concat(node.Violations(), dag.Early(execs))
+	doubles := moves.Doubles()
+	ended := map[task.Status]int{}
+	for _, s := range want {
+		ended[s]++
+	}
+	allDone := 0
+	for _, tk := range dag.Tasks {
+		if tk.AllDone {
+			allDone++
+		}
+	}
+	chaostest.Report(t, "flow dag ("+b.name+")", r, fmt.Sprintf(" early=%d double_moves=%d succeeded=%d failed=%d upstream_failed=%d all_done=%d",
+		len(wrong), len(doubles), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed], allDone))
+	if len(wrong) > 0 {
+		t.Errorf("runs let start before their upstreams allowed, or with wrong inputs: %v", wrong[:min(len(wrong), 10)])
+	}
+	if len(doubles) > 0 {
+		t.Errorf("double transitions: %v", doubles[:min(len(doubles), 10)])
+	}
+	if r.Tasks != len(dag.Tasks) || faulty.Faults() == 0 || dup.Copies() == 0 {
+		t.Errorf("%d tasks of %d, %d store faults, %d extra messages", r.Tasks, len(dag.Tasks), faulty.Faults(), dup.Copies())
+	}
+}
+
+func TestChaosFlow(t *testing.T)    { testChaosFlow(t, embedded(t)) }
+func TestChaosFlowAWS(t *testing.T) { testChaosFlow(t, emulated(t, "dag1", "dag2")) }
