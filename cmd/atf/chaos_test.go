@@ -423,7 +423,7 @@ func TestChaosKillFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, batch := range dag.Batches() {
+	for _, batch := range dag.Batches(task.MaxBatch) {
 		if _, _, err := dev.client.ScheduleBatch(context.Background(), lambdas[0], batch); err != nil {
 			t.Fatalf("schedule %s...: %v", batch[0].ID, err)
 		}

@@ -46,12 +46,13 @@ type FlowPayload struct {
 // RandomDAG builds a layered DAG of n tasks over lambdas: layers of 1 to 2·√n tasks, each task
 // past the first layer waiting for 1 to 3 tasks of the layers just above it, and a few (one in
 // 50) gathering up to 50 of them (fan-in); some tasks, picked the more often the more they are
-// named, fan out to many. One task in 8 with upstreams is all_done, and about one in 300 (at least 2) fails.
+// named, fan out to many. One task in 8 with upstreams is all_done, and about one in 1,000 (at least 2) of
+// the last third fails.
 func RandomDAG(rng *rand.Rand, n int, lambdas []string) DAG {
 	var d DAG
 	var layers [][]int // indexes into d.Tasks
 	width := max(2, int(2*math.Sqrt(float64(n))))
-	fails := max(2, n/300)
+	fails := max(2, n/1000)
 	for len(d.Tasks) < n {
 		size := min(1+rng.IntN(width), n-len(d.Tasks))
 		var layer []int
@@ -89,19 +90,19 @@ func RandomDAG(rng *rand.Rand, n int, lambdas []string) DAG {
 		}
 		layers = append(layers, layer)
 	}
-	for range fails {
-		d.Tasks[rng.IntN(len(d.Tasks))].Fail = true
+	for range fails { // in the last third, so that most of the graph runs
+		d.Tasks[len(d.Tasks)-1-rng.IntN(max(1, len(d.Tasks)/3))].Fail = true
 	}
 	return d
 }
 
-// Batches returns the DAG's schedule requests, task.MaxBatch a batch, in order: a batch's tasks
-// wait for tasks of earlier batches or of their own. Each request names its lambda.
-func (d DAG) Batches() [][]client.ScheduleRequest {
+// Batches returns the DAG's schedule requests, size (at most task.MaxBatch) a batch, in order: a
+// batch's tasks wait for tasks of earlier batches or of their own. Each request names its lambda.
+func (d DAG) Batches(size int) [][]client.ScheduleRequest {
 	var out [][]client.ScheduleRequest
-	for i := 0; i < len(d.Tasks); i += task.MaxBatch {
+	for i := 0; i < len(d.Tasks); i += size {
 		var batch []client.ScheduleRequest
-		for _, t := range d.Tasks[i:min(i+task.MaxBatch, len(d.Tasks))] {
+		for _, t := range d.Tasks[i:min(i+size, len(d.Tasks))] {
 			p, _ := json.Marshal(FlowPayload{Ups: len(t.After), AllDone: t.AllDone, Fail: t.Fail})
 			r := client.ScheduleRequest{Lambda: t.Lambda, ID: t.ID, Payload: p, After: t.After}
 			if t.AllDone {
