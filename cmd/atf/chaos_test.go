@@ -359,3 +359,140 @@ func linesAbout(log, id string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// dagScript is a lambda of the flow scenario, like recordScript, that also checks what it was
+// given (its payload is a chaostest.FlowPayload, inside the envelope when it has upstreams):
+// as many upstreams as the payload says, each ended, and under all_success each a success with
+// its result. What is wrong goes to the file $ATF_HISTORY.wrong. A payload with "fail": true
+// fails fatally.
+const dagScript = `#!/bin/sh
+echo "start $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$" >> "$ATF_HISTORY"
+in=$(cat)
+ups=$(printf '%s' "$in" | grep -o '"ups":[0-9]*' | head -n 1 | cut -d: -f2)
+ended=$(printf '%s' "$in" | grep -oE '"status":"(success|fatal_failure|dead|cancelled|dropped|upstream_failed)"' | wc -l)
+ok=$(printf '%s' "$in" | grep -o '"status":"success"' | wc -l)
+results=$(printf '%s' "$in" | grep -o '"result":{"id":"dag-' | wc -l)
+need=$((ok))
+case "$in" in *'"all_done":true'*) need=$((ended)) ;; esac
+if [ "$((${ups:-0}))" -gt 0 ] && [ "$ATF_ENVELOPE" != 1 ]; then
+  echo "$ATF_TASK_ID attempt $ATF_ATTEMPT: no envelope" >> "$ATF_HISTORY.wrong"
+fi
+if [ "$need" -ne "$((${ups:-0}))" ] || [ "$((results))" -ne "$((ok))" ]; then
+  echo "$ATF_TASK_ID attempt $ATF_ATTEMPT: $need of ${ups:-0} upstreams let it run, $((results)) results of $((ok)) successes: $in" >> "$ATF_HISTORY.wrong"
+fi
+sleep 0.0$(( $$ % 5 ))
+case "$in" in *'"fail":true'*)
+  echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$ error" >> "$ATF_HISTORY"
+  echo "fails, as its payload says" >&2
+  exit 1 ;;
+esac
+echo "end $(date +%s%N) $ATF_TASK_ID $ATF_ATTEMPT $ATF_WORKER $$ success" >> "$ATF_HISTORY"
+echo "{\"id\":\"$ATF_TASK_ID\"}"
+`
+
+// TestChaosKillFlow is the flow scenario under SIGKILL on the embedded backend: a random layered
+// DAG (chaostest.RandomDAG: 300 tasks, up to 5,000 under make chaos) over two lambdas, with
+// fan-in and fan-out, some tasks all_done and a few failing fatally, runs while atf dev is
+// SIGKILLed every 200–800 ms and started again on the same database. From the history: no task
+// started before its upstreams had ended as its trigger rule wants (and each handler found its
+// inputs so), no two runs of a task overlap, and every task ended as the graph says.
+func TestChaosKillFlow(t *testing.T) {
+	n := min(chaosTasks(t, 300), 5000)
+	lambdas := []string{"dag1", "dag2"}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	dag := chaostest.RandomDAG(rand.New(rand.NewPCG(seed, 2)), n, lambdas)
+	want := dag.Want()
+
+	handlers, hist := recordingHandlers(t, lambdas[0], dagScript)
+	if err := os.WriteFile(filepath.Join(handlers, lambdas[1]), []byte(dagScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := embedded(t)
+	starts := 0
+	start := func() *devProcess {
+		starts++
+		t.Setenv("ATF_WORKER", strconv.Itoa(starts))
+		return startDev(t, handlers, store, "--concurrency", "32", "--max-attempts", "100")
+	}
+	dev, worker := start(), "1"
+
+	// Everything is scheduled behind paused gates, so that the kills come while the graph runs.
+	for _, l := range lambdas {
+		if _, err := dev.client.SetGate(context.Background(), l, "", task.GatePause); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, batch := range dag.Batches(task.MaxBatch) {
+		if _, _, err := dev.client.ScheduleBatch(context.Background(), lambdas[0], batch); err != nil {
+			t.Fatalf("schedule %s...: %v", batch[0].ID, err)
+		}
+	}
+	for _, l := range lambdas {
+		if _, err := dev.client.SetGate(context.Background(), l, "", task.GateOpen); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	list := func() []history.Final {
+		var all []history.Final
+		for _, l := range lambdas {
+			all = append(all, finals(t, dev.client, l)...)
+		}
+		return all
+	}
+	var kills []history.Kill
+	var observed [][]history.Final
+	deadline := time.Now().Add(2*time.Minute + time.Duration(n)*50*time.Millisecond)
+	lastList := time.Now()
+	for {
+		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		left := 0
+		for _, l := range lambdas {
+			k, err := chaostest.Unfinished(dev.client, l)
+			if err != nil {
+				left = -1
+				break
+			}
+			left += k
+		}
+		if left == 0 {
+			break
+		}
+		if time.Since(lastList) > 5*time.Second {
+			observed, lastList = append(observed, list()), time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("tasks still running at the deadline, after %d kills", len(kills))
+			break
+		}
+		kills = append(kills, history.Kill{Worker: worker, At: time.Now()})
+		dev.stop(syscall.SIGKILL)
+		dev, worker = start(), strconv.Itoa(starts)
+	}
+	observed = append(observed, list())
+	dev.stop(syscall.SIGTERM)
+
+	execs, err := history.Read(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := observed[len(observed)-1]
+	r := history.CheckEach(execs, kills, observed, final, func(id string) task.Status { return want[id] })
+	wrong := dag.Early(execs)
+	if b, err := os.ReadFile(hist + ".wrong"); err == nil {
+		wrong = append(wrong, strings.Split(strings.TrimSpace(string(b)), "\n")...)
+	}
+	ended := map[task.Status]int{}
+	for _, s := range want {
+		ended[s]++
+	}
+	chaostest.Report(t, "kill flow dag (embedded)", r, fmt.Sprintf(" early=%d succeeded=%d failed=%d upstream_failed=%d",
+		len(wrong), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed]))
+	if len(wrong) > 0 {
+		t.Errorf("runs let start before their upstreams allowed, or with wrong inputs: %v", wrong[:min(len(wrong), 10)])
+	}
+	if r.Kills == 0 || r.Tasks != n {
+		t.Errorf("%d tasks of %d, %d kills", r.Tasks, n, r.Kills)
+	}
+}

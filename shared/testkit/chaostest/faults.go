@@ -369,3 +369,35 @@ func (s *SlowStore) Update(ctx context.Context, t task.Task, prev int64) error {
 	}
 	return err
 }
+
+// The flow store's calls fail alike: edges and upstreams added are writes, the reads of edges,
+// upstreams and tasks are reads.
+
+func (s *FaultyStore) AddEdges(ctx context.Context, edges []task.Edge) error {
+	return s.write("add edges", func() error { return s.Store.AddEdges(ctx, edges) })
+}
+
+func (s *FaultyStore) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
+	return s.write("add upstreams", func() error { return s.Store.AddUpstreams(ctx, t, prev, from) })
+}
+
+func (s *FaultyStore) Downstreams(ctx context.Context, up task.Ref, cursor string, limit int) ([]task.Edge, string, error) {
+	if s.roll() || s.roll() {
+		return nil, "", errInjected("downstreams")
+	}
+	return s.Store.Downstreams(ctx, up, cursor, limit)
+}
+
+func (s *FaultyStore) Upstreams(ctx context.Context, down task.Ref, from, limit int) ([]task.Ref, error) {
+	if s.roll() || s.roll() {
+		return nil, errInjected("upstreams")
+	}
+	return s.Store.Upstreams(ctx, down, from, limit)
+}
+
+func (s *FaultyStore) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	if s.roll() || s.roll() {
+		return nil, errInjected("get many")
+	}
+	return s.Store.GetMany(ctx, refs)
+}

@@ -133,6 +133,12 @@ func (r Report) Summary() string {
 // the test (in time order), and the final tasks against the promises; want is the status every
 // task must end in.
 func Check(execs []Execution, kills []Kill, observed [][]Final, finals []Final, want task.Status) Report {
+	return CheckEach(execs, kills, observed, finals, func(string) task.Status { return want })
+}
+
+// CheckEach is Check where each task has a status of its own to end in, want(id): as in a task
+// flow, where some fail and those downstream of them end upstream_failed.
+func CheckEach(execs []Execution, kills []Kill, observed [][]Final, finals []Final, want func(id string) task.Status) Report {
 	r := Report{Tasks: len(finals), Executions: len(execs), Kills: len(kills)}
 	killedAt := map[string]time.Time{}
 	for _, k := range kills {
@@ -178,8 +184,8 @@ func Check(execs []Execution, kills []Kill, observed [][]Final, finals []Final, 
 		}
 	}
 	for _, f := range finals {
-		if f.Status != want {
-			r.Lost = append(r.Lost, fmt.Sprintf("%s: %s, want %s", f.ID, f.Status, want))
+		if w := want(f.ID); f.Status != w {
+			r.Lost = append(r.Lost, fmt.Sprintf("%s: %s, want %s", f.ID, f.Status, w))
 		}
 		if was, ok := terminal[f.ID]; ok && was != f.Status {
 			r.Changed = append(r.Changed, fmt.Sprintf("%s: %s, then %s", f.ID, was, f.Status))
