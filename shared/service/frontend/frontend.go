@@ -183,19 +183,27 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 
 // replayBatch answers a batch whose ids are taken: with the stored tasks if every one of them was
 // created by the same request (a client's retry), and task.ErrConflict otherwise.
+//
+// It reads the stored tasks in one GetMany: one call for the batch, not a read per task.
 func (s *Service) replayBatch(ctx context.Context, tasks []task.Task) ([]task.Task, bool, error) {
-	stored := make([]task.Task, len(tasks))
+	refs := make([]task.Ref, len(tasks))
 	for i, t := range tasks {
-		old, err := s.store.Get(ctx, t.Lambda, t.ID)
-		if errors.Is(err, task.ErrNotFound) {
+		refs[i] = t.Ref()
+	}
+	stored, err := s.store.GetMany(ctx, refs)
+	if err != nil {
+		return nil, false, err
+	}
+	for i, t := range tasks {
+		old := stored[i]
+		if old.ID == "" {
 			return nil, false, task.Errorf(task.ErrConflict, "some tasks of the batch exist and task %q does not: no task of the batch was created", t.ID)
-		}
-		if err != nil {
-			return nil, false, err
 		}
 		if old.Spec != t.Spec {
 			return nil, false, task.Errorf(task.ErrConflict, "tasks[%d]: task %q already exists with a different request", i, t.ID)
 		}
+		// The same request, so the same payload and upstreams, which GetMany leaves out.
+		old.Payload, old.After = t.Payload, t.After
 		stored[i] = old
 	}
 	return stored, false, nil
