@@ -193,6 +193,7 @@ func testFlowFanIn(t *testing.T, b backend, n int) {
 }
 
 func TestFlowFanIn(t *testing.T) { testFlowFanIn(t, embedded(t), 10000) }
+
 // TestFlowFanInAWS runs a fan-in of 1,000 under `make chaos` (about 5 minutes: moto runs a few
 // tasks a second), and of 200 in `make test`. The store's own fan-in of 1,000 on DynamoDB Local
 // is in the conformance suite (storetest.Fan), which `make test` runs.
