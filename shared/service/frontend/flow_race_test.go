@@ -19,7 +19,6 @@ import (
 type barrier struct {
 	task.Store
 	wg    *sync.WaitGroup
-	once  [2]sync.Once
 	mu    sync.Mutex
 	calls int
 }
@@ -33,16 +32,7 @@ func (b *barrier) AddUpstreams(ctx context.Context, t task.Task, prev int64, fro
 		b.wg.Done()
 		b.wg.Wait()
 	}
-	err := b.Store.AddUpstreams(ctx, t, prev, from)
-	println("store AddUpstreams", t.ID, "from version", prev, "->", errString(err))
-	return err
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return err.Error()
+	return b.Store.AddUpstreams(ctx, t, prev, from)
 }
 
 // two AddUpstreams that together close a cycle, A after B and B after A, each checked before
