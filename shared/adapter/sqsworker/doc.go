@@ -78,7 +78,8 @@
 //     the function is configured too short for this lambda. The handler's timeout is then cut to
 //     the time the function has left, and running out of it counts as a timed-out attempt like
 //     any other. Releasing instead would run a task that needs more time than the function has
-//     again and again, never counting an attempt and never reaching dead.
+//     again and again, never counting an attempt and never reaching dead. The handler logs a
+//     warning of it once per function instance, not once per batch.
 //
 // "Full" allows Slack (DefaultSlack, a second): the stack sizes the function at exactly Timeout
 // plus Margin, and Lambda's clock starts before Handle sees the event. So an invocation short by

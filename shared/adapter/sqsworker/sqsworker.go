@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -90,6 +91,10 @@ type Handler struct {
 	cfg  Config
 	exec *executor.Executor
 	log  *slog.Logger
+	// warnedShort: the function's timeout was found too short for the lambda's, and said so. A
+	// function's timeout does not change while its instance lives, so once is enough: a record
+	// per batch would only add to the log bill.
+	warnedShort atomic.Bool
 }
 
 // New returns a Handler, or an error naming the first field of c that is wrong.
@@ -150,8 +155,10 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 		b.end = deadline.Add(-h.cfg.Margin)
 		if left := time.Until(b.end); left < h.cfg.Lambda.Timeout-h.cfg.Slack {
 			b.short = true
-			log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt",
-				"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
+			if !h.warnedShort.Swap(true) {
+				log.Warn("the function's timeout is shorter than the lambda's timeout plus the margin: handlers get the time left, and running out of it counts as a timed-out attempt (logged once per function instance)",
+					"time_left", left, "timeout", h.cfg.Lambda.Timeout, "margin", h.cfg.Margin)
+			}
 		}
 	}
 

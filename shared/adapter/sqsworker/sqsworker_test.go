@@ -572,6 +572,28 @@ func TestDeadlineShortFunctionCounts(t *testing.T) {
 	}
 }
 
+// TestShortFunctionWarnsOnce: a function configured shorter than its lambda's timeout plus the
+// margin says so once per instance (a Handler), not on every invocation; an exactly sized one
+// never says so (TestDeadlineExactFunctionIsLongEnough).
+func TestShortFunctionWarnsOnce(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	l := echo
+	l.Timeout = time.Minute
+	h := newHandler(t, sqsworker.Config{Lambda: l, Handler: &payloadHandler{}, Status: newEnv(t).hsc, Margin: time.Second, Logger: logger})
+	for range 3 {
+		// Half the lambda's timeout plus the margin: short by far more than Slack.
+		ctx, cancel := context.WithTimeout(context.Background(), l.Timeout/2+time.Second)
+		_, err := h.Handle(ctx, events.SQSEvent{})
+		cancel()
+		must(t, err)
+	}
+	if n := strings.Count(logs.String(), "shorter than the lambda's timeout"); n != 1 {
+		t.Fatalf("%d warnings of a short function over 3 invocations, want 1:\n%s", n, logs.String())
+	}
+}
+
 // TestDeadlineNoTimeLeft: a record whose turn comes with less than the margin left is not
 // claimed; it is reported so SQS delivers it again.
 func TestDeadlineNoTimeLeft(t *testing.T) {
