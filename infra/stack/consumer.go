@@ -14,9 +14,11 @@ import (
 
 // The consumer function's settings. consumerfn sweeps until shortly before the end of its
 // event's minute, so an invocation takes about a minute; the timeout leaves room over it.
+// Lambda's smallest memory: a sweep waits on DynamoDB and SQS, not on the CPU, and the Go binary
+// runs in a few MB; an idle environment pays for the consumer's GB-seconds every minute.
 const (
 	consumerTimeout  = consumerfn.Period + 30*time.Second
-	consumerMemoryMB = 512
+	consumerMemoryMB = 128
 )
 
 // consumer is the store consumer (functions/consumer), invoked by an EventBridge rule every

@@ -447,6 +447,10 @@ func TestConsumer(t *testing.T) {
 	s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
 		"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60,
 	})
+	// Lambda's smallest memory: the idle environment pays for it every minute.
+	if p := props(consumer); p["MemorySize"] != 128.0 {
+		t.Errorf("consumer: memory %v MB, want 128", p["MemorySize"])
+	}
 }
 
 // TestExecutors: an ecs lambda runs as a Fargate service on arm64 with its image built from
