@@ -43,7 +43,11 @@ type Environment struct {
 		CloudWatchRole bool `json:"cloudwatch_role"`
 	} `json:"api"`
 	// NATGateways serve the ECS executors' private subnets (unused without ECS lambdas): one is
-	// cheaper, one per availability zone survives the loss of a zone.
+	// cheaper, one per availability zone survives the loss of a zone. Zero (dev's default): no
+	// NAT gateway and no private subnet; the executors run in public subnets with a public IPv4
+	// address each, which they use for egress only (their security group admits nothing). A NAT
+	// gateway costs about $33 a month and its address $3.65 before any traffic; an executor's
+	// address costs $3.65 a month while it runs, and executors scale to zero when idle.
 	NATGateways int `json:"nat_gateways"`
 	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
 	Alarms *Alarms `json:"alarms"`
@@ -150,8 +154,8 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: log_retention_days %d: want one of %v", name, e.LogRetentionDays, slices.Sorted(maps.Keys(logRetentions)))
 	case e.API.RateLimit < 1 || e.API.BurstLimit < 1:
 		return fmt.Errorf("environment %s: api.rate_limit and api.burst_limit must be at least 1, got %d and %d", name, e.API.RateLimit, e.API.BurstLimit)
-	case e.NATGateways < 1 || e.NATGateways > maxAZs:
-		return fmt.Errorf("environment %s: nat_gateways must be in 1..%d, got %d", name, maxAZs, e.NATGateways)
+	case e.NATGateways < 0 || e.NATGateways > maxAZs:
+		return fmt.Errorf("environment %s: nat_gateways must be in 0..%d, got %d", name, maxAZs, e.NATGateways)
 	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < minUnreservedConcurrency:
 		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, minUnreservedConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
 	case e.StatusConcurrency < 0:

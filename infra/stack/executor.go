@@ -1,13 +1,18 @@
 package stack
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -23,13 +28,24 @@ const executorStopTimeout = 120 * time.Second
 // dockerfile is the executors' Dockerfile, relative to the repository's root.
 const dockerfile = "infra/executor/Dockerfile"
 
-// executorCluster is the network and ECS cluster every ecs lambda's service runs in: a VPC with
-// private subnets behind NAT gateways (the executors call SQS, DynamoDB and CloudWatch Logs),
-// gateway endpoints that keep DynamoDB and S3 (image layers) traffic off the NAT, and flow logs.
-// Only a stack with an ecs lambda has one.
+// executorCluster is the network and ECS cluster every ecs lambda's service runs in: a VPC,
+// gateway endpoints that keep DynamoDB and S3 (image layers) traffic inside AWS's network (they
+// cost nothing), and flow logs. Only a stack with an ecs lambda has one. The executors call SQS,
+// DynamoDB, ECR and CloudWatch Logs, so they need a way out:
+//
+//   - nat_gateways > 0: private subnets behind that many NAT gateways (an hourly charge each,
+//     and per GB), the executors without a public address;
+//   - nat_gateways = 0 (dev's default): public subnets only, and each executor gets a public IPv4
+//     address for its egress, charged by the hour only while it runs. Its security group admits
+//     no inbound traffic, so the address serves outbound connections alone. No interface
+//     endpoint either: each costs by the hour in every zone, more than the addresses of
+//     executors that scale to zero.
 type executorCluster struct {
 	vpc     awsec2.Vpc
 	cluster awsecs.Cluster
+	// subnets are where the executors run, and publicIP whether they need an address of their own.
+	subnets  awsec2.SubnetType
+	publicIP bool
 }
 
 func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *executorCluster {
@@ -37,14 +53,21 @@ func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *e
 	flowLogs := awslogs.NewLogGroup(c, jsii.String("FlowLogs"), &awslogs.LogGroupProps{
 		Retention: d.env.logRetention(), RemovalPolicy: d.removal,
 	})
-	ec := &executorCluster{}
+	ec := &executorCluster{subnets: awsec2.SubnetType_PRIVATE_WITH_EGRESS}
+	subnets := []*awsec2.SubnetConfiguration{
+		{Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24), MapPublicIpOnLaunch: jsii.Bool(false)},
+		{Name: jsii.String("executors"), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
+	}
+	if d.env.NATGateways == 0 {
+		ec.subnets, ec.publicIP = awsec2.SubnetType_PUBLIC, true
+		subnets = []*awsec2.SubnetConfiguration{
+			{Name: jsii.String("executors"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(20), MapPublicIpOnLaunch: jsii.Bool(false)},
+		}
+	}
 	ec.vpc = awsec2.NewVpc(c, jsii.String("Vpc"), &awsec2.VpcProps{
-		MaxAzs:      jsii.Number(maxAZs),
-		NatGateways: jsii.Number(float64(d.env.NATGateways)),
-		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{
-			{Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24), MapPublicIpOnLaunch: jsii.Bool(false)},
-			{Name: jsii.String("executors"), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
-		},
+		MaxAzs:              jsii.Number(maxAZs),
+		NatGateways:         jsii.Number(float64(d.env.NATGateways)),
+		SubnetConfiguration: &subnets,
 		GatewayEndpoints: &map[string]*awsec2.GatewayVpcEndpointOptions{
 			"DynamoDB": {Service: awsec2.GatewayVpcEndpointAwsService_DYNAMODB()},
 			"S3":       {Service: awsec2.GatewayVpcEndpointAwsService_S3()},
@@ -70,6 +93,9 @@ type executor struct {
 	service  awsecs.FargateService
 	task     awsecs.FargateTaskDefinition
 	logGroup awslogs.LogGroup
+	// waiting and busy are the queue metrics it scales on (nil for a fixed count): messages
+	// waiting, and messages in flight or claimed.
+	waiting, busy awscloudwatch.IMetric
 }
 
 func newExecutor(scope constructs.Construct, id string, d *deployment, e registry.Entry, q *queues, s *store, ec *executorCluster) *executor {
@@ -126,16 +152,153 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 	s.grantUpstreamReads(x.task.TaskRole())
 	suppress(x.task, "AwsSolutions-ECS2", "The environment holds the executor's configuration (table, queue prefix, lambda): names, no secrets.")
 	suppress(x.task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken has no resource-level permissions: it takes Resource *.", "Resource::*")
-	x.service = awsecs.NewFargateService(c, jsii.String("Service"), &awsecs.FargateServiceProps{
+	props := &awsecs.FargateServiceProps{
 		Cluster:        ec.cluster,
 		TaskDefinition: x.task,
-		DesiredCount:   jsii.Number(float64(e.ECS.Tasks)),
 		// Start new executors before stopping old ones: stopped ones drain and release.
 		MinHealthyPercent: jsii.Number(100),
 		MaxHealthyPercent: jsii.Number(200),
 		CircuitBreaker:    &awsecs.DeploymentCircuitBreaker{Rollback: jsii.Bool(true)},
-		VpcSubnets:        &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
-		AssignPublicIp:    jsii.Bool(false),
-	})
+		VpcSubnets:        &awsec2.SubnetSelection{SubnetType: ec.subnets},
+		AssignPublicIp:    jsii.Bool(ec.publicIP),
+	}
+	window, scales := scaleInWindow(e)
+	if !scales {
+		// Runs too long, or queues too many, to see the end of from the queues' metrics: a fixed
+		// count.
+		props.DesiredCount = jsii.Number(float64(e.ECS.Tasks))
+	}
+	// With scaling, DesiredCount is left out: a deployment keeps the count scaling set (the first
+	// one starts a single executor, which the scale-in brings to zero when nothing comes).
+	x.service = awsecs.NewFargateService(c, jsii.String("Service"), props)
+	if scales {
+		x.scaleOnQueues(c, d, e, q, ec, window)
+	}
 	return x
+}
+
+// Scaling to zero: an ecs lambda's executors start when messages wait in its queues, and stop
+// when none has been received for longer than a task can run.
+const (
+	// scaleInMargin is what the scale-in window adds to the lambda's timeout: a claim's time, the
+	// executor's drain, and a late metric.
+	scaleInMargin = 5 * time.Minute
+	// scaleOutCooldown is how long scale-out waits before adding more: about the time a Fargate
+	// task takes to start and receive.
+	scaleOutCooldown = 2 * time.Minute
+	// maxScaleInWindow is the longest window a CloudWatch alarm evaluates (periods × period).
+	maxScaleInWindow = 24 * time.Hour
+	// maxAlarmMetrics is how many metrics a CloudWatch alarm's expression may use: the scale-in
+	// alarm uses two per priority.
+	maxAlarmMetrics = 10
+	// scaleOutTiers bounds how many executors one scale-out adds.
+	scaleOutTiers = 4
+)
+
+// scaleInWindow is how long an ecs lambda's queues must show no message in flight or claimed
+// before its executors stop, and whether it scales at all: an alarm cannot watch a window over a
+// day (that would stop executors in the middle of tasks), nor more than five priorities' queues.
+func scaleInWindow(e registry.Entry) (time.Duration, bool) {
+	w := (e.Timeout + scaleInMargin).Round(time.Minute)
+	if w < e.Timeout+scaleInMargin {
+		w += time.Minute
+	}
+	return w, w <= maxScaleInWindow && 2*len(e.Priorities) <= maxAlarmMetrics
+}
+
+// scaleOnQueues scales the executors between 0 and the registry's tasks on the lambda's queue
+// depth, with step scaling (Application Auto Scaling) on two alarms:
+//
+//   - out: ApproximateNumberOfMessagesVisible, summed over the priorities, is at least 1 for a
+//     minute: one executor more per started concurrency of waiting messages, at most
+//     scaleOutTiers at once, again after each cooldown while messages wait;
+//   - in (to zero): for the whole window (the lambda's timeout plus scaleInMargin), no message was
+//     in flight (ApproximateNumberOfMessagesNotVisible: received, not yet claimed) and none was
+//     deleted (NumberOfMessagesDeleted: an executor deletes a message when it claims its task).
+//     So the last task claimed has ended (its timeout has passed) before its executor is stopped.
+//     Visible messages alone do not keep executors: waiting ones would be received, and deleted.
+//
+// SQS publishes a queue's metrics every minute while it is active, and stops after six hours
+// without messages or requests: then the out alarm has no data, the count stays at zero, and the
+// first message sent brings the metrics, and an executor, back within minutes.
+func (x *executor) scaleOnQueues(scope constructs.Construct, d *deployment, e registry.Entry, q *queues, ec *executorCluster, window time.Duration) {
+	c := constructs.NewConstruct(scope, jsii.String("Scaling"))
+	target := awsapplicationautoscaling.NewScalableTarget(c, jsii.String("Target"), &awsapplicationautoscaling.ScalableTargetProps{
+		ServiceNamespace:  awsapplicationautoscaling.ServiceNamespace_ECS,
+		ScalableDimension: jsii.String("ecs:service:DesiredCount"),
+		ResourceId:        awscdk.Fn_Join(jsii.String("/"), jsii.Strings("service", *ec.cluster.ClusterName(), *x.service.ServiceName())),
+		MinCapacity:       jsii.Number(0),
+		MaxCapacity:       jsii.Number(float64(e.ECS.Tasks)),
+		// Application Auto Scaling's service-linked role for ECS, as CDK's AutoScaleTaskCount uses.
+		Role: awsiam.Role_FromRoleArn(c, jsii.String("Role"), d.stack.FormatArn(&awscdk.ArnComponents{
+			Region: jsii.String(""), Service: jsii.String("iam"), Resource: jsii.String("role/aws-service-role/ecs.application-autoscaling.amazonaws.com"),
+			ResourceName: jsii.String("AWSServiceRoleForApplicationAutoScaling_ECSService"),
+		}), nil),
+	})
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	sum := func(label string, metric func(p string) awscloudwatch.IMetric) awscloudwatch.IMetric {
+		using := map[string]awscloudwatch.IMetric{}
+		for i, p := range q.priorities {
+			using[fmt.Sprintf("m%d", i)] = metric(p)
+		}
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("SUM(METRICS())"), UsingMetrics: &using, Label: jsii.String(label), Period: minute,
+		})
+	}
+	stat := func(s string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Statistic: jsii.String(s), Period: minute}
+	}
+	x.waiting = sum("messages waiting", func(p string) awscloudwatch.IMetric {
+		return q.queue[p].MetricApproximateNumberOfMessagesVisible(stat("Maximum"))
+	})
+	inIdle := map[string]awscloudwatch.IMetric{}
+	for i, p := range q.priorities {
+		inIdle[fmt.Sprintf("f%d", i)] = q.queue[p].MetricApproximateNumberOfMessagesNotVisible(stat("Maximum"))
+		inIdle[fmt.Sprintf("d%d", i)] = q.queue[p].MetricNumberOfMessagesDeleted(stat("Sum"))
+	}
+	x.busy = awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("SUM(METRICS())"), UsingMetrics: &inIdle, Label: jsii.String("messages in flight or claimed"), Period: minute,
+	})
+
+	out := awsapplicationautoscaling.NewStepScalingAction(c, jsii.String("Out"), &awsapplicationautoscaling.StepScalingActionProps{
+		ScalingTarget: target, AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
+		Cooldown: seconds(scaleOutCooldown), MetricAggregationType: awsapplicationautoscaling.MetricAggregationType_MAXIMUM,
+	})
+	// The alarm fires at 1 waiting message; the policy sees how far over that the metric is.
+	per := float64(e.Concurrency)
+	tiers := min(scaleOutTiers, e.ECS.Tasks)
+	for k := 1; k <= tiers; k++ {
+		t := &awsapplicationautoscaling.AdjustmentTier{Adjustment: jsii.Number(float64(k)), LowerBound: jsii.Number(float64(k-1) * per)}
+		if k < tiers {
+			t.UpperBound = jsii.Number(float64(k) * per)
+		}
+		out.AddAdjustment(t)
+	}
+	outAlarm := awscloudwatch.NewAlarm(c, jsii.String("OutAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("atf-" + d.name + ": tasks of " + e.Name + " wait in its queues: start executors"),
+		Metric:             x.waiting,
+		Threshold:          jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(1),
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	outAlarm.AddAlarmAction(awscloudwatchactions.NewApplicationScalingAction(out))
+
+	in := awsapplicationautoscaling.NewStepScalingAction(c, jsii.String("In"), &awsapplicationautoscaling.StepScalingActionProps{
+		ScalingTarget: target, AdjustmentType: awsapplicationautoscaling.AdjustmentType_EXACT_CAPACITY,
+		MetricAggregationType: awsapplicationautoscaling.MetricAggregationType_MAXIMUM,
+	})
+	in.AddAdjustment(&awsapplicationautoscaling.AdjustmentTier{Adjustment: jsii.Number(0), UpperBound: jsii.Number(0)})
+	periods := jsii.Number(window.Minutes())
+	inAlarm := awscloudwatch.NewAlarm(c, jsii.String("InAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("atf-" + d.name + ": no task of " + e.Name + " received or running for " + window.String() + ": stop its executors"),
+		Metric:             x.busy,
+		Threshold:          jsii.Number(0),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+		EvaluationPeriods:  periods,
+		DatapointsToAlarm:  periods,
+		// No data is no evidence of idleness: an executor keeps its queues active while it runs.
+		TreatMissingData: awscloudwatch.TreatMissingData_MISSING,
+	})
+	inAlarm.AddAlarmAction(awscloudwatchactions.NewApplicationScalingAction(in))
 }

@@ -3,12 +3,14 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
@@ -18,6 +20,7 @@ import (
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/task"
 )
 
 // TestNag: cdk-nag's AwsSolutions checks find no error that is not suppressed, in any
@@ -444,17 +447,167 @@ func TestConsumer(t *testing.T) {
 	if p := props(consumer); p["ReservedConcurrentExecutions"] != 1.0 || p["Timeout"] != consumerTimeout.Seconds() {
 		t.Errorf("consumer: reserved concurrency %v, timeout %v", p["ReservedConcurrentExecutions"], p["Timeout"])
 	}
-	s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
-		"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60,
-	})
 	// Lambda's smallest memory: the idle environment pays for it every minute.
 	if p := props(consumer); p["MemorySize"] != 128.0 {
 		t.Errorf("consumer: memory %v MB, want 128", p["MemorySize"])
 	}
+	s.template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), map[string]any{
+		"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60,
+	})
+}
+
+// TestNetworkCosts: dev deploys no NAT gateway and no interface endpoint by default; its
+// executors run in public subnets with an address each, in a security group that admits nothing.
+// prod keeps private subnets behind its NAT gateways. No environment has an interface endpoint.
+func TestNetworkCosts(t *testing.T) {
+	envs := environments(t)
+	if mustEnvs(t)["dev"].NATGateways != 0 {
+		t.Errorf("dev's nat_gateways is %d, want 0", mustEnvs(t)["dev"].NATGateways)
+	}
+	var env Environment
+	must(json.Unmarshal([]byte(`{}`), &env))
+	if env.NATGateways != 0 {
+		t.Errorf("an environment that leaves nat_gateways out gets %d, want 0", env.NATGateways)
+	}
+	for name, s := range envs {
+		want := mustEnvs(t)[name].NATGateways
+		if n := len(s.resources("AWS::EC2::NatGateway")); n != want {
+			t.Errorf("%s: %d NAT gateways, want %d", name, n, want)
+		}
+		for _, ep := range s.resources("AWS::EC2::VPCEndpoint") {
+			if typ := props(ep)["VpcEndpointType"]; typ != nil && typ != "Gateway" {
+				t.Errorf("%s: endpoint %s is of type %v: only gateway endpoints, which are free", name, path(ep), typ)
+			}
+		}
+		publicIP := "DISABLED"
+		if want == 0 {
+			publicIP = "ENABLED"
+			if n := len(s.resources("AWS::EC2::EIP")); n != 0 {
+				t.Errorf("%s: %d elastic IPs, want none", name, n)
+			}
+		}
+		for _, svc := range s.resources("AWS::ECS::Service") {
+			if got := props(svc)["NetworkConfiguration"].(map[string]any)["AwsvpcConfiguration"].(map[string]any)["AssignPublicIp"]; got != publicIP {
+				t.Errorf("%s: %s: AssignPublicIp %v, want %s", name, path(svc), got, publicIP)
+			}
+		}
+		for _, sg := range s.resources("AWS::EC2::SecurityGroup") {
+			if in := props(sg)["SecurityGroupIngress"]; in != nil {
+				t.Errorf("%s: security group %s admits %v", name, path(sg), in)
+			}
+		}
+		if n := len(s.resources("AWS::EC2::SecurityGroupIngress")); n != 0 {
+			t.Errorf("%s: %d ingress rules, want none", name, n)
+		}
+	}
+}
+
+// TestExecutorsScaleToZero: an ecs lambda's service scales between 0 and its registry tasks on
+// its queues' depth: out when messages are visible, in to zero after the lambda's timeout (plus
+// scaleInMargin) with no message in flight or deleted (claimed).
+func TestExecutorsScaleToZero(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		targets := s.resources("AWS::ApplicationAutoScaling::ScalableTarget")
+		alarms := s.resources("AWS::CloudWatch::Alarm")
+		policies := s.resources("AWS::ApplicationAutoScaling::ScalingPolicy")
+		for _, e := range reg.Lambdas {
+			if e.Kind != registry.KindECS {
+				continue
+			}
+			prefix := "Lambda-" + e.Name + "/Executor/"
+			var target map[string]any
+			for _, tg := range targets {
+				if strings.HasPrefix(path(tg), prefix) {
+					target = props(tg)
+				}
+			}
+			if target == nil {
+				t.Errorf("%s: %s: no scalable target", name, e.Name)
+				continue
+			}
+			if target["MinCapacity"] != 0.0 || target["MaxCapacity"] != float64(e.ECS.Tasks) || target["ScalableDimension"] != "ecs:service:DesiredCount" {
+				t.Errorf("%s: %s: scalable target %v, want 0..%d tasks", name, e.Name, target, e.ECS.Tasks)
+			}
+			for _, svc := range s.resources("AWS::ECS::Service") {
+				if strings.HasPrefix(path(svc), prefix) && props(svc)["DesiredCount"] != nil {
+					t.Errorf("%s: %s: DesiredCount %v set: a deployment would reset what scaling set", name, e.Name, props(svc)["DesiredCount"])
+				}
+			}
+			// The alarms, by the SQS metrics they sum over the lambda's queues.
+			byMetrics := map[string]map[string]any{}
+			for _, a := range alarms {
+				if !strings.HasPrefix(path(a), prefix) {
+					continue
+				}
+				var names []string
+				for _, m := range list(props(a)["Metrics"]) {
+					if ms, ok := m.(map[string]any)["MetricStat"].(map[string]any); ok {
+						metric := ms["Metric"].(map[string]any)
+						if metric["Namespace"] != "AWS/SQS" {
+							t.Errorf("%s: %s: alarm %s on %v", name, e.Name, path(a), metric)
+						}
+						names = append(names, metric["MetricName"].(string))
+					}
+				}
+				slices.Sort(names)
+				byMetrics[strings.Join(slices.Compact(names), ",")] = props(a)
+			}
+			window, _ := scaleInWindow(e)
+			out := byMetrics["ApproximateNumberOfMessagesVisible"]
+			in := byMetrics["ApproximateNumberOfMessagesNotVisible,NumberOfMessagesDeleted"]
+			switch {
+			case out == nil || in == nil:
+				t.Errorf("%s: %s: alarms on %v, want one on the visible messages and one on those in flight and deleted", name, e.Name, slices.Collect(maps.Keys(byMetrics)))
+			case out["Threshold"] != 1.0 || out["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || len(list(out["Metrics"])) != len(e.Priorities)+1:
+				t.Errorf("%s: %s: scale-out alarm %v, want at least 1 message visible over its %d queues", name, e.Name, out, len(e.Priorities))
+			case in["Threshold"] != 0.0 || in["ComparisonOperator"] != "LessThanOrEqualToThreshold" || in["EvaluationPeriods"] != window.Minutes() || in["DatapointsToAlarm"] != window.Minutes():
+				t.Errorf("%s: %s: scale-in alarm %v, want nothing in flight or deleted for %s", name, e.Name, in, window)
+			}
+			for _, a := range []map[string]any{out, in} {
+				if a != nil && len(refs(a["AlarmActions"])) != 1 {
+					t.Errorf("%s: %s: alarm actions %v, want its scaling policy", name, e.Name, a["AlarmActions"])
+				}
+			}
+			var adjustments []string
+			for _, pol := range policies {
+				if strings.HasPrefix(path(pol), prefix) {
+					c := props(pol)["StepScalingPolicyConfiguration"].(map[string]any)
+					adjustments = append(adjustments, c["AdjustmentType"].(string))
+					if c["AdjustmentType"] == "ExactCapacity" && list(c["StepAdjustments"])[0].(map[string]any)["ScalingAdjustment"] != 0.0 {
+						t.Errorf("%s: %s: scale-in %v, want to 0", name, e.Name, c)
+					}
+				}
+			}
+			slices.Sort(adjustments)
+			if !slices.Equal(adjustments, []string{"ChangeInCapacity", "ExactCapacity"}) {
+				t.Errorf("%s: %s: scaling policies %v, want a change in capacity out and to exact 0 in", name, e.Name, adjustments)
+			}
+		}
+	}
+}
+
+// TestExecutorsTooLongToScale: a lambda whose runs outlast what a CloudWatch alarm can watch,
+// or whose queues are more than an alarm can sum, keeps a fixed count of executors rather than
+// stopping them mid-task.
+func TestExecutorsTooLongToScale(t *testing.T) {
+	three := task.DefaultPriorities
+	if _, ok := scaleInWindow(registry.Entry{Timeout: 2 * time.Hour, Priorities: three}); !ok {
+		t.Error("a 2h lambda does not scale")
+	}
+	if w, ok := scaleInWindow(registry.Entry{Timeout: 30 * time.Second, Priorities: three}); !ok || w != 6*time.Minute {
+		t.Errorf("a 30s lambda: window %s, %v; want 6m (whole minutes, rounded up)", w, ok)
+	}
+	if _, ok := scaleInWindow(registry.Entry{Timeout: 24 * time.Hour, Priorities: three}); ok {
+		t.Error("a 24h lambda scales: its scale-in alarm would watch more than a day")
+	}
+	if _, ok := scaleInWindow(registry.Entry{Timeout: time.Minute, Priorities: []string{"a", "b", "c", "d", "e", "f"}}); ok {
+		t.Error("a lambda of 6 priorities scales: its scale-in alarm would sum 12 metrics, over CloudWatch's 10")
+	}
 }
 
 // TestExecutors: an ecs lambda runs as a Fargate service on arm64 with its image built from
-// infra/executor/Dockerfile, without a public address, given time to drain on SIGTERM.
+// infra/executor/Dockerfile, given time to drain on SIGTERM.
 func TestExecutors(t *testing.T) {
 	reg := mustLoadRegistry(t)
 	s := environments(t)["prod"]
@@ -475,10 +628,7 @@ func TestExecutors(t *testing.T) {
 				}),
 			})},
 		})
-		s.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{
-			"DesiredCount": e.ECS.Tasks, "LaunchType": "FARGATE",
-			"NetworkConfiguration": map[string]any{"AwsvpcConfiguration": assertions.Match_ObjectLike(&map[string]any{"AssignPublicIp": "DISABLED"})},
-		})
+		s.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{"LaunchType": "FARGATE"})
 	}
 	if n := len(s.resources("AWS::ECS::Service")); n != want {
 		t.Errorf("%d ECS services, want %d", n, want)
@@ -543,7 +693,17 @@ func TestEnvironmentsDiffer(t *testing.T) {
 			t.Errorf("prod: log group %s is not retained", path(lg))
 		}
 	}
-	if n := len(envs["dev"].resources("AWS::CloudWatch::Alarm")); n != 0 {
+	// Alarms that notify; the executors' scaling alarms act on their services instead.
+	notifying := func(s *synthesized) []map[string]any {
+		var out []map[string]any
+		for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+			if !strings.Contains(path(a), "/Executor/Scaling/") {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	if n := len(notifying(envs["dev"])); n != 0 {
 		t.Errorf("dev has %d alarms, want none", n)
 	}
 	// prod: per lambda, dead-letter messages, dead tasks and delivery p95, and for a function
@@ -554,7 +714,7 @@ func TestEnvironmentsDiffer(t *testing.T) {
 			functions++
 		}
 	}
-	alarms := envs["prod"].resources("AWS::CloudWatch::Alarm")
+	alarms := notifying(envs["prod"])
 	if want := 3*len(reg.Lambdas) + 2*functions + 1; len(alarms) != want {
 		t.Errorf("prod has %d alarms, want %d", len(alarms), want)
 	}
@@ -809,7 +969,7 @@ func TestLoadEnvironments(t *testing.T) {
 		"region":              {`{"dev": {` + good + `, "region": "mars"}}`, `region "mars"`},
 		"retention":           {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
 		"throttle":            {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
-		"nat":                 {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 1..2"},
+		"nat":                 {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 0..2"},
 		"account concurrency": {`{"dev": {` + good + `, "account_concurrency": 50}}`, "account_concurrency must be at least 100"},
 		"status concurrency":  {`{"dev": {` + good + `, "status_concurrency": -1}}`, "status_concurrency must not be negative"},
 		"shards":              {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},

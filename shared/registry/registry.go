@@ -22,7 +22,8 @@
 //	  },                                          //   MaximumConcurrency, 2..1000
 //	  "ecs": {                                    // kind ecs only
 //	    "cpu": 256, "memory_mb": 512,             // a Fargate size
-//	    "tasks": 1                                // executors (ECS tasks) running
+//	    "tasks": 1                                // executors (ECS tasks) at most: they scale
+//	                                              //   from 0 on the queues' depth
 //	  }
 //	}
 //
@@ -127,7 +128,7 @@ type Function struct {
 type ECS struct {
 	CPU      int // Fargate CPU units
 	MemoryMB int
-	Tasks    int // executors running
+	Tasks    int // executors at most; the stack scales them from 0 on the queues' depth
 }
 
 // Lambda returns the entry as the framework's task.Lambda.
