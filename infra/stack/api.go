@@ -3,24 +3,30 @@ package stack
 import (
 	"time"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
-// The API function's settings. API Gateway waits at most 29 s for an integration. A GET that
-// waits for a task's end waits at most frontend.MaxWait (25 s), and ends a second before the
-// function's deadline in any case (TestAPITimeoutAllowsTheLongestWait).
+// The API function's settings. The integration waits at most 29 s for the function (CDK allows no
+// more). A GET that waits for a task's end waits at most frontend.MaxWait (25 s), and ends a
+// second before the function's deadline in any case (TestAPITimeoutAllowsTheLongestWait).
 const (
 	apiTimeout  = 29 * time.Second
 	apiMemoryMB = 512
 )
 
+// apiStage is the HTTP API's stage: $default, served at the API's root. A named stage would put
+// its name in front of the path that payload format 1.0 hands the function.
+const apiStage = "$default"
+
 // apiRoutes are the v1 API's methods (see README): the lambda is part of every path below
 // /v1/lambdas, so that IAM policies can allow a client one lambda's paths
-// (arn:aws:execute-api:<region>:<account>:<api>/<stage>/POST/v1/lambdas/send-email/tasks).
+// (arn:aws:execute-api:<region>:<account>:<api>/*/POST/v1/lambdas/send-email/tasks).
 var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas", "GET"},
 	{"/v1/lambdas/{lambda}/tasks", "GET"},
@@ -31,12 +37,15 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
 }
 
-// api is the REST API: every method authorizes with AWS_IAM (SigV4) and goes to the API
-// function (functions/api), which reads and writes the table. The stage throttles, writes an
-// access log, and logs errors.
+// api is an API Gateway HTTP API ($1.00 a million requests; a REST API costs $3.50 and gives
+// atf nothing it uses more): every route authorizes with AWS_IAM (SigV4) and goes to the API
+// function (functions/api) with payload format 1.0, the REST proxy event that apifn reads. The
+// stage throttles every route and writes a JSON access log. HTTP APIs have no execution logs, so
+// no account-wide logging role either.
 type api struct {
 	*function
-	api       awsapigateway.RestApi
+	api       awsapigatewayv2.HttpApi
+	stage     awsapigatewayv2.HttpStage
 	accessLog awslogs.LogGroup
 }
 
@@ -51,50 +60,53 @@ func newAPI(scope constructs.Construct, id string, d *deployment, s *store) *api
 	a.accessLog = awslogs.NewLogGroup(c, jsii.String("AccessLogs"), &awslogs.LogGroupProps{
 		Retention: d.env.logRetention(), RemovalPolicy: d.removal,
 	})
-	yes := jsii.Bool(true)
-	a.api = awsapigateway.NewRestApi(c, jsii.String("RestApi"), &awsapigateway.RestApiProps{
-		RestApiName:    jsii.String("atf-" + d.name),
-		Description:    jsii.String("atf-" + d.name + ": schedule and inspect tasks (v1)"),
-		EndpointTypes:  &[]awsapigateway.EndpointType{awsapigateway.EndpointType_REGIONAL},
-		FailOnWarnings: yes,
-		CloudWatchRole: jsii.Bool(d.env.API.CloudWatchRole),
-		DeployOptions: &awsapigateway.StageOptions{
-			StageName:            jsii.String(d.name),
-			ThrottlingRateLimit:  jsii.Number(float64(d.env.API.RateLimit)),
-			ThrottlingBurstLimit: jsii.Number(float64(d.env.API.BurstLimit)),
-			LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
-			MetricsEnabled:       yes,
-			AccessLogDestination: awsapigateway.NewLogGroupLogDestination(a.accessLog),
-			AccessLogFormat: awsapigateway.AccessLogFormat_JsonWithStandardFields(&awsapigateway.JsonWithStandardFieldProps{
-				Caller: yes, HttpMethod: yes, Ip: yes, Protocol: yes, RequestTime: yes,
-				ResourcePath: yes, ResponseLength: yes, Status: yes, User: yes,
-			}),
-		},
-		DefaultMethodOptions: &awsapigateway.MethodOptions{AuthorizationType: awsapigateway.AuthorizationType_IAM},
-		// One permission lets API Gateway invoke the function for every method.
-		DefaultIntegration: awsapigateway.NewLambdaIntegration(a.function.function, &awsapigateway.LambdaIntegrationOptions{
-			Proxy: yes, ScopePermissionToMethod: jsii.Bool(false),
-		}),
+	iam := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	a.api = awsapigatewayv2.NewHttpApi(c, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String("atf-" + d.name),
+		Description:        jsii.String("atf-" + d.name + ": schedule and inspect tasks (v1)"),
+		CreateDefaultStage: jsii.Bool(false),
+		DefaultAuthorizer:  iam,
 	})
-	if d.env.API.CloudWatchRole {
-		// The account's logging role outlives the stack: other APIs of the account use it.
-		role := a.api.Node().TryFindChild(jsii.String("CloudWatchRole")).(awscdk.Resource)
-		role.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN)
-		suppress(role, "AwsSolutions-IAM4", "API Gateway's account-wide logging role: AWS's managed policy for it is the documented way to let API Gateway write execution logs.",
-			"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs")
-	}
-	// The function validates bodies and parameters and answers with the API's errors; the
-	// validator only makes API Gateway refuse requests that lack a declared path parameter.
-	validator := a.api.AddRequestValidator(jsii.String("Validator"), &awsapigateway.RequestValidatorOptions{
-		ValidateRequestBody: yes, ValidateRequestParameters: yes,
+	a.stage = awsapigatewayv2.NewHttpStage(c, jsii.String("Stage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    a.api,
+		StageName:  jsii.String(apiStage),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit: jsii.Number(float64(d.env.API.RateLimit)), BurstLimit: jsii.Number(float64(d.env.API.BurstLimit)),
+		},
+		AccessLogSettings: &accessLogSettings{
+			destination: awsapigatewayv2.NewLogGroupLogDestination(a.accessLog),
+			format:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat)),
+		},
+	})
+	// One integration, and one permission that lets API Gateway invoke the function for every route.
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Function"), a.function.function, &awsapigatewayv2integrations.HttpLambdaIntegrationProps{
+		PayloadFormatVersion:   awsapigatewayv2.PayloadFormatVersion_VERSION_1_0(),
+		ScopePermissionToRoute: jsii.Bool(false),
+		Timeout:                seconds(apiTimeout),
 	})
 	for _, r := range apiRoutes {
-		a.api.Root().ResourceForPath(jsii.String(r.path)).AddMethod(jsii.String(r.method), nil, &awsapigateway.MethodOptions{
-			AuthorizationType: awsapigateway.AuthorizationType_IAM,
-			RequestValidator:  validator,
+		a.api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path: jsii.String(r.path), Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.method)},
+			Integration: integration, Authorizer: iam,
 		})
 	}
-	// After the methods: a suppression covers the children that exist when it is made.
-	suppress(a.api, "AwsSolutions-COG4", "Every method authorizes with AWS_IAM (SigV4): callers are IAM principals, scoped per lambda by the resource path, not Cognito users.")
 	return a
 }
+
+// accessLogFormat is one JSON record per request, of HTTP API context variables: who called
+// (the IAM caller, as API Gateway checked its signature), what, and how it went.
+const accessLogFormat = `{"requestId":"$context.requestId","requestTime":"$context.requestTime",` +
+	`"httpMethod":"$context.httpMethod","routeKey":"$context.routeKey","path":"$context.path",` +
+	`"protocol":"$context.protocol","status":"$context.status","responseLength":"$context.responseLength",` +
+	`"ip":"$context.identity.sourceIp","caller":"$context.identity.caller","user":"$context.identity.user",` +
+	`"userArn":"$context.identity.userArn","integrationError":"$context.integrationErrorMessage"}`
+
+// accessLogSettings is a stage's access log: CDK takes it as an interface.
+type accessLogSettings struct {
+	destination awsapigatewayv2.IAccessLogDestination
+	format      awsapigateway.AccessLogFormat
+}
+
+func (s *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return s.destination }
+func (s *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return s.format }

@@ -33,14 +33,10 @@ type Environment struct {
 	// Retain keeps the table and the log groups when the stack is deleted (or a resource
 	// replaced); without it they are destroyed with the stack.
 	Retain bool `json:"retain"`
-	// API throttles the whole API: requests per second and burst.
+	// API throttles every route of the API: requests per second and burst.
 	API struct {
 		RateLimit  int `json:"rate_limit"`
 		BurstLimit int `json:"burst_limit"`
-		// CloudWatchRole creates the account's API Gateway logging role, which execution logs
-		// need. It exists once per account and region: leave it off in all stacks of an account
-		// but one.
-		CloudWatchRole bool `json:"cloudwatch_role"`
 	} `json:"api"`
 	// NATGateways serve the ECS executors' private subnets (unused without ECS lambdas): one is
 	// cheaper, one per availability zone survives the loss of a zone. Zero (dev's default): no

@@ -3,7 +3,7 @@
 // construct in a file of its own:
 //
 //	store.go     the DynamoDB table: keys, the due and list indexes, TTL, PITR
-//	api.go       the REST API (AWS_IAM on every method) and the API function
+//	api.go       the HTTP API (AWS_IAM on every route) and the API function
 //	consumer.go  the consumer function and its rate(1 minute) rule
 //	status.go    a function lambda's status function, which its worker invokes to claim, heartbeat and report
 //	queues.go    a lambda's queues: one per priority, each with a dead-letter queue
@@ -147,7 +147,7 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		panic(fmt.Errorf("environment %s: %w", p.Name, err))
 	}
 
-	output(d.stack, "ApiUrl", api.api.Url())
+	output(d.stack, "ApiUrl", api.stage.Url())
 	output(d.stack, "TableName", store.table.TableName())
 	output(d.stack, "QueuePrefix", jsii.String(d.prefix))
 	applyNag(d)

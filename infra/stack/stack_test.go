@@ -197,40 +197,51 @@ func TestFunctions(t *testing.T) {
 	}
 }
 
-// TestAPI: every method of the REST API authorizes with AWS_IAM; the lambda is in the path;
-// the stage throttles and writes access logs.
+// TestAPI: the API is an HTTP API (no REST API): every route authorizes with AWS_IAM and has
+// the lambda in its path; the function gets payload format 1.0 (the REST proxy event apifn
+// reads); the $default stage throttles every route and writes access logs.
 func TestAPI(t *testing.T) {
 	for name, s := range environments(t) {
-		methods := s.resources("AWS::ApiGateway::Method")
-		if len(methods) != len(apiRoutes) {
-			t.Errorf("%s: %d methods, want %d", name, len(methods), len(apiRoutes))
+		if n := len(s.resources("AWS::ApiGateway::RestApi")); n != 0 {
+			t.Errorf("%s: %d REST APIs, want none", name, n)
 		}
-		for _, m := range methods {
-			if a := props(m)["AuthorizationType"]; a != "AWS_IAM" {
-				t.Errorf("%s: %s: authorization %v", name, path(m), a)
+		routes := s.resources("AWS::ApiGatewayV2::Route")
+		if len(routes) != len(apiRoutes) {
+			t.Errorf("%s: %d routes, want %d", name, len(routes), len(apiRoutes))
+		}
+		var keys []string
+		for _, r := range routes {
+			p := props(r)
+			if a := p["AuthorizationType"]; a != "AWS_IAM" {
+				t.Errorf("%s: route %v: authorization %v, want AWS_IAM", name, p["RouteKey"], a)
 			}
-			if !strings.Contains(path(m), "/v1/lambdas/") {
-				t.Errorf("%s: method %s outside /v1/lambdas", name, path(m))
+			key, _ := p["RouteKey"].(string)
+			if _, path, _ := strings.Cut(key, " "); !strings.HasPrefix(path, "/v1/lambdas") {
+				t.Errorf("%s: route %s outside /v1/lambdas", name, key)
+			}
+			keys = append(keys, key)
+		}
+		for _, want := range apiRoutes {
+			if !slices.Contains(keys, want.method+" "+want.path) {
+				t.Errorf("%s: no route %s %s in %v", name, want.method, want.path, keys)
 			}
 		}
-		var paths []string
-		for _, r := range s.resources("AWS::ApiGateway::Resource") {
-			paths = append(paths, path(r))
-		}
-		for _, want := range []string{"{lambda}/tasks/{id}/cancel", "{lambda}/gate"} {
-			if !slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(p, want) }) {
-				t.Errorf("%s: no resource %s in %v", name, want, paths)
-			}
+		s.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), map[string]any{
+			"IntegrationType": "AWS_PROXY", "PayloadFormatVersion": "1.0",
+		})
+		if n := len(s.resources("AWS::ApiGatewayV2::Integration")); n != 1 {
+			t.Errorf("%s: %d integrations, want 1", name, n)
 		}
 		env := mustEnvs(t)[name]
-		s.template.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
-			"StageName":           name,
-			"AccessLogSetting":    assertions.Match_ObjectLike(&map[string]any{"DestinationArn": assertions.Match_AnyValue()}),
-			"MethodSettings":      assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"ThrottlingRateLimit": env.API.RateLimit, "ThrottlingBurstLimit": env.API.BurstLimit, "LoggingLevel": "ERROR"})}),
-			"TracingEnabled":      assertions.Match_Absent(),
-			"DeploymentId":        assertions.Match_AnyValue(),
-			"RestApiId":           assertions.Match_AnyValue(),
-			"ClientCertificateId": assertions.Match_Absent(),
+		s.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Stage"), map[string]any{
+			"StageName":  apiStage,
+			"AutoDeploy": true,
+			"DefaultRouteSettings": assertions.Match_ObjectLike(&map[string]any{
+				"ThrottlingRateLimit": env.API.RateLimit, "ThrottlingBurstLimit": env.API.BurstLimit,
+			}),
+			"AccessLogSettings": assertions.Match_ObjectLike(&map[string]any{
+				"DestinationArn": assertions.Match_AnyValue(), "Format": accessLogFormat,
+			}),
 		})
 	}
 }

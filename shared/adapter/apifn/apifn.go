@@ -1,6 +1,7 @@
-// Package apifn serves the v1 HTTP API from API Gateway: REST proxy events go through the
-// aws-lambda-go-api-proxy adapter to the same http.Handler that `atf dev` serves, so the API has
-// one implementation. It logs who called: API Gateway has checked the caller's IAM signature,
+// Package apifn serves the v1 HTTP API from API Gateway: proxy events (an HTTP API's payload
+// format 1.0, which has the shape of a REST API's proxy event; the stack uses the $default stage,
+// so the path holds no stage name) go through the aws-lambda-go-api-proxy adapter to the same
+// http.Handler that `atf dev` serves, so the API has one implementation. It logs who called: API Gateway has checked the caller's IAM signature,
 // and the identity it passes on is the audit trail.
 package apifn
 
