@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test bench fuzz lint golangci-lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test bench bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -78,7 +78,18 @@ bench: ## benchmarks, not part of make test: prints the table, writes bench/resu
 	trap cleanup EXIT; \
 	if [ -x bench/peers/services ]; then env=$$(bench/peers/services start) && eval "$$env" && peers=1; fi; \
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_GO_FLAGS) ./shared/task ./shared/store/sqlitestore ./shared/store/dynamostore | tee $(BIN)/bench-go.txt; \
-	$(GO) run ./bench $(if $(QUICK),-quick) -concurrency $(BENCH_CONCURRENCY)
+	$(MAKE) --no-print-directory bench-template >/dev/null || echo "bench: no dev template: the idle bill has the consumer alone"; \
+	$(GO) run ./bench $(if $(QUICK),-quick) -concurrency $(BENCH_CONCURRENCY) -template $(BENCH_TEMPLATE)
+
+# The dev template that the bench's idle bill prices: the CDK app run as `cdk synth -c env=dev`
+# runs it (cdk.json's context, CDK_OUTDIR), without the CLI and cdk-nag's report, so offline.
+BENCH_TEMPLATE := $(BIN)/bench-cdk.out/atf-dev.template.json
+bench-template: build ## synthesize the dev template for make bench into bin/bench-cdk.out (no CDK CLI needed)
+	@rm -rf $(BIN)/bench-cdk.out
+	$(GO) -C infra build -o ../$(BIN)/atf-infra .
+	CDK_OUTDIR=$(BIN)/bench-cdk.out CDK_CONTEXT_JSON="$$(node -e 'const c = require("./cdk.json").context; c.env = "dev"; console.log(JSON.stringify(c))')" \
+	  $(BIN)/atf-infra 2>&1 | grep -v '^!!'; exit $${PIPESTATUS[0]}
+	@ls $(BENCH_TEMPLATE)
 
 FUZZTIME ?= 30s
 

@@ -27,21 +27,21 @@ import (
 
 // sizes are the counts of one run.
 type sizes struct {
-	tasks        int           // embedded and peer burn-down
-	latency      time.Duration // of the steady embedded stream
-	rate         float64       // its tasks a second
-	emuLatency   time.Duration
-	emuRate      float64
-	requests     int // schedule API requests
-	costTasks    int // tasks per AWS cost case
-	idleSweeps   int
-	scheduleConc int
-	waiters      int // concurrent waits for a result
+	tasks           int           // embedded and peer burn-down
+	latency         time.Duration // of the steady embedded stream
+	rate            float64       // its tasks a second
+	emuLatency      time.Duration
+	emuRate         float64
+	requests        int // schedule API requests
+	costTasks       int // tasks per AWS cost case
+	idleInvocations int // of the idle consumer function
+	scheduleConc    int
+	waiters         int // concurrent waits for a result
 }
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleSweeps: 10, scheduleConc: 8, waiters: 1000}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleSweeps: 3, scheduleConc: 8, waiters: 1000}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000}
 )
 
 func main() {
@@ -52,7 +52,8 @@ func main() {
 	regPath := flag.String("registry", registry.File, "the lambda registry whose lambdas the idle consumer sweeps")
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, aws")
+	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, aws, idle")
 	flag.Parse()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
@@ -110,8 +111,13 @@ func main() {
 	r.AWSNote = "not asked for"
 	if part("aws") {
 		r.AWSNote = ""
-		if err := runAWS(ctx, &r, sz, *concurrency, *regPath, *envPath); err != nil {
+		if err := runAWS(ctx, &r, sz, *concurrency); err != nil {
 			log.Fatalf("AWS: %v", err)
+		}
+	}
+	if part("idle") {
+		if err := runIdle(ctx, &r, sz, *regPath, *envPath, *templatePath); err != nil {
+			log.Fatalf("idle: %v", err)
 		}
 	}
 
@@ -129,9 +135,9 @@ func main() {
 	fmt.Printf("\nwrote %s in %.0f s\n", *out, r.WallS)
 }
 
-// runAWS measures on the emulators: latency through the function handlers, the cost cases and
-// the idle consumer. Without emulators it notes why and measures nothing.
-func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int, regPath, envPath string) error {
+// runAWS measures on the emulators: latency through the function handlers and the cost cases.
+// Without emulators it notes why and measures nothing.
+func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int) error {
 	cfg, err := awsConfig(ctx)
 	if err != nil {
 		r.AWSNote = err.Error()
@@ -177,20 +183,6 @@ func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int, regPath,
 		r.AWSCallsPerImmediateTask[op] = x.Calls
 	}
 
-	envReg, err := registry.Load(regPath)
-	if err != nil {
-		return err
-	}
-	shards, err := devShards(envPath)
-	if err != nil {
-		return err
-	}
-	log.Printf("idle consumer: %d sweeps", sz.idleSweeps)
-	idle, err := idleCost(ctx, cfg, envReg, shards, sz.idleSweeps)
-	if err != nil {
-		return fmt.Errorf("idle: %w", err)
-	}
-	r.Idle, r.IdleUSDPerMonth = &idle, idle.Total
 	return nil
 }
 

@@ -1,9 +1,12 @@
 // Package consumerfn runs the store consumer as a function. EventBridge can invoke a function
 // at most once a minute, so each invocation sweeps about every second until shortly before its
 // minute is up: a due task then waits about a second for its sweep, not a minute. Each lambda is
-// swept on a schedule of its own (consumer.Run), so a slow one delays no other. Overlapping
-// invocations (one running late) are harmless: every move of a task is a conditional write. The
-// stack still gives the function a reserved concurrency of one, so they stay rare.
+// swept on a schedule of its own (consumer.Run), so a slow one delays no other. With
+// Config.StopWhenIdle, a lambda's sweeps end as soon as nothing of it is due before the minute is
+// up, and the invocation with the last of them: an idle environment pays for one sweep and one
+// look ahead a minute, not a minute of sweeps. Overlapping invocations (one running late) are
+// harmless: every move of a task is a conditional write. The stack still gives the function a
+// reserved concurrency of one, so they stay rare.
 package consumerfn
 
 import (
@@ -48,6 +51,12 @@ type Config struct {
 	// Wait blocks for d or until ctx ends; tests replace it to advance a fake clock.
 	Wait   func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger
+	// StopWhenIdle ends the invocation early once nothing is due before its minute is up
+	// (consumer.RunParams.StopWhenIdle); only a Runner can. What comes due later, or is scheduled
+	// due while no invocation runs, waits for the next one: at most a minute. The deployed
+	// function sets it; it suits a schedule path that sends tasks due soon to their queue itself,
+	// leaving the consumer the far future, timeouts, resends, retries and flows.
+	StopWhenIdle bool
 }
 
 // Handler handles the scheduled events.
@@ -95,7 +104,7 @@ func (h *Handler) Handle(ctx context.Context, e events.EventBridgeEvent) error {
 	var lastErr error
 	if r, ok := h.sweeper.(Runner); ok {
 		// Each pass ends within its own deadline, and before ctx's, its sends included.
-		rs := r.Run(ctx, consumer.RunParams{Interval: h.cfg.Interval, Until: end})
+		rs := r.Run(ctx, consumer.RunParams{Interval: h.cfg.Interval, Until: end, StopWhenIdle: h.cfg.StopWhenIdle})
 		total, sweeps, failed, lastErr = rs.Stats, rs.Passes, rs.Failed, rs.Err
 	} else {
 		for next := start; ; next = next.Add(h.cfg.Interval) {

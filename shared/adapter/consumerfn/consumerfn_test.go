@@ -169,3 +169,20 @@ func TestRunner(t *testing.T) {
 		t.Error("every pass failed: got no error")
 	}
 }
+
+// TestStopWhenIdle: the configuration reaches the run, which then ends as soon as nothing is due
+// before the invocation's minute is up.
+func TestStopWhenIdle(t *testing.T) {
+	e := scheduled(t)
+	c := &clock{now: e.Time}
+	for _, stop := range []bool{false, true} {
+		r := &runner{rs: consumer.RunStats{Passes: 1}}
+		h := consumerfn.New(r, consumerfn.Config{Now: c.Now, Wait: c.Wait, Logger: slog.New(slog.DiscardHandler), StopWhenIdle: stop})
+		if err := h.Handle(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+		if r.got.StopWhenIdle != stop || r.got.Until.IsZero() {
+			t.Errorf("StopWhenIdle %v: run %+v", stop, r.got)
+		}
+	}
+}

@@ -155,6 +155,9 @@ type Stats struct {
 	Unblocked, UpstreamFailed int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
+	// Seen counts the tasks a pass's reads returned, moved or not: a pass that saw none found
+	// its lambda idle.
+	Seen int
 }
 
 func (s *Stats) add(o Stats) {
@@ -168,6 +171,7 @@ func (s *Stats) add(o Stats) {
 	s.Unblocked += o.Unblocked
 	s.UpstreamFailed += o.UpstreamFailed
 	s.Full = s.Full || o.Full
+	s.Seen += o.Seen
 }
 
 // Wake makes a running consumer sweep now rather than at its next poll, as when a task was just
@@ -214,7 +218,7 @@ func (c *Consumer) Sweep(ctx context.Context) (Stats, error) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			stats[i], errs[i] = c.pass(ctx, l, gates)
+			stats[i], errs[i] = c.pass(ctx, l, func(context.Context) ([]task.Gate, error) { return gates, nil })
 		})
 	}
 	wg.Wait()
@@ -231,12 +235,22 @@ type RunParams struct {
 	Interval time.Duration
 	// Until, if set, is when Run starts no more passes; each lambda gets one pass at least.
 	Until time.Time
+	// StopWhenIdle, with Until, ends a lambda's passes as soon as nothing of it is due soon: once
+	// a pass of it saw no task, and no lane of it holds a task due before Until (see idleUntil).
+	// A lambda with something due before Until keeps its passes an interval apart, so what comes
+	// due, and what its tasks set off meanwhile (a downstream to tell, a task scheduled), waits no
+	// longer than while the consumer runs for good. The consumer function sets it: EventBridge
+	// starts it again within the minute, and an idle environment then pays for one pass of each
+	// lambda a minute and one look ahead, rather than a minute of passes.
+	StopWhenIdle bool
 }
 
 // RunStats sums up what Run did.
 type RunStats struct {
 	Stats
 	Passes, Failed int
+	// Looks counts the looks ahead of StopWhenIdle; Stopped the lambdas it stopped early.
+	Looks, Stopped int
 	Err            error // of the last pass that failed
 }
 
@@ -244,20 +258,27 @@ type RunStats struct {
 // next pass starts an interval after its last one started, at once if that one used the whole
 // quota (a backlog), or when woken, or when its workers claimed enough of what its cap held back
 // (Claimed); whatever the other lambdas do. A slow lambda thus delays no
-// other; at most Workers passes run at once. Run returns once its last passes have ended.
+// other; at most Workers passes run at once. Passes that start together share one read of the
+// gates. Run returns once its last passes have ended.
 func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 	if p.Interval <= 0 {
 		p.Interval = c.cfg.PollInterval
 	}
+	stopWhenIdle := p.StopWhenIdle && !p.Until.IsZero()
 	type state struct {
 		busy   bool
 		passes int
 		next   time.Time // when the next pass may start
+		done   bool      // StopWhenIdle: nothing of it is due before p.Until
+		awake  time.Time // StopWhenIdle: something is due by then; no need to look again before
 	}
 	type result struct {
-		i   int
-		st  Stats
-		err error
+		i      int
+		st     Stats
+		err    error
+		looked bool
+		idle   bool      // the pass saw nothing, and nothing is due before p.Until
+		due    time.Time // the earliest trigger the look found
 	}
 	states := make([]state, len(c.lambdas))
 	done := make(chan result)
@@ -265,13 +286,19 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 	var total RunStats
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	revive := func() {
+		for i := range states {
+			states[i].next, states[i].done = time.Time{}, false
+		}
+	}
 	for {
 		now := time.Now()
 		over := !p.Until.IsZero() && !now.Before(p.Until)
 		wait := time.Duration(-1)
+		var gates func(context.Context) ([]task.Gate, error) // shared by the passes started now
 		for i := range states {
 			s := &states[i]
-			if s.busy || ctx.Err() != nil || (over && s.passes > 0) || running == c.workers {
+			if s.busy || s.done || ctx.Err() != nil || (over && s.passes > 0) || running == c.workers {
 				continue
 			}
 			if d := s.next.Sub(now); d > 0 {
@@ -282,12 +309,22 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			}
 			s.busy, s.passes, s.next = true, s.passes+1, now.Add(p.Interval)
 			running++
+			if gates == nil {
+				gates = c.sharedGates()
+			}
+			look := stopWhenIdle && !now.Before(s.awake)
 			go func() {
-				st, err := c.pass(ctx, c.lambdas[i], nil)
-				done <- result{i, st, err}
+				r := result{i: i}
+				r.st, r.err = c.pass(ctx, c.lambdas[i], gates)
+				if look && r.err == nil && r.st.Seen == 0 {
+					r.looked = true
+					r.due, r.err = c.idleUntil(ctx, c.lambdas[i], gates, p.Until)
+					r.idle = r.err == nil && r.due.IsZero()
+				}
+				done <- r
 			}()
 		}
-		if running == 0 && (ctx.Err() != nil || over) {
+		if running == 0 && (ctx.Err() != nil || over || allDone(states, func(s state) bool { return s.done })) {
 			return total
 		}
 		var tick <-chan time.Time
@@ -302,17 +339,26 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		select {
 		case r := <-done:
 			running--
-			states[r.i].busy = false
+			s := &states[r.i]
+			s.busy = false
 			total.Passes++
 			total.add(r.st)
+			if r.looked {
+				// Look again once that is due, and not before a few more passes: a look costs
+				// about what a pass does.
+				total.Looks++
+				s.awake = later(r.due, time.Now().Add(lookSpacing*p.Interval))
+			}
+			if r.idle {
+				s.done = true
+				total.Stopped++
+			}
 			if r.st.Full {
-				states[r.i].next = time.Time{} // a backlog: its next pass at once
+				s.next = time.Time{} // a backlog: its next pass at once
 			}
 			if r.st.Unblocked+r.st.UpstreamFailed > 0 {
 				// Tasks of any lambda may have become due, or ended with downstreams to tell.
-				for i := range states {
-					states[i].next = time.Time{}
-				}
+				revive()
 			}
 			refill := &c.refills[r.i]
 			refill.claimed.Store(0)
@@ -326,18 +372,84 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			}
 		case <-tick:
 		case <-c.wake:
-			for i := range states {
-				states[i].next = time.Time{}
-			}
+			revive()
 		case <-c.refilled:
 			for i := range states {
 				if c.refills[i].due.Swap(false) {
-					states[i].next = time.Time{}
+					states[i].next, states[i].done = time.Time{}, false
 				}
 			}
 		case <-stop:
 		}
 	}
+}
+
+// lookSpacing is the fewest passes between two looks ahead of one lambda.
+const lookSpacing = 5
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func allDone[S any](states []S, done func(S) bool) bool {
+	for _, s := range states {
+		if !done(s) {
+			return false
+		}
+	}
+	return len(states) > 0
+}
+
+// sharedGates returns a read of the gates that the passes starting now share: the first to ask
+// reads them, within a pass's deadline, and the others wait for that read. A pass needs the gates
+// as they were when it began (it reads them again after any waiting task it found, see
+// sweepLambda), so passes that begin together need one read between them.
+func (c *Consumer) sharedGates() func(context.Context) ([]task.Gate, error) {
+	var once sync.Once
+	var gates []task.Gate
+	var err error
+	return func(ctx context.Context) ([]task.Gate, error) {
+		once.Do(func() { gates, err = c.store.Gates(ctx) })
+		return gates, err
+	}
+}
+
+// idleUntil looks ahead for StopWhenIdle: the earliest trigger before until (a wall-clock time)
+// of a task in a lane of l that a pass reads, or zero if there is none. Parked tasks, and the
+// waiting and enqueued tasks of a lambda whose gate is not open, wait for a gate to open: an
+// idle consumer sees that open at its next start. It reads one task of a lane at most, and stops
+// at the first lane with one.
+func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), until time.Time) (time.Time, error) {
+	work, _ := c.deadlines(ctx)
+	ctx, cancel := context.WithDeadline(ctx, work)
+	defer cancel()
+	g, err := gates(ctx) // the pass's read, shared
+	if err != nil {
+		return time.Time{}, err
+	}
+	before := c.now().UTC().Add(time.Until(until))
+	lanes := []task.DueParams{{Statuses: task.Running}, {Statuses: flowing}}
+	if mode, _, _ := gatesOf(l.Name, g); mode == task.GateOpen {
+		lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}})
+		for _, p := range l.Priorities {
+			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
+		}
+	}
+	for _, lane := range lanes {
+		lane.Lambda, lane.Before, lane.Limit = l.Name, before, 1
+		found, err := c.store.Due(ctx, lane)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(found) > 0 && found[0].NextTriggerAt != nil {
+			// The wall-clock time of its trigger, as Run keeps time.
+			return time.Now().Add(found[0].NextTriggerAt.Sub(c.now())), nil
+		}
+	}
+	return time.Time{}, nil
 }
 
 // deadlines returns when a pass starting now must end its reads and writes (work), and when its
@@ -351,9 +463,9 @@ func (c *Consumer) deadlines(ctx context.Context) (work, hard time.Time) {
 	return hard.Add(-c.sendTimeout), hard
 }
 
-// pass sweeps one lambda within the pass timeout. gates are the gates as a sweep of every lambda
-// read them, or nil for the pass to read them.
-func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates []task.Gate) (Stats, error) {
+// pass sweeps one lambda within the pass timeout. gates reads the gates as they were when the pass
+// began: a read that a sweep of every lambda shares.
+func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error)) (Stats, error) {
 	workBy, hard := c.deadlines(ctx)
 	work, cancel := context.WithDeadline(ctx, workBy)
 	defer cancel()
@@ -371,14 +483,12 @@ type passState struct {
 	st   Stats
 }
 
-func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task.Gate) error {
+func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates func(context.Context) ([]task.Gate, error)) error {
 	st := &c.st
 	now := c.now().UTC()
-	if gates == nil {
-		var err error
-		if gates, err = c.store.Gates(ctx); err != nil {
-			return err
-		}
+	gates, err := readGates(ctx)
+	if err != nil {
+		return err
 	}
 	mode, held, dropped := gatesOf(l.Name, gates)
 
@@ -387,6 +497,7 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 	if err != nil {
 		return err
 	}
+	st.Seen += len(stalled)
 	for _, t := range stalled {
 		next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Timeout(t, now, c.cfg, c.jitter()) })
 		if err != nil {
@@ -429,6 +540,7 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 	if err != nil {
 		return err
 	}
+	st.Seen += len(resends)
 	if err := c.move(ctx, resends, held, dropped, now, &quota); err != nil {
 		return err
 	}
@@ -445,8 +557,13 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, gates []task
 		if err != nil {
 			return err
 		}
+		if len(due) == 0 {
+			continue
+		}
+		st.Seen += len(due)
 		// Read the gates again after the tasks: a task scheduled after its gate closed must see
-		// that gate, even when this sweep began before the gate changed.
+		// that gate, even when this sweep began before the gate changed. Without a task, there is
+		// nothing for a gate to hold: an idle priority reads no gates.
 		if gates, err = c.store.Gates(ctx); err != nil {
 			return err
 		}
@@ -653,7 +770,7 @@ func (c *Consumer) dropAll(ctx context.Context, l task.Lambda, now time.Time, st
 			return nil
 		}
 		lane.Lambda, lane.Before, lane.Limit = l.Name, endOfTime, quota
-		n, err := c.each(ctx, lane, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
+		n, err := c.each(ctx, lane, st, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
 		st.Dropped += n
 		quota -= n
 		if err != nil {
@@ -669,7 +786,7 @@ func (c *Consumer) dropAll(ctx context.Context, l task.Lambda, now time.Time, st
 func (c *Consumer) dropParked(ctx context.Context, lambda, collection string, now time.Time, st *Stats) error {
 	n, err := c.each(ctx, task.DueParams{
 		Lambda: lambda, Parked: true, Collection: collection, Statuses: task.Waiting, Before: endOfTime, Limit: c.cfg.EnqueueQuota,
-	}, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
+	}, st, func(t task.Task) (task.Task, error) { return task.Drop(t, now) })
 	st.Dropped += n
 	st.Full = st.Full || n == c.cfg.EnqueueQuota
 	return err
@@ -680,18 +797,19 @@ func (c *Consumer) dropParked(ctx context.Context, lambda, collection string, no
 func (c *Consumer) unpark(ctx context.Context, lambda string, held []string, now time.Time, st *Stats) error {
 	n, err := c.each(ctx, task.DueParams{
 		Lambda: lambda, Parked: true, SkipCollections: held, Statuses: task.Waiting, Before: endOfTime, Limit: c.cfg.EnqueueQuota,
-	}, func(t task.Task) (task.Task, error) { return task.Unpark(t, now) })
+	}, st, func(t task.Task) (task.Task, error) { return task.Unpark(t, now) })
 	st.Unparked += n
 	st.Full = st.Full || n == c.cfg.EnqueueQuota
 	return err
 }
 
-// each applies fn to the tasks p selects and returns how many it moved.
-func (c *Consumer) each(ctx context.Context, p task.DueParams, fn func(task.Task) (task.Task, error)) (int, error) {
+// each applies fn to the tasks p selects and returns how many it moved; st counts those it saw.
+func (c *Consumer) each(ctx context.Context, p task.DueParams, st *Stats, fn func(task.Task) (task.Task, error)) (int, error) {
 	tasks, err := c.store.Due(ctx, p)
 	if err != nil {
 		return 0, err
 	}
+	st.Seen += len(tasks)
 	n := 0
 	for _, t := range tasks {
 		if _, err := c.apply(ctx, t, fn); err == nil {

@@ -31,6 +31,7 @@ func (c *passState) flows(ctx context.Context, l task.Lambda, now time.Time) err
 	if err != nil {
 		return err
 	}
+	c.st.Seen += len(due)
 	var ended []task.Task
 	for _, t := range due {
 		if t.Status != task.StatusPending {

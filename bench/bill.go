@@ -1,0 +1,422 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Standing charges of an idle environment: list prices in us-east-1, on demand, in USD, read on
+// 2026-11-24 from the pages named. Free tiers are left out, but for the dashboards the issue
+// names (CloudWatch's free three).
+const (
+	IdlePricesChecked = "2026-11-24"
+
+	// https://aws.amazon.com/vpc/pricing/ : a NAT gateway per hour, before the data it processes.
+	NATGatewayPerHour = 0.045
+	// https://aws.amazon.com/vpc/pricing/ : a public IPv4 address per hour, in use or idle (an
+	// Elastic IP, a NAT gateway's, a Fargate task's with AssignPublicIp).
+	PublicIPv4PerHour = 0.005
+	// https://aws.amazon.com/privatelink/pricing/ : an interface endpoint per hour in each
+	// availability zone (subnet) it is in. Gateway endpoints (S3, DynamoDB) cost nothing.
+	InterfaceEndpointPerAZHour = 0.01
+
+	// https://aws.amazon.com/cloudwatch/pricing/ : an alarm per metric it watches and month,
+	// standard resolution (a period of a minute or more) and high; a dashboard per month beyond
+	// the free three; log storage per GB-month (archived, compressed: counted here uncompressed,
+	// an upper bound).
+	CloudWatchAlarmPerMetricMonth         = 0.10
+	CloudWatchHighResAlarmPerMetricMonth  = 0.30
+	CloudWatchDashboardPerMonth           = 3.00
+	CloudWatchFreeDashboards              = 3
+	CloudWatchLogsStoragePerGBMonth       = 0.03
+	CloudWatchLogsRetentionUnsetMonths    = 12 // a group that never expires: a year's logs, say
+	cloudWatchHighResolutionPeriodSeconds = 60
+
+	// https://aws.amazon.com/kms/pricing/ : a customer managed key per month.
+	KMSKeyPerMonth = 1.00
+
+	// https://aws.amazon.com/secrets-manager/pricing/ : a secret per month.
+	SecretPerMonth = 0.40
+
+	// https://aws.amazon.com/fargate/pricing/ : Linux, per vCPU-hour and GB-hour, on Arm (Graviton)
+	// and on x86.
+	FargateArmVCPUPerHour = 0.03238
+	FargateArmGBPerHour   = 0.00356
+	FargateX86VCPUPerHour = 0.04048
+	FargateX86GBPerHour   = 0.004445
+
+	// https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html : an SQS event source mapping
+	// polls its queue with long polls (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html:
+	// 20 s at most) from five pollers when the queue is idle; each poll is an SQS request
+	// (SQSStandardPerMillion), messages or not.
+	ESMIdlePollers         = 5
+	SQSLongPollWaitSeconds = 20
+)
+
+// hoursPerMonth is AWS's month of 730 hours.
+var hoursPerMonth = month.Hours()
+
+// BillLine is one resource's standing charge in an idle month.
+type BillLine struct {
+	Kind     string  `json:"kind"`
+	Resource string  `json:"resource"` // the template's logical id, or a name
+	Basis    string  `json:"basis"`    // what is priced: quantity × price
+	USD      float64 `json:"usd_per_month"`
+}
+
+// IdleBill is what the idle dev environment costs a month: every resource of its template with a
+// standing charge, and the consumer as measured.
+type IdleBill struct {
+	Template string     `json:"template"`
+	Note     string     `json:"note,omitempty"`
+	Lines    []BillLine `json:"lines"`
+	Total    float64    `json:"usd_per_month"`
+}
+
+// template is a CloudFormation template, as far as the bill reads it.
+type template struct {
+	Resources map[string]resource `json:"Resources"`
+}
+
+type resource struct {
+	Type       string         `json:"Type"`
+	Properties map[string]any `json:"Properties"`
+}
+
+func loadTemplate(path string) (*template, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("no template to bill (make synth writes it): %w", err)
+	}
+	return parseTemplate(data)
+}
+
+func parseTemplate(data []byte) (*template, error) {
+	var t template
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("template: %w", err)
+	}
+	return &t, nil
+}
+
+// ids are the template's logical ids in order: the bill lists resources the same way each time.
+func (t *template) ids(typ string) []string {
+	var ids []string
+	for id, r := range t.Resources {
+		if r.Type == typ {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// ref is the logical id a {"Ref": id} or {"Fn::GetAtt": [id, attr]} names, or "".
+func ref(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if id, ok := m["Ref"].(string); ok {
+		return id
+	}
+	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) > 0 {
+		id, _ := ga[0].(string)
+		return id
+	}
+	return ""
+}
+
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// consumerFunction is the logical id of the function that a schedule rule starts: the consumer.
+func (t *template) consumerFunction() (fn, rule string) {
+	for _, id := range t.ids("AWS::Events::Rule") {
+		r := t.Resources[id]
+		if str(r.Properties["ScheduleExpression"]) == "" {
+			continue
+		}
+		targets, _ := r.Properties["Targets"].([]any)
+		for _, target := range targets {
+			m, _ := target.(map[string]any)
+			if f := ref(m["Arn"]); t.Resources[f].Type == "AWS::Lambda::Function" {
+				return f, id
+			}
+		}
+	}
+	return "", ""
+}
+
+var rateExpr = regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$`)
+
+// consumer is the consumer function's memory and how often its rule starts it.
+func (t *template) consumer() (memoryMB int, period time.Duration, err error) {
+	fn, rule := t.consumerFunction()
+	if fn == "" {
+		return 0, 0, fmt.Errorf("template: no function that a schedule rule starts")
+	}
+	mem, ok := number(t.Resources[fn].Properties["MemorySize"])
+	if !ok {
+		mem = 128 // Lambda's default
+	}
+	expr := str(t.Resources[rule].Properties["ScheduleExpression"])
+	m := rateExpr.FindStringSubmatch(expr)
+	if m == nil {
+		return 0, 0, fmt.Errorf("template: schedule %q of rule %s: only rate() is priced", expr, rule)
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}[strings.TrimSuffix(m[2], "s")]
+	return int(mem), time.Duration(n) * unit, nil
+}
+
+// idleBill prices the standing charges of t (nil: none known) and the idle consumer.
+func idleBill(t *template, idle IdleResult) IdleBill {
+	var b IdleBill
+	add := func(kind, id, basis string, usd float64) {
+		b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: id, Basis: basis, USD: usd})
+	}
+	perHour := func(kind, id string, n, price float64, unit string) {
+		add(kind, id, fmt.Sprintf("%s %s × %.0f h × $%g", trim(n), unit, hoursPerMonth, price), n*hoursPerMonth*price)
+	}
+	if t != nil {
+		for _, id := range t.ids("AWS::EC2::NatGateway") {
+			perHour("NAT gateway", id, 1, NATGatewayPerHour, "gateway")
+		}
+		for _, id := range t.ids("AWS::EC2::VPCEndpoint") {
+			p := t.Resources[id].Properties
+			if typ := str(p["VpcEndpointType"]); typ == "" || typ == "Gateway" {
+				continue // free
+			}
+			subnets, _ := p["SubnetIds"].([]any)
+			perHour("interface endpoint "+endpointService(p["ServiceName"]), id, float64(max(len(subnets), 1)), InterfaceEndpointPerAZHour, "AZ")
+		}
+		for _, id := range t.ids("AWS::EC2::EIP") {
+			perHour("public IPv4 address", id, 1, PublicIPv4PerHour, "address")
+		}
+		b.fargate(t, perHour)
+		b.alarms(t, add)
+		for i, id := range t.ids("AWS::CloudWatch::Dashboard") {
+			if i < CloudWatchFreeDashboards {
+				add("dashboard", id, fmt.Sprintf("one of the free %d", CloudWatchFreeDashboards), 0)
+				continue
+			}
+			add("dashboard", id, fmt.Sprintf("1 × $%g", CloudWatchDashboardPerMonth), CloudWatchDashboardPerMonth)
+		}
+		for _, typ := range []string{"AWS::KMS::Key", "AWS::KMS::ReplicaKey"} {
+			for _, id := range t.ids(typ) {
+				add("KMS key", id, fmt.Sprintf("1 × $%g", KMSKeyPerMonth), KMSKeyPerMonth)
+			}
+		}
+		for _, id := range t.ids("AWS::SecretsManager::Secret") {
+			add("secret", id, fmt.Sprintf("1 × $%g", SecretPerMonth), SecretPerMonth)
+		}
+		b.polls(t, add)
+	}
+	b.consumer(t, idle, add)
+	for _, l := range b.Lines {
+		b.Total += l.USD
+	}
+	return b
+}
+
+// endpointService is the last word of an endpoint's service name (com.amazonaws.<region>.sqs).
+func endpointService(v any) string {
+	if m, ok := v.(map[string]any); ok {
+		if parts, ok := m["Fn::Join"].([]any); ok && len(parts) == 2 {
+			list, _ := parts[1].([]any)
+			if len(list) > 0 {
+				v = list[len(list)-1]
+			}
+		}
+	}
+	s := str(v)
+	return s[strings.LastIndex(s, ".")+1:]
+}
+
+// fargate bills the Fargate tasks that run while nothing happens: a service's minimum (its
+// scaling target's MinCapacity, or its DesiredCount without one), and their public addresses.
+func (b *IdleBill) fargate(t *template, perHour func(kind, id string, n, price float64, unit string)) {
+	minimum := map[string]float64{} // by service logical id
+	for _, id := range t.ids("AWS::ApplicationAutoScaling::ScalableTarget") {
+		p := t.Resources[id].Properties
+		if str(p["ServiceNamespace"]) != "ecs" {
+			continue
+		}
+		if n, ok := number(p["MinCapacity"]); ok {
+			for _, svc := range refsIn(p["ResourceId"]) {
+				if t.Resources[svc].Type == "AWS::ECS::Service" {
+					minimum[svc] = n
+				}
+			}
+		}
+	}
+	for _, id := range t.ids("AWS::ECS::Service") {
+		p := t.Resources[id].Properties
+		n, scaled := minimum[id]
+		if !scaled {
+			n, _ = number(p["DesiredCount"])
+		}
+		if n == 0 {
+			continue
+		}
+		td := t.Resources[ref(p["TaskDefinition"])].Properties
+		cpu, _ := number(td["Cpu"])
+		mem, _ := number(td["Memory"])
+		vcpu, gb := cpu/1024, mem/1024
+		vcpuPrice, gbPrice := FargateX86VCPUPerHour, FargateX86GBPerHour
+		if rp, _ := td["RuntimePlatform"].(map[string]any); str(rp["CpuArchitecture"]) == "ARM64" {
+			vcpuPrice, gbPrice = FargateArmVCPUPerHour, FargateArmGBPerHour
+		}
+		perHour(fmt.Sprintf("Fargate tasks (%g vCPU, %g GB)", vcpu, gb), id, n, vcpu*vcpuPrice+gb*gbPrice, "task")
+		if nc, _ := p["NetworkConfiguration"].(map[string]any); nc != nil {
+			if aws, _ := nc["AwsvpcConfiguration"].(map[string]any); str(aws["AssignPublicIp"]) == "ENABLED" {
+				perHour("public IPv4 address of Fargate tasks", id, n, PublicIPv4PerHour, "address")
+			}
+		}
+	}
+}
+
+// refsIn are the logical ids that v refers to, however deep.
+func refsIn(v any) []string {
+	var ids []string
+	switch x := v.(type) {
+	case map[string]any:
+		if id := ref(x); id != "" {
+			return []string{id}
+		}
+		for _, w := range x {
+			ids = append(ids, refsIn(w)...)
+		}
+	case []any:
+		for _, w := range x {
+			ids = append(ids, refsIn(w)...)
+		}
+	}
+	return ids
+}
+
+// alarms bills each alarm by the metrics it watches.
+func (b *IdleBill) alarms(t *template, add func(kind, id, basis string, usd float64)) {
+	for _, id := range t.ids("AWS::CloudWatch::Alarm") {
+		p := t.Resources[id].Properties
+		metrics, highRes := 1.0, false
+		if period, ok := number(p["Period"]); ok && period < cloudWatchHighResolutionPeriodSeconds {
+			highRes = true
+		}
+		if list, ok := p["Metrics"].([]any); ok {
+			metrics = 0
+			for _, m := range list {
+				q, _ := m.(map[string]any)
+				if stat, ok := q["MetricStat"].(map[string]any); ok {
+					metrics++
+					if period, ok := number(stat["Period"]); ok && period < cloudWatchHighResolutionPeriodSeconds {
+						highRes = true
+					}
+				}
+			}
+		}
+		price := CloudWatchAlarmPerMetricMonth
+		if highRes {
+			price = CloudWatchHighResAlarmPerMetricMonth
+		}
+		add("alarm", id, fmt.Sprintf("%s metrics × $%g", trim(metrics), price), metrics*price)
+	}
+}
+
+// polls bills the idle polling of each SQS event source mapping, per queue.
+func (b *IdleBill) polls(t *template, add func(kind, id, basis string, usd float64)) {
+	pollsPerMonth := ESMIdlePollers * hoursPerMonth * 3600 / SQSLongPollWaitSeconds
+	for _, id := range t.ids("AWS::Lambda::EventSourceMapping") {
+		q := ref(t.Resources[id].Properties["EventSourceArn"])
+		if t.Resources[q].Type != "AWS::SQS::Queue" {
+			continue
+		}
+		name := str(t.Resources[q].Properties["QueueName"])
+		if name == "" {
+			name = q
+		}
+		add("idle SQS polls of an event source mapping", name,
+			fmt.Sprintf("%s requests × $%g/M", num(pollsPerMonth), SQSStandardPerMillion), pollsPerMonth*SQSStandardPerMillion/1e6)
+	}
+}
+
+// consumer bills the idle consumer as measured, and the storage of its logs at its log group's
+// retention.
+func (b *IdleBill) consumer(t *template, idle IdleResult, add func(kind, id, basis string, usd float64)) {
+	name := "consumer"
+	retention := 0.0 // days; 0: never expires
+	if t != nil {
+		if fn, _ := t.consumerFunction(); fn != "" {
+			name = fn
+			lc, _ := t.Resources[fn].Properties["LoggingConfig"].(map[string]any)
+			if g := t.Resources[ref(lc["LogGroup"])]; g.Type == "AWS::Logs::LogGroup" {
+				retention, _ = number(g.Properties["RetentionInDays"])
+			}
+		}
+	}
+	u := idle.Usage
+	fn := u.Lambda["consumer"]
+	add("consumer invocations", name, fmt.Sprintf("%s invocations of %.0f ms at %d MB (%s GB-s)",
+		num(fn.Invocations), idle.InvocationMS, idle.MemoryMB, num(fn.GBSeconds)),
+		fn.Invocations*LambdaRequestsPerMillion/1e6+fn.GBSeconds*LambdaArmPerGBSecond)
+	add("consumer reads", name, fmt.Sprintf("%s read units (%.1f an invocation) × $%g/M",
+		num(u.ReadUnits), u.ReadUnits/max(fn.Invocations, 1), DynamoDBReadPerMillion), u.ReadUnits*DynamoDBReadPerMillion/1e6)
+	if u.EventBridgeEvents > 0 && EventBridgeScheduledRulePerMillion > 0 {
+		add("consumer schedule", name, fmt.Sprintf("%s events", num(u.EventBridgeEvents)), u.EventBridgeEvents*EventBridgeScheduledRulePerMillion/1e6)
+	}
+	gb := u.LogBytes / (1 << 30)
+	add("consumer log ingestion", name, fmt.Sprintf("%.4f GB × $%g", gb, CloudWatchLogsPerGB), gb*CloudWatchLogsPerGB)
+	months := retention / 30.4
+	kept := fmt.Sprintf("kept %.0f days", retention)
+	if retention == 0 {
+		months, kept = CloudWatchLogsRetentionUnsetMonths, fmt.Sprintf("never expires: %d months' worth", CloudWatchLogsRetentionUnsetMonths)
+	}
+	add("log storage", name, fmt.Sprintf("%.4f GB-months (%s) × $%g", gb*months, kept, CloudWatchLogsStoragePerGBMonth),
+		gb*months*CloudWatchLogsStoragePerGBMonth)
+}
+
+// trim formats a count without needless decimals.
+func trim(v float64) string {
+	if v == math.Trunc(v) {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// Print writes the bill as a markdown table.
+func (b *IdleBill) Print(w io.Writer, idle *IdleResult) {
+	src := b.Template
+	if b.Note != "" {
+		src = b.Note
+	}
+	fmt.Fprintf(w, "Idle dev environment, per month: the standing charges of %s, and the consumer function", src)
+	if idle != nil {
+		fmt.Fprintf(w, " as measured on the emulators (%d lambdas, %d queues, %d shards; %.1f passes an invocation)", len(idle.Lambdas), idle.Priorities, idle.Shards, idle.PassesPerInvocation)
+	}
+	fmt.Fprintf(w, "; list prices checked %s\n\n", IdlePricesChecked)
+	fmt.Fprintln(w, "| resource | name | basis | per month |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, l := range b.Lines {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", l.Kind, l.Resource, l.Basis, usd(l.USD))
+	}
+	fmt.Fprintf(w, "| **total** | | | **%s** |\n\n", usd(b.Total))
+}

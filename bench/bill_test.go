@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+// billFixture is a template with one resource of each kind the bill prices, and some it must
+// leave out: a gateway endpoint, a dead-letter queue with no mapping, a service scaled to zero.
+const billFixture = `{"Resources": {
+  "Nat": {"Type": "AWS::EC2::NatGateway", "Properties": {"AllocationId": {"Fn::GetAtt": ["Eip", "AllocationId"]}}},
+  "Eip": {"Type": "AWS::EC2::EIP", "Properties": {"Domain": "vpc"}},
+  "SqsEndpoint": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Interface",
+    "ServiceName": {"Fn::Join": ["", ["com.amazonaws.", {"Ref": "AWS::Region"}, ".sqs"]]},
+    "SubnetIds": [{"Ref": "A"}, {"Ref": "B"}]}},
+  "S3Endpoint": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"ServiceName": "com.amazonaws.us-east-1.s3"}},
+  "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"MetricName": "Errors", "Period": 60}},
+  "MathAlarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"Metrics": [
+    {"Id": "a", "MetricStat": {"Period": 10}}, {"Id": "b", "MetricStat": {"Period": 10}}, {"Id": "e", "Expression": "a+b"}]}},
+  "D1": {"Type": "AWS::CloudWatch::Dashboard"}, "D2": {"Type": "AWS::CloudWatch::Dashboard"},
+  "D3": {"Type": "AWS::CloudWatch::Dashboard"}, "D4": {"Type": "AWS::CloudWatch::Dashboard"},
+  "Key": {"Type": "AWS::KMS::Key"},
+  "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "atf-dev-echo-normal"}},
+  "DeadLetters": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "atf-dev-echo-normal-dlq"}},
+  "Mapping": {"Type": "AWS::Lambda::EventSourceMapping", "Properties": {"EventSourceArn": {"Fn::GetAtt": ["Queue", "Arn"]}}},
+  "Task": {"Type": "AWS::ECS::TaskDefinition", "Properties": {"Cpu": "256", "Memory": "512", "RuntimePlatform": {"CpuArchitecture": "ARM64"}}},
+  "Always": {"Type": "AWS::ECS::Service", "Properties": {"DesiredCount": 1, "TaskDefinition": {"Ref": "Task"},
+    "NetworkConfiguration": {"AwsvpcConfiguration": {"AssignPublicIp": "ENABLED"}}}},
+  "ToZero": {"Type": "AWS::ECS::Service", "Properties": {"DesiredCount": 1, "TaskDefinition": {"Ref": "Task"}}},
+  "ToZeroScaling": {"Type": "AWS::ApplicationAutoScaling::ScalableTarget", "Properties": {"ServiceNamespace": "ecs", "MinCapacity": 0,
+    "ResourceId": {"Fn::Join": ["", ["service/", {"Ref": "Cluster"}, "/", {"Fn::GetAtt": ["ToZero", "Name"]}]]}}},
+  "ConsumerLogs": {"Type": "AWS::Logs::LogGroup", "Properties": {"RetentionInDays": 7}},
+  "Consumer": {"Type": "AWS::Lambda::Function", "Properties": {"MemorySize": 128, "LoggingConfig": {"LogGroup": {"Ref": "ConsumerLogs"}}}},
+  "Schedule": {"Type": "AWS::Events::Rule", "Properties": {"ScheduleExpression": "rate(1 minute)",
+    "Targets": [{"Arn": {"Fn::GetAtt": ["Consumer", "Arn"]}, "Id": "Target0"}]}}
+}}`
+
+// TestIdleBill: every resource with a standing charge is a line of its own, priced from the
+// named constants; free resources have none; the consumer is priced at the template's memory and
+// schedule.
+func TestIdleBill(t *testing.T) {
+	tpl, err := parseTemplate([]byte(billFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	memoryMB, period, err := tpl.consumer()
+	if err != nil || memoryMB != 128 || period.Minutes() != 1 {
+		t.Fatalf("consumer: %d MB every %s, %v", memoryMB, period, err)
+	}
+	idle := IdleResult{MemoryMB: 128, InvocationMS: 100, Usage: Usage{
+		ReadUnits: 43_800 * 50, LogBytes: 43_800 * 1000,
+		Lambda: map[string]LambdaUse{"consumer": {Invocations: 43_800, GBSeconds: 43_800 * GBSeconds(100, 128)}},
+	}}
+	b := idleBill(tpl, idle)
+	got := map[string]float64{}
+	for _, l := range b.Lines {
+		got[l.Kind+" "+l.Resource] += l.USD
+	}
+	h := 730.0
+	fargate := (0.25*FargateArmVCPUPerHour + 0.5*FargateArmGBPerHour) * h
+	want := map[string]float64{
+		"NAT gateway Nat":                    NATGatewayPerHour * h,
+		"public IPv4 address Eip":            PublicIPv4PerHour * h,
+		"interface endpoint sqs SqsEndpoint": 2 * InterfaceEndpointPerAZHour * h,
+		"alarm Alarm":                        CloudWatchAlarmPerMetricMonth,
+		"alarm MathAlarm":                    2 * CloudWatchHighResAlarmPerMetricMonth,
+		"dashboard D1":                       0,
+		"dashboard D2":                       0,
+		"dashboard D3":                       0,
+		"dashboard D4":                       CloudWatchDashboardPerMonth,
+		"KMS key Key":                        KMSKeyPerMonth,
+		"Fargate tasks (0.25 vCPU, 0.5 GB) Always":                      fargate,
+		"public IPv4 address of Fargate tasks Always":                   PublicIPv4PerHour * h,
+		"idle SQS polls of an event source mapping atf-dev-echo-normal": ESMIdlePollers * h * 3600 / SQSLongPollWaitSeconds * SQSStandardPerMillion / 1e6,
+		"consumer invocations Consumer":                                 43_800*LambdaRequestsPerMillion/1e6 + 43_800*GBSeconds(100, 128)*LambdaArmPerGBSecond,
+		"consumer reads Consumer":                                       43_800 * 50 * DynamoDBReadPerMillion / 1e6,
+		"consumer log ingestion Consumer":                               43_800 * 1000 / float64(1<<30) * CloudWatchLogsPerGB,
+		"log storage Consumer":                                          43_800 * 1000 / float64(1<<30) * 7 / 30.4 * CloudWatchLogsStoragePerGBMonth,
+	}
+	total := 0.0
+	for k, w := range want {
+		total += w
+		if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s: $%v, want $%v (present %v)", k, g, w, ok)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected line %s", k)
+		}
+	}
+	if math.Abs(b.Total-total) > 1e-9 {
+		t.Errorf("total $%v, want $%v", b.Total, total)
+	}
+	var out bytes.Buffer
+	b.Print(&out, &idle)
+	if n := strings.Count(out.String(), "\n| "); n != len(b.Lines)+2 { // the header's separator and the total
+		t.Errorf("printed %d rows for %d lines:\n%s", n, len(b.Lines), out.String())
+	}
+}
+
+// TestIdleBillWithoutTemplate: without a template the bill has the consumer alone.
+func TestIdleBillWithoutTemplate(t *testing.T) {
+	b := idleBill(nil, IdleResult{Usage: Usage{Lambda: map[string]LambdaUse{"consumer": {Invocations: 43_800}}}})
+	for _, l := range b.Lines {
+		if !strings.HasPrefix(l.Kind, "consumer") && l.Kind != "log storage" {
+			t.Errorf("line %+v without a template", l)
+		}
+	}
+}

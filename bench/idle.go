@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/registry"
+	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// IdleResult is the consumer function's cost in one environment with nothing to do: its
+// invocations as measured on the emulators, priced for a month at the memory and the schedule
+// of the dev template (or the stack's defaults without one).
+type IdleResult struct {
+	Lambdas             []string           `json:"lambdas"`
+	Priorities          int                `json:"priorities"` // queues swept, over all lambdas
+	Shards              int                `json:"shards"`
+	Invocations         int                `json:"invocations_measured"`
+	PassesPerInvocation float64            `json:"passes_per_invocation"`
+	CallsPerInvocation  map[string]OpCount `json:"calls_per_invocation"`
+	InvocationMS        float64            `json:"invocation_ms"` // mean, on the emulators
+	LogBytes            float64            `json:"log_bytes_per_invocation"`
+	MemoryMB            int                `json:"memory_mb"`
+	InvocationsPerMonth float64            `json:"invocations_per_month"`
+	Usage               Usage              `json:"usage_per_month"`
+	USDPerMonth         map[string]float64 `json:"usd_per_month_by_service"`
+	Total               float64            `json:"usd_per_month"`
+}
+
+// month is 730 hours, as AWS prices a month.
+const month = 730 * time.Hour
+
+// idleCost invokes the consumer function's handler as the deployed function runs it
+// (functions/consumer: consumer.Run, StopWhenIdle) on an empty table for the lambdas of the
+// registry, invocations times, and prices a month of it: memoryMB and period from the template
+// (zero: the stack's defaults).
+func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shards, invocations, memoryMB int, period time.Duration) (IdleResult, error) {
+	if memoryMB == 0 {
+		memoryMB = ConsumerMemoryMB
+	}
+	if period == 0 {
+		period = consumerfn.Period
+	}
+	var lambdas []task.Lambda
+	r := IdleResult{Shards: shards, MemoryMB: memoryMB}
+	for _, e := range reg.Lambdas {
+		l := e.Lambda().WithDefaults()
+		lambdas = append(lambdas, l)
+		r.Lambdas = append(r.Lambdas, l.Name)
+		r.Priorities += len(l.Priorities)
+	}
+	b, err := newBackend(ctx, cfg, "atf-bench-idle")
+	if err != nil {
+		return r, err
+	}
+	defer b.drop()
+	p := newProbe(newShadow(dynamostore.TableInput(b.name)))
+	watched := cfg.Copy()
+	p.attach(&watched)
+	store, err := dynamostore.New(dbClient(watched), dynamostore.Config{Table: b.name, Shards: shards})
+	if err != nil {
+		return r, err
+	}
+	queue, err := b.queue(watched)
+	if err != nil {
+		return r, err
+	}
+	fn := &function{name: "consumer", memoryMB: memoryMB}
+	cons := &countingRunner{c: consumer.New(store, queue, consumer.Config{Lambdas: lambdas, Logger: fn.logger()})}
+	h := consumerfn.New(cons, consumerfn.Config{Logger: fn.logger(), StopWhenIdle: true})
+	var took time.Duration
+	for range invocations {
+		start := time.Now()
+		if err := h.Handle(ctx, events.EventBridgeEvent{Time: start}); err != nil {
+			return r, err
+		}
+		took += time.Since(start)
+	}
+	r.Invocations = invocations
+	per := 1 / float64(invocations)
+	r.PassesPerInvocation = float64(cons.passes) * per
+	r.CallsPerInvocation = map[string]OpCount{}
+	var readUnits float64
+	for op, x := range p.snapshot() {
+		r.CallsPerInvocation[op] = scaleOp(x, per)
+		readUnits += x.Read * per
+	}
+	r.InvocationMS = ms(took) * per
+	r.LogBytes = float64(fn.logBytes.Load())*per + LambdaPlatformLogBytes
+
+	r.InvocationsPerMonth = month.Minutes() / period.Minutes()
+	r.Usage = Usage{
+		ReadUnits: readUnits * r.InvocationsPerMonth,
+		Lambda: map[string]LambdaUse{"consumer": {
+			Invocations: r.InvocationsPerMonth, GBSeconds: r.InvocationsPerMonth * GBSeconds(math.Ceil(r.InvocationMS), memoryMB),
+		}},
+		EventBridgeEvents: r.InvocationsPerMonth,
+		LogBytes:          r.InvocationsPerMonth * r.LogBytes,
+	}
+	r.USDPerMonth = r.Usage.Cost()
+	r.Total = Total(r.USDPerMonth)
+	return r, nil
+}
+
+// countingRunner is the consumer as the function runs it, counting its passes.
+type countingRunner struct {
+	c      *consumer.Consumer
+	passes int
+}
+
+func (r *countingRunner) Sweep(ctx context.Context) (consumer.Stats, error) { return r.c.Sweep(ctx) }
+
+func (r *countingRunner) Run(ctx context.Context, p consumer.RunParams) consumer.RunStats {
+	rs := r.c.Run(ctx, p)
+	r.passes += rs.Passes
+	return rs
+}
+
+// runIdle measures the idle consumer and bills the idle dev environment: the template's
+// standing charges and the consumer as measured.
+func runIdle(ctx context.Context, r *Results, sz sizes, regPath, envPath, templatePath string) error {
+	cfg, err := awsConfig(ctx)
+	if err != nil {
+		r.AWSNote = err.Error()
+		log.Printf("idle: not measured: %v", err)
+		return nil
+	}
+	tpl, tplErr := loadTemplate(templatePath)
+	if tplErr != nil {
+		log.Printf("idle: %v; the bill has the consumer alone", tplErr)
+	}
+	memoryMB, period := 0, time.Duration(0)
+	if tpl != nil {
+		if memoryMB, period, err = tpl.consumer(); err != nil {
+			return err
+		}
+	}
+	reg, err := registry.Load(regPath)
+	if err != nil {
+		return err
+	}
+	shards, err := devShards(envPath)
+	if err != nil {
+		return err
+	}
+	log.Printf("idle consumer: %d invocations", sz.idleInvocations)
+	idle, err := idleCost(ctx, cfg, reg, shards, sz.idleInvocations, memoryMB, period)
+	if err != nil {
+		return fmt.Errorf("idle: %w", err)
+	}
+	bill := idleBill(tpl, idle)
+	if tplErr != nil {
+		bill.Note = tplErr.Error()
+	}
+	bill.Template = templatePath
+	r.Idle, r.IdleBill, r.IdleUSDPerMonth = &idle, &bill, bill.Total
+	return nil
+}
