@@ -44,7 +44,7 @@ func TestCost(t *testing.T) {
 		Lambda: map[string]LambdaUse{"status": {Invocations: 1e6, GBSeconds: 1000}, "api": {Invocations: 1e6}},
 	}
 	want := map[string]float64{
-		SvcAPIGateway: 3.50, SvcLambda: 0.40 + 1000*0.0000133334, SvcDynamoDB: 2*0.625 + 4*0.125 + 2*0.25,
+		SvcAPIGateway: 1.00, SvcLambda: 0.40 + 1000*0.0000133334, SvcDynamoDB: 2*0.625 + 4*0.125 + 2*0.25,
 		SvcSQS: 1.20, SvcEventBridge: 0, SvcLogs: 0.50,
 	}
 	got := u.Cost()

@@ -40,7 +40,7 @@ type IdleResult struct {
 const month = 730 * time.Hour
 
 // idleCost invokes the consumer function's handler as the deployed function runs it
-// (functions/consumer: consumer.Run, StopWhenIdle) on an empty table for the lambdas of the
+// (consumerfn.Deployed) on an empty table for the lambdas of the
 // registry, invocations times, and prices a month of it: memoryMB and period from the template
 // (zero: the stack's defaults).
 func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shards, invocations, memoryMB int, period time.Duration) (IdleResult, error) {
@@ -76,7 +76,7 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 	}
 	fn := &function{name: "consumer", memoryMB: memoryMB}
 	cons := &countingRunner{c: consumer.New(store, queue, consumer.Config{Lambdas: lambdas, Logger: fn.logger()})}
-	h := consumerfn.New(cons, consumerfn.Config{Logger: fn.logger(), StopWhenIdle: true})
+	h := consumerfn.New(cons, consumerfn.Deployed(fn.logger()))
 	var took time.Duration
 	for range invocations {
 		start := time.Now()

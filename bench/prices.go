@@ -10,8 +10,9 @@ import (
 const (
 	PricesChecked = "2026-11-23"
 
-	// https://aws.amazon.com/api-gateway/pricing/ : REST APIs, first 333 million requests a month.
-	APIGatewayRESTPerMillion = 3.50
+	// https://aws.amazon.com/api-gateway/pricing/ : HTTP APIs (the stack's, infra/stack/api.go),
+	// first 300 million requests a month, per request of up to 512 KB.
+	APIGatewayHTTPPerMillion = 1.00
 
 	// https://aws.amazon.com/lambda/pricing/ : requests, and duration on Arm (the stack's functions
 	// are arm64, infra/stack/function.go), first 7.5 billion GB-seconds a month. Billed per 1 ms.
@@ -45,7 +46,7 @@ const (
 // imported here, so these copy its constants.
 const (
 	APIMemoryMB      = 512
-	ConsumerMemoryMB = 512
+	ConsumerMemoryMB = 128
 	StatusMemoryMB   = 256
 )
 
@@ -97,7 +98,7 @@ func GBSeconds(billedMS float64, memoryMB int) float64 {
 // Cost prices u: USD by service.
 func (u Usage) Cost() map[string]float64 {
 	c := map[string]float64{}
-	c[SvcAPIGateway] = u.APIRequests * APIGatewayRESTPerMillion / 1e6
+	c[SvcAPIGateway] = u.APIRequests * APIGatewayHTTPPerMillion / 1e6
 	for _, l := range u.Lambda {
 		c[SvcLambda] += l.Invocations*LambdaRequestsPerMillion/1e6 + l.GBSeconds*LambdaArmPerGBSecond
 	}

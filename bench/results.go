@@ -73,7 +73,7 @@ type PeerResult struct {
 // Prices records the prices used, with the date they were checked.
 type Prices struct {
 	Checked                     string  `json:"checked"`
-	APIGatewayRESTPerMillion    float64 `json:"api_gateway_rest_per_million"`
+	APIGatewayHTTPPerMillion    float64 `json:"api_gateway_http_per_million"`
 	LambdaRequestsPerMillion    float64 `json:"lambda_requests_per_million"`
 	LambdaArmPerGBSecond        float64 `json:"lambda_arm_per_gb_second"`
 	DynamoDBWritePerMillion     float64 `json:"dynamodb_write_per_million"`
@@ -87,7 +87,7 @@ type Prices struct {
 
 func currentPrices() Prices {
 	return Prices{
-		Checked: PricesChecked, APIGatewayRESTPerMillion: APIGatewayRESTPerMillion,
+		Checked: PricesChecked, APIGatewayHTTPPerMillion: APIGatewayHTTPPerMillion,
 		LambdaRequestsPerMillion: LambdaRequestsPerMillion, LambdaArmPerGBSecond: LambdaArmPerGBSecond,
 		DynamoDBWritePerMillion: DynamoDBWritePerMillion, DynamoDBReadPerMillion: DynamoDBReadPerMillion,
 		DynamoDBStoragePerGBMonth: DynamoDBStoragePerGBMo, SQSStandardPerMillion: SQSStandardPerMillion,

@@ -1,5 +1,5 @@
 // Command consumer is the consumer function: EventBridge invokes it every minute, and it sweeps
-// the store about every second for as long as something is due within the minute.
+// the store about every second for the minute (consumerfn.Deployed).
 package main
 
 import (
@@ -11,5 +11,5 @@ import (
 func main() {
 	env, clients, logger := awsfn.Setup()
 	c := consumer.New(clients.Store, clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
-	awsfn.Start(consumerfn.New(c, consumerfn.Config{Logger: logger, StopWhenIdle: true}).Handle)
+	awsfn.Start(consumerfn.New(c, consumerfn.Deployed(logger)).Handle)
 }

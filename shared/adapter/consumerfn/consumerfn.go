@@ -59,6 +59,14 @@ type Config struct {
 	StopWhenIdle bool
 }
 
+// Deployed is the configuration of the deployed consumer function (functions/consumer), which
+// the bench prices as deployed. It sweeps the whole minute: StopWhenIdle waits for the schedule
+// path to send tasks due soon to their queues itself. Until then, a consumer that stopped would
+// leave a task scheduled meanwhile waiting for the next invocation, up to a minute.
+func Deployed(logger *slog.Logger) Config {
+	return Config{Logger: logger, StopWhenIdle: false}
+}
+
 // Handler handles the scheduled events.
 type Handler struct {
 	sweeper Sweeper
