@@ -41,7 +41,7 @@ func (s *callCounter) Due(ctx context.Context, p task.DueParams) ([]task.Task, e
 	}
 	s.mu.Unlock()
 	if g != nil {
-		if err := s.Store.SetGate(ctx, *g); err != nil {
+		if err := s.SetGate(ctx, *g); err != nil {
 			return nil, err
 		}
 	}

@@ -114,16 +114,17 @@ CREATE TABLE IF NOT EXISTS gates (
 
 // laneSQL is a task's due lane, the expression tasks_due_lane indexes: running tasks (claimed,
 // processing) share the lane 'r', enqueued tasks the lane 'e' (their trigger is the enqueue
-// timeout: due when their message may be lost), pending tasks the lane 'b' (their trigger is
-// their check, see task/flow.go), ended tasks the lane 'n' (only those with downstreams to tell
-// have a trigger), the other waiting tasks have one lane per priority, 'w#<priority>', and
-// parked tasks one of their own, 'p', which the consumer reads through tasks_parked instead. The
-// consumer's due queries each read one lane in trigger order and stop at their limit, so neither
-// the waiting backlog slows the timeout sweep or the resends, nor one priority's backlog
-// another's, nor a flow's checks and notices the rest. Queries must use this very expression for
-// SQLite to match it with the index; a file whose index has another is reindexed on open
-// (migrate).
-const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' WHEN status = 'pending' THEN 'b' WHEN status IN ('success', 'fatal_failure', 'dead', 'cancelled', 'dropped', 'upstream_failed') THEN 'n' ELSE 'w#' || priority END)`
+// timeout: due when their message may be lost), the other waiting tasks (new, retriable) have one
+// lane per priority, 'w#<priority>', and parked tasks one of their own, 'p', which the consumer
+// reads through tasks_parked instead. Task flows' pending tasks (due for their check) and ended
+// tasks (only those with downstreams to tell have a trigger) share the lane 'f', as on DynamoDB,
+// so that a pass reads both at once (see task/flow.go). The consumer's due queries each read one
+// lane in trigger order and stop at their limit, so neither the waiting backlog slows the timeout
+// sweep or the resends, nor one priority's backlog another's, nor a flow's checks and notices the
+// rest. The expression is kept short: every due query carries it, and SQLite parses it each time.
+// Queries must use this very expression for SQLite to match it with the index; a file whose
+// index has another is reindexed on open (migrate).
+const laneSQL = `(CASE WHEN parked = 1 THEN 'p' WHEN status IN ('claimed', 'processing') THEN 'r' WHEN status = 'enqueued' THEN 'e' WHEN status IN ('new', 'retriable_failure') THEN 'w#' || priority ELSE 'f' END)`
 
 // laneOf is the lane laneSQL gives a task that is not parked.
 func laneOf(s task.Status, priority string) string {
@@ -132,12 +133,10 @@ func laneOf(s task.Status, priority string) string {
 		return "r"
 	case s == task.StatusEnqueued:
 		return "e"
-	case s == task.StatusPending:
-		return "b"
-	case s.Terminal():
-		return "n"
+	case s == task.StatusNew, s == task.StatusRetriableFailure:
+		return "w#" + priority
 	}
-	return "w#" + priority
+	return "f" // pending, or ended
 }
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
