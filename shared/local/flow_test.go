@@ -66,9 +66,11 @@ var nest = worker.HandlerFunc(func(_ context.Context, t worker.Task) (json.RawMe
 var fail = json.RawMessage(`{"fail":true}`)
 
 // flowTimeout bounds a test's wait for n tasks: generous, as a loaded machine is slow, and the
-// emulators far slower.
+// emulators far slower. A graph's tasks run a layer after another, each layer a few consumer
+// passes behind the last, and faults retry with backoff: one long chaos run on a machine loaded
+// by another suite took 3 minutes and a half for 5,000 tasks (61 s unloaded), all of them ended.
 func flowTimeout(b backend, n int) time.Duration {
-	per := 10 * time.Millisecond
+	per := 40 * time.Millisecond
 	if b.aws {
 		per = 500 * time.Millisecond
 	}
