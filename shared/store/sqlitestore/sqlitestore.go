@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strconv"
@@ -212,34 +213,27 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
-	upd, err := w.Prepare(updateSQL)
-	if err != nil {
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	// Each statement is prepared on the connection that runs it; if one fails, what was opened
+	// so far is closed, last first.
+	opened := []io.Closer{r, w}
+	prepare := func(db *sql.DB, q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		if st, err = db.Prepare(q); err == nil {
+			opened = append(opened, st)
+		}
+		return st
 	}
-	get, err := r.Prepare(`SELECT ` + columns + ` FROM tasks WHERE lambda = ? AND id = ?`)
+	upd := prepare(w, updateSQL)
+	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	ins := prepare(w, insertSQL)
+	getAfter := prepare(r, upstreamsSQL)
 	if err != nil {
-		upd.Close()
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
-	}
-	ins, err := w.Prepare(insertSQL)
-	if err != nil {
-		get.Close()
-		upd.Close()
-		w.Close()
-		r.Close()
-		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
-	}
-	getAfter, err := r.Prepare(upstreamsSQL)
-	if err != nil {
-		ins.Close()
-		get.Close()
-		upd.Close()
-		w.Close()
-		r.Close()
+		for i := len(opened) - 1; i >= 0; i-- {
+			_ = opened[i].Close() // the prepare's error is the one to report
+		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}

@@ -398,20 +398,7 @@ func testFlowAddUpstreams(t *testing.T, s task.Store) {
 		wg.Go(func() { errs[i] = s.AddUpstreams(ctx, tries[i], current.Version, current.AfterCount) })
 	}
 	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Errorf("racers %d and %d both added upstreams", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, task.ErrConflict):
-			t.Errorf("racer %d: got %v, want nil or ErrConflict", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no racer added its upstreams")
-	}
+	winner := oneWinner(t, "racer", "added upstreams", errs)
 	mustEqual(t, s, tries[winner])
 
 	// A task without upstreams takes its first ones, and is pending again.

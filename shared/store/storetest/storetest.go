@@ -366,20 +366,7 @@ func testClaimRace(t *testing.T, s task.Store) {
 	close(start)
 	done.Wait()
 
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Errorf("workers %d and %d both claimed the task", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, task.ErrConflict):
-			t.Errorf("worker %d: got %v, want nil or ErrConflict", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no worker claimed the task")
-	}
+	winner := oneWinner(t, "worker", "claimed the task", errs)
 	got, err := s.Get(ctx, l.Name, tk.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -813,4 +800,25 @@ func testGates(t *testing.T, s task.Store) {
 	set(l, "", task.GateOpen, later)
 	set(other, "c1", task.GateOpen, later)
 	check("all opened")
+}
+
+// oneWinner fails unless exactly one of racing writes (errs) succeeded and the others lost with
+// ErrConflict, and returns the winner's index. who names a racer, won what the winner did.
+func oneWinner(t *testing.T, who, won string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("%ss %d and %d both %s", who, winner, i, won)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, task.ErrConflict):
+			t.Errorf("%s %d: got %v, want nil or ErrConflict", who, i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s %s", who, won)
+	}
+	return winner
 }
