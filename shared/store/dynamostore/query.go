@@ -278,12 +278,12 @@ func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, wa
 		}
 		batch := entries[read : read+n]
 		read, last = read+n, n
-		found, batchRefs, err := st.getStates(ctx, lambda, idsOf(batch))
+		got, batchRefs, err := st.getStates(ctx, lambda, idsOf(batch))
 		if err != nil {
 			return nil, nil, read, err
 		}
 		for _, e := range batch {
-			if t, found := found[e.id]; found && ok(t) { // TTL may have removed it meanwhile
+			if t, found := got[e.id]; found && ok(t) { // TTL may have removed it meanwhile
 				tasks = append(tasks, t)
 				if ref := batchRefs[e.id]; ref != "" {
 					refs[e.id] = ref
@@ -407,7 +407,8 @@ func (st *Store) listByStatus(ctx context.Context, p task.ListParams, candidates
 	}
 	if len(page) > limit {
 		page = page[:limit]
-		next = listSK(page[limit-1])
+		last := slices.IndexFunc(candidates, func(e entry) bool { return e.id == page[limit-1].ID })
+		next = candidates[last].sk
 	}
 	return page, refs, next, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -315,5 +316,44 @@ func TestRecount(t *testing.T) {
 	}
 	if want := map[task.Status]int{task.StatusSuccess: 150, task.StatusNew: 4, task.StatusEnqueued: 3}; !maps.Equal(counts, want) {
 		t.Errorf("Counts after Recount: %v, want %v", counts, want)
+	}
+}
+
+// TestListByStatusPayloads: a list filtered by status reads the task items to learn their
+// status, and then the payload items of the page's tasks only, not of those it left out.
+func TestListByStatusPayloads(t *testing.T) {
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "heavy-list"}.WithDefaults()
+	var reads atomic.Int64
+	db, table := newTable(t, nil, itemsRead(&reads))
+	s := newStore(t, db, dynamostoreConfig(table))
+	big := []byte(`"` + strings.Repeat("p", 2*dynamostore.InlinePayload) + `"`)
+	for i, st := range []task.Status{task.StatusNew, task.StatusSuccess, task.StatusNew, task.StatusSuccess, task.StatusSuccess} {
+		tk := newTask(t, l, fmt.Sprint("t", i), big, now.Add(time.Duration(i)*time.Millisecond))
+		if tk.Status = st; st.Terminal() {
+			tk.NextTriggerAt = nil
+		}
+		if err := s.Create(t.Context(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads.Store(0)
+	tasks, next, err := s.List(t.Context(), task.ListParams{Lambda: l.Name, Status: task.StatusNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, tk.ID)
+		if string(tk.Payload) != string(big) {
+			t.Errorf("%s: a %d-byte payload, want the %d bytes scheduled", tk.ID, len(tk.Payload), len(big))
+		}
+	}
+	if !slices.Equal(got, []string{"t0", "t2"}) || next != "" {
+		t.Errorf("listed %v, next %q; want [t0 t2] and no cursor", got, next)
+	}
+	// 5 index entries, 5 task items, and the 2 payload items of the page.
+	if n := reads.Load(); n != 12 {
+		t.Errorf("the page read %d items, want 12: 5 entries, 5 task items, 2 payload items", n)
 	}
 }
