@@ -19,6 +19,7 @@ import (
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awstest"
 )
 
 // writeUnits asks DynamoDB for the write units of every write call, by table and by index
@@ -218,5 +219,29 @@ func TestWritesPerTask(t *testing.T) {
 				t.Errorf("the task item reached %d bytes, want under 1 KB", largest)
 			}
 		})
+	}
+}
+
+// TestCreateTableOldIndex: CreateTable on a table an older version made, with the list index of
+// before, says so and points to the upgrade, where the store would fail at its first list.
+func TestCreateTableOldIndex(t *testing.T) {
+	ctx := t.Context()
+	cfg := awstest.Config(t, "DYNAMODB")
+	db := awstest.NewDynamoDB(cfg)
+	table := awstest.Name("atf-test")
+	old := dynamostore.TableInput(table)
+	for i, g := range old.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) == dynamostore.ListIndex {
+			old.GlobalSecondaryIndexes[i].IndexName = aws.String("list")
+			old.GlobalSecondaryIndexes[i].Projection.NonKeyAttributes = []string{"id", "status", "coll"}
+		}
+	}
+	if _, err := db.CreateTable(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
+	err := dynamostore.CreateTable(ctx, db, table)
+	if err == nil || !strings.Contains(err.Error(), "no index "+dynamostore.ListIndex) || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("CreateTable on a table with the old list index: %v; want an error naming %s and the upgrade", err, dynamostore.ListIndex)
 	}
 }
