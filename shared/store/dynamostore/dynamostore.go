@@ -1,6 +1,6 @@
 // Package dynamostore is the task.Store on Amazon DynamoDB: one table holds tasks and gates, with
-// two sharded global secondary indexes, "due" for the consumer's sweeps and "list" for lists and
-// counts. docs/data-model.md describes the keys and items; docs/capacity.md how the shard count
+// two sharded global secondary indexes, "due" for the consumer's sweeps and "list2" for lists.
+// docs/data-model.md describes the keys and items; docs/capacity.md how the shard count
 // follows from the load.
 //
 // The design follows from DynamoDB's limits:
@@ -550,45 +550,59 @@ func str(item map[string]types.AttributeValue, name string) string {
 	return ""
 }
 
-// getMany reads tasks by key with strongly consistent reads, 100 keys per call, and returns the
-// ones that exist by id. Payloads kept in items of their own are read only if withPayloads: a
-// sweep needs none.
-func (st *Store) getMany(ctx context.Context, lambda string, ids []string, withPayloads bool) (map[string]task.Task, error) {
+// getStates reads task items by key with strongly consistent reads, 100 keys per call, and
+// returns the tasks that exist by id, without the payloads kept in items of their own: refs names
+// those payload items, by task id, for fillPayloads. A sweep needs no payload, and a filtered
+// list only those of its page.
+func (st *Store) getStates(ctx context.Context, lambda string, ids []string) (found map[string]task.Task, refs map[string]string, err error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = taskKey(lambda, id)
 	}
-	found := make(map[string]task.Task, len(ids))
-	var refs []map[string]types.AttributeValue // keys of the payload items to read
-	var refIDs []string                        // their tasks' ids
-	err := st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
+	found, refs = make(map[string]task.Task, len(ids)), map[string]string{}
+	err = st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
 		t, ref, err := unmarshal(item)
 		if err != nil {
 			return err
 		}
 		found[t.ID] = t
-		if ref != "" && withPayloads {
-			refs, refIDs = append(refs, payloadKey(lambda, t.ID, ref)), append(refIDs, t.ID)
+		if ref != "" {
+			refs[t.ID] = ref
 		}
 		return nil
 	})
-	if err != nil || len(refs) == 0 {
-		return found, err
+	return found, refs, err
+}
+
+// fillPayloads reads the payload items of those tasks that refs names (see getStates), strongly
+// consistent, 100 keys per call, and sets the tasks' payloads.
+func (st *Store) fillPayloads(ctx context.Context, lambda string, tasks []task.Task, refs map[string]string) error {
+	var keys []map[string]types.AttributeValue
+	for _, t := range tasks {
+		if ref := refs[t.ID]; ref != "" {
+			keys = append(keys, payloadKey(lambda, t.ID, ref))
+		}
 	}
-	payloads := make(map[string]map[string]types.AttributeValue, len(refs)) // by pk
-	err = st.batchGet(ctx, lambda, refs, func(item map[string]types.AttributeValue) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	payloads := make(map[string]map[string]types.AttributeValue, len(keys)) // by pk
+	err := st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
 		payloads[str(item, attrPK)] = item
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, id := range refIDs {
-		if found[id], err = withPayload(found[id], payloads[taskPK(lambda, id)]); err != nil {
-			return nil, err
+	for i, t := range tasks {
+		if refs[t.ID] == "" {
+			continue
+		}
+		if tasks[i], err = withPayload(t, payloads[taskPK(lambda, t.ID)]); err != nil {
+			return err
 		}
 	}
-	return found, nil
+	return nil
 }
 
 // batchGet reads items by key, strongly consistent, 100 keys per call, and hands each to fn.

@@ -57,13 +57,21 @@ const (
 const (
 	// DueIndex holds one entry per task that has a next trigger (sparse: terminal tasks leave it).
 	DueIndex = "due"
-	// ListIndex holds one entry per task, in creation order, for lists and counts.
-	ListIndex = "list"
+	// ListIndex holds one entry per task, in creation order, for lists. Its keys and what it
+	// projects never change, so Create writes its entry and no transition rewrites it. It
+	// replaced the index "list", which projected the status too (docs/data-model.md, Upgrading):
+	// a projection cannot change in place, and a new name makes a store and a table of
+	// different versions fail loudly rather than list by a status the index does not hold.
+	ListIndex = "list2"
 )
 
 var (
-	dueProjection  = []string{attrID, attrStatus, attrCollection, attrPriority}
-	listProjection = []string{attrID, attrStatus, attrCollection}
+	// The due entry moves (its sort key changes) at every transition that changes one of these,
+	// so projecting them costs no write: sweeps filter on them before reading a task.
+	dueProjection = []string{attrID, attrStatus, attrCollection, attrPriority}
+	// The list entry projects the collection alone, which never changes: the id is in the sort
+	// key, and a status filter reads the task items (List).
+	listProjection = []string{attrCollection}
 )
 
 // Key values. '#' separates the parts: lambda and priority names, ids and collections never hold

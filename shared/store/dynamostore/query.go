@@ -137,7 +137,8 @@ func (st *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error)
 			(p.Priority == "" || t.Priority == p.Priority) && (p.Collection == "" || t.Collection == p.Collection) &&
 			!slices.Contains(p.SkipCollections, t.Collection)
 	}
-	return st.confirm(ctx, p.Lambda, entries, limit, false, stillDue)
+	tasks, _, _, err := st.confirm(ctx, p.Lambda, entries, limit, 0, stillDue)
+	return tasks, err
 }
 
 // dueRanges are the key ranges of the lanes that hold the tasks p asks for, parked ones aside.
@@ -254,28 +255,43 @@ func (st *Store) scanParked(ctx context.Context, pk string, skip []string, befor
 	}
 }
 
-// confirm reads the tasks of index entries, in order, and keeps those that ok accepts, up to
-// limit (0: all). An entry the table contradicts (a stale index hit) gives its place to the next.
-// Payloads in items of their own are read only if withPayloads.
-func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, limit int, withPayloads bool, ok func(task.Task) bool) ([]task.Task, error) {
-	var out []task.Task
-	for len(entries) > 0 && (limit == 0 || len(out) < limit) {
-		batch := entries
-		if limit > 0 {
-			batch = entries[:min(len(entries), limit-len(out))]
+// confirm reads the task items of index entries, in order, and keeps the tasks that ok accepts,
+// until it has want of them (0: no limit) or has read the items of most entries (0: all). An
+// entry the table contradicts (a stale index hit) gives its place to the next. It returns the
+// tasks without the payloads kept in items of their own (refs names those, by id; fillPayloads
+// reads them), and how many entries it read.
+func (st *Store) confirm(ctx context.Context, lambda string, entries []entry, want, most int, ok func(task.Task) bool) (tasks []task.Task, refs map[string]string, read int, err error) {
+	refs = map[string]string{}
+	for last := 0; read < len(entries) && (want == 0 || len(tasks) < want) && (most == 0 || read < most); {
+		n := len(entries) - read
+		switch {
+		case want > 0 && most > 0:
+			// A filter on the items (a status) may match few: each batch after the first reads
+			// twice as many as the last, so a sparse match takes few calls and a dense one reads
+			// at most twice the items it needs.
+			n = min(n, max(want-len(tasks), 2*last))
+		case want > 0:
+			n = min(n, want-len(tasks))
 		}
-		entries = entries[len(batch):]
-		tasks, err := st.getMany(ctx, lambda, idsOf(batch), withPayloads)
+		if most > 0 {
+			n = min(n, most-read)
+		}
+		batch := entries[read : read+n]
+		read, last = read+n, n
+		got, batchRefs, err := st.getStates(ctx, lambda, idsOf(batch))
 		if err != nil {
-			return nil, err
+			return nil, nil, read, err
 		}
 		for _, e := range batch {
-			if t, found := tasks[e.id]; found && ok(t) { // TTL may have removed it meanwhile
-				out = append(out, t)
+			if t, found := got[e.id]; found && ok(t) { // TTL may have removed it meanwhile
+				tasks = append(tasks, t)
+				if ref := batchRefs[e.id]; ref != "" {
+					refs[e.id] = ref
+				}
 			}
 		}
 	}
-	return out, nil
+	return tasks, refs, read, nil
 }
 
 func idsOf(entries []entry) []string {
@@ -294,6 +310,10 @@ func idsOf(entries []entry) []string {
 // shard that may hold more. Every shard has read everything up to it, so the page misses no task
 // before it. The cursor is the last task returned when the page is full, and the frontier
 // otherwise: a page with a sparse filter may hold few tasks, or none, and a cursor to go on.
+//
+// The index projects the collection, which never changes, but not the status, which nearly
+// every transition changes: it is written once per task, by Create. A status filter is therefore
+// checked on the task items (listByStatus).
 func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	limit := p.PageSize()
 	lo := "0" // below every key: they start with digits
@@ -307,13 +327,16 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 	if task.ValidateName("lambda name", p.Lambda) != nil {
 		return nil, "", nil
 	}
-	keep := func(e entry) bool {
-		return (p.Status == "" || e.status == p.Status) && (p.Collection == "" || e.coll == p.Collection)
+	keep := func(e entry) bool { return p.Collection == "" || e.coll == p.Collection }
+	// One match more than the page tells whether another page follows. With a status filter
+	// every entry of the collection is a candidate, and which are read is decided after the merge.
+	want := limit + 1
+	if p.Status != "" {
+		want = p.ReadBudget()
 	}
 	reads := make([]shardRead, st.shards(p.Lambda))
 	err := parallel(len(reads), func(shard int) (err error) {
-		// One match more than the page tells whether another page follows.
-		reads[shard], err = st.scanList(ctx, listPK(p.Lambda, shard), lo, limit+1, p.ReadBudget(), keep)
+		reads[shard], err = st.scanList(ctx, listPK(p.Lambda, shard), lo, want, p.ReadBudget(), keep)
 		return err
 	})
 	if err != nil {
@@ -334,22 +357,60 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		}
 	}
 	slices.SortFunc(entries, byPosition)
+	var page []task.Task
+	var refs map[string]string
 	next := frontier
-	if len(entries) > limit {
-		entries = entries[:limit]
-		next = entries[limit-1].sk
+	if p.Status != "" {
+		page, refs, next, err = st.listByStatus(ctx, p, entries, frontier)
+	} else {
+		if len(entries) > limit {
+			entries = entries[:limit]
+			next = entries[limit-1].sk
+		}
+		// The index may lag: a task TTL removed meanwhile is left out.
+		page, refs, _, err = st.confirm(ctx, p.Lambda, entries, 0, 0, func(t task.Task) bool {
+			return p.Collection == "" || t.Collection == p.Collection
+		})
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := st.fillPayloads(ctx, p.Lambda, page, refs); err != nil {
+		return nil, "", err
 	}
 	if next != "" {
 		next = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
-	// The index may lag: a task whose status or collection no longer matches is left out.
-	page, err := st.confirm(ctx, p.Lambda, entries, 0, true, func(t task.Task) bool {
-		return (p.Status == "" || t.Status == p.Status) && (p.Collection == "" || t.Collection == p.Collection)
+	return page, next, nil
+}
+
+// listByStatus reads the task items of the candidates (the entries of the collection asked for,
+// up to the frontier, in order) and keeps those in p.Status, until it has one more than the page
+// or has read p.ReadBudget() items. It returns the page and its cursor: after the last task of a
+// full page, else after the last candidate read, else the frontier.
+//
+// The reads are strongly consistent, as a Get: the status is the one of the last transition,
+// where the index it used to be read from lagged, and the items read are the page, not read
+// again. A page costs at most the budget in task items, 1 RRU each under 4 KB, beside its index
+// queries (docs/capacity.md, "Filtered lists").
+func (st *Store) listByStatus(ctx context.Context, p task.ListParams, candidates []entry, frontier string) ([]task.Task, map[string]string, string, error) {
+	limit := p.PageSize()
+	page, refs, read, err := st.confirm(ctx, p.Lambda, candidates, limit+1, p.ReadBudget(), func(t task.Task) bool {
+		return t.Status == p.Status && (p.Collection == "" || t.Collection == p.Collection)
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return page, next, nil
+	next := frontier
+	if read < len(candidates) {
+		next = candidates[read-1].sk
+	}
+	if len(page) > limit {
+		page = page[:limit]
+		last := slices.IndexFunc(candidates, func(e entry) bool { return e.id == page[limit-1].ID })
+		next = candidates[last].sk
+	}
+	return page, refs, next, nil
 }
 
 // shardRead is what a list query read of one shard: the entries that matched, the last key it
@@ -371,10 +432,17 @@ func (st *Store) scanList(ctx context.Context, pk, lo string, want, budget int, 
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 	}
 	var r shardRead
-	for read := 0; ; {
+	for read, limit, sparse := 0, 0, false; ; {
 		// Read little more than what is still wanted (an index read costs by the byte), and
-		// never past the budget.
-		in.Limit = aws.Int32(int32(min(max(want-len(r.found), 16), 1000, budget-read)))
+		// never past the budget. Where the filter skipped entries, read twice as many as the
+		// last query: each query costs ½ RRU at least, which a few entries never use up.
+		next := max(want-len(r.found), 16)
+		if sparse {
+			next = max(next, 2*limit)
+		}
+		limit = min(next, 1000, budget-read)
+		in.Limit = aws.Int32(int32(limit))
+		before := len(r.found)
 		out, err := st.db.Query(ctx, in)
 		if err != nil {
 			return r, st.translate(err, "query index %s", ListIndex)
@@ -395,6 +463,7 @@ func (st *Store) scanList(ctx context.Context, pk, lo string, want, budget int, 
 		if read >= budget {
 			return r, nil
 		}
+		sparse = len(r.found)-before < len(out.Items)
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }

@@ -3,18 +3,22 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/openatf/atf/shared/queue/memqueue"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awsmeter"
 )
 
 // itemsRead counts the items DynamoDB reads for the client: what a query scans (index entries
@@ -200,13 +204,19 @@ func dynamostoreConfig(table string) dynamostore.Config {
 }
 
 // TestFilteredListReads: a list filtered by status, collection or both, over a lambda with many
-// finished tasks and few that match, reads at most the page's budget per shard for each page
-// (and the page's tasks), and the pages together hold every match once, in order.
+// finished tasks and few that match, reads at most the page's budget of index entries per shard
+// for each page, and the pages together hold every match once, in order. The index holds the
+// collection: a page filtered by collection alone reads the page's tasks besides. It does not
+// hold the status, which a page filtered by status reads from the task items: at most the budget
+// of them, the page's tasks among them.
 func TestFilteredListReads(t *testing.T) {
 	const finished, limit = 1000, 10
 	now := time.Now().UTC()
 	l := task.Lambda{Name: "listed"}.WithDefaults()
-	s, _, reads := boundedSetup(t, l, &now)
+	var reads atomic.Int64
+	var meter awsmeter.Meter
+	db, table := newTable(t, &meter, itemsRead(&reads))
+	s := newStore(t, db, dynamostoreConfig(table))
 	backlog(t, s, l, "done", finished, now.Add(-time.Hour), func(tk *task.Task) {
 		tk.Status, tk.NextTriggerAt, tk.Collection = task.StatusSuccess, nil, "common"
 	})
@@ -218,21 +228,27 @@ func TestFilteredListReads(t *testing.T) {
 		{Status: task.StatusNew, Collection: "rare"},
 	} {
 		p.Lambda, p.Limit = l.Name, limit
-		bound := int64(readShards*p.ReadBudget() + limit)
+		tasksRead := limit
+		if p.Status != "" {
+			tasksRead = p.ReadBudget()
+		}
+		bound := int64(readShards*p.ReadBudget() + tasksRead)
 		var got []string
-		pages := 0
+		pages, units := 0, 0.0
 		for {
 			if pages++; pages > finished/p.ReadBudget()+2 {
 				t.Fatalf("%+v: still paging after %d pages", p, pages)
 			}
 			reads.Store(0)
+			meter.Reset()
 			tasks, next, err := s.List(t.Context(), p)
+			units += readUnits(&meter)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n := reads.Load(); n > bound {
-				t.Errorf("%+v: page %d read %d items beside %d finished tasks; want at most %d (%d shards × budget %d, and the page)",
-					p, pages, n, finished, bound, readShards, p.ReadBudget())
+				t.Errorf("%+v: page %d read %d items beside %d finished tasks; want at most %d (%d shards × budget %d, and %d tasks)",
+					p, pages, n, finished, bound, readShards, p.ReadBudget(), tasksRead)
 			}
 			for _, tk := range tasks {
 				got = append(got, tk.ID)
@@ -245,5 +261,99 @@ func TestFilteredListReads(t *testing.T) {
 		if want := []string{"rare-0", "rare-1"}; !slices.Equal(got, want) {
 			t.Errorf("%+v: listed %v, want %v", p, got, want)
 		}
+		t.Logf("status %q, collection %q: %d pages, %.1f RRU as DynamoDB Local reports them", p.Status, p.Collection, pages, units)
+	}
+}
+
+// readUnits is the read units the meter saw on DynamoDB.
+func readUnits(m *awsmeter.Meter) float64 {
+	var r float64
+	for op, c := range m.Counts() {
+		if op.Service == "DynamoDB" {
+			r += c.Read
+		}
+	}
+	return r
+}
+
+// TestRecount: Recount rebuilds counters that drifted from the tasks' statuses, which it reads
+// from the task items (the list index holds no status).
+func TestRecount(t *testing.T) {
+	ctx := t.Context()
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "recounted"}.WithDefaults()
+	db, table := newTable(t, nil)
+	s := newStore(t, db, dynamostoreConfig(table))
+	backlog(t, s, l, "done", 150, now, func(tk *task.Task) { tk.Status, tk.NextTriggerAt = task.StatusSuccess, nil })
+	backlog(t, s, l, "new", 7, now, func(tk *task.Task) {})
+	for i := range 3 {
+		enq, err := task.Enqueue(mustGet(t, s, l.Name, fmt.Sprint("new-", i)), now, task.Config{}.WithDefaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, enq, enq.Version-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Drift: every counter of the lambda lost.
+	for shard := range readShards {
+		_, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: fmt.Sprintf("count#%s#%d", l.Name, shard)}, "sk": &types.AttributeValueMemberS{Value: "count"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counts, err := s.Counts(ctx, l.Name); err != nil || len(counts) != 0 {
+		t.Fatalf("Counts with the counters gone: %v, %v", counts, err)
+	}
+	if err := s.Recount(ctx, l.Name); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := s.Counts(ctx, l.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[task.Status]int{task.StatusSuccess: 150, task.StatusNew: 4, task.StatusEnqueued: 3}; !maps.Equal(counts, want) {
+		t.Errorf("Counts after Recount: %v, want %v", counts, want)
+	}
+}
+
+// TestListByStatusPayloads: a list filtered by status reads the task items to learn their
+// status, and then the payload items of the page's tasks only, not of those it left out.
+func TestListByStatusPayloads(t *testing.T) {
+	now := time.Now().UTC()
+	l := task.Lambda{Name: "heavy-list"}.WithDefaults()
+	var reads atomic.Int64
+	db, table := newTable(t, nil, itemsRead(&reads))
+	s := newStore(t, db, dynamostoreConfig(table))
+	big := []byte(`"` + strings.Repeat("p", 2*dynamostore.InlinePayload) + `"`)
+	for i, st := range []task.Status{task.StatusNew, task.StatusSuccess, task.StatusNew, task.StatusSuccess, task.StatusSuccess} {
+		tk := newTask(t, l, fmt.Sprint("t", i), big, now.Add(time.Duration(i)*time.Millisecond))
+		if tk.Status = st; st.Terminal() {
+			tk.NextTriggerAt = nil
+		}
+		if err := s.Create(t.Context(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads.Store(0)
+	tasks, next, err := s.List(t.Context(), task.ListParams{Lambda: l.Name, Status: task.StatusNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, tk.ID)
+		if string(tk.Payload) != string(big) {
+			t.Errorf("%s: a %d-byte payload, want the %d bytes scheduled", tk.ID, len(tk.Payload), len(big))
+		}
+	}
+	if !slices.Equal(got, []string{"t0", "t2"}) || next != "" {
+		t.Errorf("listed %v, next %q; want [t0 t2] and no cursor", got, next)
+	}
+	// 5 index entries, 5 task items, and the 2 payload items of the page.
+	if n := reads.Load(); n != 12 {
+		t.Errorf("the page read %d items, want 12: 5 entries, 5 task items, 2 payload items", n)
 	}
 }

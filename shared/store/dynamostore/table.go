@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,8 +55,17 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, table string) error {
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamostore: create table %s: %w", table, err)
 	}
-	if err := dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
+	described, err := dynamodb.NewTableExistsWaiter(db).WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute)
+	if err != nil {
 		return fmt.Errorf("dynamostore: wait for table %s: %w", table, err)
+	}
+	// A table made by an older version may lack an index this one reads (list2 replaced list).
+	for _, want := range TableInput(table).GlobalSecondaryIndexes {
+		if !slices.ContainsFunc(described.Table.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
+			return aws.ToString(g.IndexName) == aws.ToString(want.IndexName)
+		}) {
+			return fmt.Errorf("dynamostore: table %s has no index %s: an older atf made it; docs/data-model.md says how to upgrade it", table, aws.ToString(want.IndexName))
+		}
 	}
 	ttl, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil {

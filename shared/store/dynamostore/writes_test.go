@@ -1,0 +1,247 @@
+package dynamostore_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/openatf/atf/shared/service/status"
+	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/awstest"
+)
+
+// writeUnits asks DynamoDB for the write units of every write call, by table and by index
+// (ReturnConsumedCapacity INDEXES, which DynamoDB Local answers as DynamoDB charges an index:
+// nothing when neither its keys nor its projected attributes change), and adds them up.
+type writeUnits struct {
+	mu    sync.Mutex
+	calls []writeCall
+}
+
+// writeCall is what one write call consumed: on the table, and on each index it touched.
+type writeCall struct {
+	op, pk  string
+	table   float64
+	indexes map[string]float64
+}
+
+func (w *writeUnits) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("write-units", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			var op, pk string
+			switch p := in.Parameters.(type) {
+			case *dynamodb.PutItemInput:
+				op, pk, p.ReturnConsumedCapacity = "PutItem", keyString(p.Item), types.ReturnConsumedCapacityIndexes
+			case *dynamodb.UpdateItemInput:
+				op, pk, p.ReturnConsumedCapacity = "UpdateItem", keyString(p.Key), types.ReturnConsumedCapacityIndexes
+			}
+			out, md, err := next.HandleInitialize(ctx, in)
+			var cc *types.ConsumedCapacity
+			switch r := out.Result.(type) {
+			case *dynamodb.PutItemOutput:
+				cc = r.ConsumedCapacity
+			case *dynamodb.UpdateItemOutput:
+				cc = r.ConsumedCapacity
+			}
+			if cc != nil {
+				c := writeCall{op: op, pk: pk, indexes: map[string]float64{}}
+				if cc.Table != nil {
+					c.table = aws.ToFloat64(cc.Table.CapacityUnits)
+				}
+				for name, ix := range cc.GlobalSecondaryIndexes {
+					c.indexes[name] = aws.ToFloat64(ix.CapacityUnits)
+				}
+				w.mu.Lock()
+				w.calls = append(w.calls, c)
+				w.mu.Unlock()
+			}
+			return out, md, err
+		}), middleware.After)
+	})
+}
+
+func keyString(item map[string]types.AttributeValue) string {
+	if v, ok := item["pk"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// take returns the calls recorded since the last take.
+func (w *writeUnits) take() []writeCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	calls := w.calls
+	w.calls = nil
+	return calls
+}
+
+// sum adds up calls' units on the table and on each index.
+func sum(calls []writeCall) (table float64, indexes map[string]float64) {
+	indexes = map[string]float64{}
+	for _, c := range calls {
+		table += c.table
+		for name, u := range c.indexes {
+			indexes[name] += u
+		}
+	}
+	return table, indexes
+}
+
+// itemBytes is an item's size as DynamoDB counts it for write units: each attribute's name and
+// value; a number about one byte per two digits, and one.
+func itemBytes(item map[string]types.AttributeValue) int {
+	size := 0
+	for name, v := range item {
+		size += len(name)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			size += len(v.Value)
+		case *types.AttributeValueMemberB:
+			size += len(v.Value)
+		case *types.AttributeValueMemberN:
+			size += (len(strings.TrimLeft(strings.Trim(v.Value, "0"), "-"))+1)/2 + 1
+		case *types.AttributeValueMemberBOOL:
+			size++
+		}
+	}
+	return size
+}
+
+// TestWritesPerTask runs tasks through their life (schedule, enqueue, claim, heartbeats, result)
+// and counts the write units DynamoDB Local reports for each step, on the table and on each
+// index (docs/capacity.md, "Writes per task"). The list index is written once per task, when it
+// is created: its keys never change and it projects nothing that does. Each write of a task item
+// with a small payload, up to InlinePayload, costs the table one unit: the item stays under
+// 1 KB, also with a long collection name and the lease and spec of a running task.
+func TestWritesPerTask(t *testing.T) {
+	ctx := t.Context()
+	var w writeUnits
+	db, table := newTable(t, nil, w.option)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "send-email", Priorities: []string{"high", "low"}}.WithDefaults()
+	hsc := status.New(s, status.Config{})
+	for _, c := range []struct {
+		name       string
+		payload    []byte
+		collection string
+	}{
+		{"small", []byte(`{"to":"a@example.com"}`), "password-reset"},
+		{"inline limit", []byte(`"` + strings.Repeat("x", dynamostore.InlinePayload-2) + `"`), strings.Repeat("c", 64)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Now().UTC()
+			id := task.NewID(now)
+			tk, err := task.New(task.Spec{ID: id, Payload: c.payload, Collection: c.collection, Priority: "high"}, l, now, task.Config{}.WithDefaults())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.take()
+			type step struct {
+				name string
+				run  func() error
+			}
+			var lease string
+			steps := []step{
+				{"schedule", func() error { return s.Create(ctx, tk) }},
+				{"enqueue", func() error {
+					enq, err := task.Enqueue(mustGet(t, s, l.Name, id), time.Now().UTC(), task.Config{}.WithDefaults())
+					if err != nil {
+						return err
+					}
+					return s.Update(ctx, enq, enq.Version-1)
+				}},
+				{"claim", func() error {
+					claimed, err := hsc.Claim(ctx, l.Name, id, "")
+					lease = claimed.Lease
+					return err
+				}},
+				{"heartbeat 1", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }},
+				{"heartbeat 2", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }},
+				{"result", func() error {
+					_, err := hsc.SetResult(ctx, l.Name, id, lease, status.Result{Outcome: status.Success, Result: []byte(`{"ok":true}`)})
+					return err
+				}},
+			}
+			var all []writeCall
+			largest := 0
+			for _, st := range steps {
+				if err := st.run(); err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+				calls := w.take()
+				all = append(all, calls...)
+				tbl, ix := sum(calls)
+				t.Logf("%-12s table %.0f, due %.0f, list %.0f WRU (%d write calls)", st.name, tbl, ix[dynamostore.DueIndex], ix[dynamostore.ListIndex], len(calls))
+				for _, call := range calls {
+					if call.table != 1 {
+						t.Errorf("%s: %s of %s cost the table %.0f WRU, want 1: the item is over 1 KB", st.name, call.op, call.pk, call.table)
+					}
+				}
+				if st.name != "schedule" {
+					if u := ix[dynamostore.ListIndex]; u != 0 {
+						t.Errorf("%s wrote the list index (%.0f WRU): only a create should", st.name, u)
+					}
+				}
+				item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+					Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "task#" + l.Name + "#" + id}, "sk": &types.AttributeValueMemberS{Value: "task"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				largest = max(largest, itemBytes(item.Item))
+			}
+			tbl, ix := sum(all)
+			names := slices.Sorted(maps.Keys(ix))
+			var parts []string
+			total := tbl
+			for _, n := range names {
+				parts = append(parts, fmt.Sprintf("%s %.0f", n, ix[n]))
+				total += ix[n]
+			}
+			t.Logf("a task with a %d-byte payload: %.0f WRU: table %.0f (counters included), %s; its task item at most %d bytes",
+				len(c.payload), total, tbl, strings.Join(parts, ", "), largest)
+			if u := ix[dynamostore.ListIndex]; u != 1 {
+				t.Errorf("the list index took %.0f WRU over the task's life, want 1 (its create)", u)
+			}
+			if largest >= 1024 || math.IsNaN(total) {
+				t.Errorf("the task item reached %d bytes, want under 1 KB", largest)
+			}
+		})
+	}
+}
+
+// TestCreateTableOldIndex: CreateTable on a table an older version made, with the list index of
+// before, says so and points to the upgrade, where the store would fail at its first list.
+func TestCreateTableOldIndex(t *testing.T) {
+	ctx := t.Context()
+	cfg := awstest.Config(t, "DYNAMODB")
+	db := awstest.NewDynamoDB(cfg)
+	table := awstest.Name("atf-test")
+	old := dynamostore.TableInput(table)
+	for i, g := range old.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) == dynamostore.ListIndex {
+			old.GlobalSecondaryIndexes[i].IndexName = aws.String("list")
+			old.GlobalSecondaryIndexes[i].Projection.NonKeyAttributes = []string{"id", "status", "coll"}
+		}
+	}
+	if _, err := db.CreateTable(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
+	err := dynamostore.CreateTable(ctx, db, table)
+	if err == nil || !strings.Contains(err.Error(), "no index "+dynamostore.ListIndex) || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("CreateTable on a table with the old list index: %v; want an error naming %s and the upgrade", err, dynamostore.ListIndex)
+	}
+}
