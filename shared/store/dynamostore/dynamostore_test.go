@@ -526,19 +526,19 @@ func TestIndexMovesMidQuery(t *testing.T) {
 	claimed, _ := task.Claim(enq, "lease", now.Add(-time.Minute), cfg)
 	hook = func() { s.Update(context.Background(), claimed, enq.Version) }
 	due, err := s.Due(t.Context(), task.DueParams{Lambda: l.Name, Statuses: task.Statuses, Before: now.Add(time.Hour), Limit: 10})
-	if err != nil || len(due) != 1 || due[0].Status != task.StatusClaimed {
-		t.Fatalf("Due: %v, %v; want the task once, claimed", due, err)
+	if err != nil || len(due) != 1 || due[0].Status != task.StatusProcessing {
+		t.Fatalf("Due: %v, %v; want the task once, processing", due, err)
 	}
 
-	started, _ := task.Heartbeat(claimed, "lease", now, cfg)
-	hook = func() { s.Update(context.Background(), started, claimed.Version) }
-	listed, _, err := s.List(t.Context(), task.ListParams{Lambda: l.Name, Status: task.StatusClaimed})
+	ended, _ := task.Succeed(claimed, "lease", nil, now, cfg)
+	hook = func() { s.Update(context.Background(), ended, claimed.Version) }
+	listed, _, err := s.List(t.Context(), task.ListParams{Lambda: l.Name, Status: task.StatusProcessing})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, got := range listed {
-		if got.Status != task.StatusClaimed {
-			t.Errorf("List of claimed tasks returned one that is %s", got.Status)
+		if got.Status != task.StatusProcessing {
+			t.Errorf("List of processing tasks returned one that is %s", got.Status)
 		}
 	}
 }
