@@ -150,9 +150,10 @@ func (s *StaleStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, er
 	return slices.Clone(old.tasks), nil
 }
 
-// HeartbeatLoss loses every heartbeat after the first (which starts the task) of the runs Lose
-// picks, the way a broken network path between a worker and the store would. The worker
-// must stop such a run, since it can no longer show that it owns the task.
+// HeartbeatLoss loses every heartbeat of the runs Lose picks (the first write to processing,
+// the claim that starts the run, goes through), the way a broken network path between a worker
+// and the store would. The worker must stop such a run, since it can no longer show that it
+// owns the task.
 type HeartbeatLoss struct {
 	task.Store
 	Lose    func(task.Task) bool
