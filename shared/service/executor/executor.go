@@ -3,10 +3,10 @@
 // rather than by counting failures: the store lets another worker claim the task HeartbeatTimeout
 // after the claim or the last heartbeat it recorded, so the executor stops the handler at the
 // send time of the claim or of its last successful heartbeat + HeartbeatTimeout − LeaseMargin,
-// however slow or broken the status calls in between. Every status call has a deadline within that time. A handler that does not
-// return within half the margin after it was stopped cannot be stopped in-process (Go cannot kill
-// a goroutine): the executor then abandons it, which by default ends the process. The timing
-// argument is in docs/guarantees.md.
+// however slow or broken the status calls in between. Every status call has a deadline within
+// that time. A handler that does not return within half the margin after it was stopped cannot
+// be stopped in-process (Go cannot kill a goroutine): the executor then abandons it, which by
+// default ends the process. The timing argument is in docs/guarantees.md.
 package executor
 
 import (
@@ -262,8 +262,8 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 	log.Info("task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
 }
 
-// release hands t back untried, as at shutdown or when it came too late to run: the attempt does not
-// count, and the task is due again at once.
+// release hands t back untried, as at shutdown or when it came too late to run: the attempt does
+// not count, and the task is due again at once.
 func (e *Executor) release(ctx context.Context, log *slog.Logger, t task.Task) {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()

@@ -88,6 +88,7 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	now := c.now().UTC()
 	again := false
 	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		again = false // Apply may call this again, on the task as it is then
 		if delivery == "" {
 			return task.Claim(t, task.NewLease(), now, c.cfg)
 		}
