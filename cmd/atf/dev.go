@@ -76,7 +76,7 @@ func dev(args []string) error {
 		Addr: *addr, DBPath: *db, HandlersDir: *handlers, Concurrency: *concurrency, Timeout: *timeout,
 		Task: task.Config{
 			PollInterval: *poll, HeartbeatInterval: *heartbeat, HeartbeatTimeout: 6 * *heartbeat,
-			ClaimTimeout: 6 * *heartbeat, EnqueueTimeout: *enqueueTimeout, MaxAttempts: *maxAttempts,
+			EnqueueTimeout: *enqueueTimeout, MaxAttempts: *maxAttempts,
 		},
 		Logger: log, Token: cmp.Or(*token, os.Getenv("ATF_TOKEN")),
 	}

@@ -243,7 +243,6 @@ func testSlowStatus(t *testing.T, b backend) {
 	// max(I, L) + L < HeartbeatTimeout − LeaseMargin: with calls of up to 3 intervals, 7
 	// intervals keep the healthy runs alive, and only the runs whose heartbeats fail are stopped.
 	timing.HeartbeatTimeout = 9 * timing.HeartbeatInterval
-	timing.ClaimTimeout = timing.HeartbeatTimeout
 	timing.LeaseMargin = 2 * timing.HeartbeatInterval
 	slow := &chaostest.SlowStatus{Store: b.store, Max: 3 * timing.HeartbeatInterval,
 		Fail: func(tk task.Task) bool { return tk.Attempts == 1 && chosen(tk.ID) }}

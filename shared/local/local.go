@@ -171,7 +171,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
-			Lambda: l, Handler: h, Queue: queue, Status: hsc, Executor: exec, IdleWait: c.IdleWait, Logger: c.Logger,
+			Lambda: l, Handler: h, Queue: queue, Executor: exec, IdleWait: c.IdleWait, Logger: c.Logger,
 		}))
 	}
 	cons.Start()

@@ -11,7 +11,9 @@ const (
 	// enqueues it again. It covers a lost message; a backlog longer than this only costs a
 	// duplicate message, which the claim discards.
 	DefaultEnqueueTimeout = 10 * time.Minute
-	// DefaultClaimTimeout is how long a claimed task may wait for its first heartbeat.
+	// DefaultClaimTimeout was how long a claimed task could wait for its first heartbeat.
+	//
+	// Deprecated: a claim starts its task (see Claim); Config.ClaimTimeout is unused.
 	DefaultClaimTimeout = 30 * time.Second
 	// DefaultHeartbeatInterval is how often an executor reports that a task is still running.
 	DefaultHeartbeatInterval = 5 * time.Second
@@ -47,7 +49,11 @@ const MaxAttemptsLimit = 100
 // Config holds the timing rules of the task lifecycle. The zero value of a field means its
 // default; call WithDefaults, then Validate.
 type Config struct {
-	EnqueueTimeout    time.Duration
+	EnqueueTimeout time.Duration
+	// ClaimTimeout bounded a claimed task that never started.
+	//
+	// Deprecated: unused, and not checked, since a claim starts its task with a heartbeat
+	// timeout (see Claim); kept so that configurations that set it still build.
 	ClaimTimeout      time.Duration
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
@@ -73,7 +79,6 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	set(&c.EnqueueTimeout, DefaultEnqueueTimeout)
-	set(&c.ClaimTimeout, DefaultClaimTimeout)
 	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	set(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
 	set(&c.LeaseMargin, c.HeartbeatTimeout/leaseMarginShare)
@@ -98,7 +103,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"EnqueueTimeout", c.EnqueueTimeout}, {"ClaimTimeout", c.ClaimTimeout},
+		{"EnqueueTimeout", c.EnqueueTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"HeartbeatTimeout", c.HeartbeatTimeout}, {"LeaseMargin", c.LeaseMargin},
 		{"PollInterval", c.PollInterval}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax},
 	} {
@@ -109,9 +114,6 @@ func (c Config) Validate() error {
 	if c.HeartbeatTimeout-c.LeaseMargin <= MaxMissedHeartbeats*c.HeartbeatInterval {
 		return fmt.Errorf("task config: HeartbeatTimeout (%s) less LeaseMargin (%s) must exceed %d × HeartbeatInterval (%s)",
 			c.HeartbeatTimeout, c.LeaseMargin, MaxMissedHeartbeats, c.HeartbeatInterval)
-	}
-	if c.ClaimTimeout <= c.LeaseMargin {
-		return fmt.Errorf("task config: ClaimTimeout (%s) must exceed LeaseMargin (%s)", c.ClaimTimeout, c.LeaseMargin)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
 		return fmt.Errorf("task config: MaxAttempts must be in 1..%d, got %d", MaxAttemptsLimit, c.MaxAttempts)

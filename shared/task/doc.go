@@ -18,10 +18,14 @@
 //	pending            none                                  waits for upstream tasks
 //	new                run_at                                scheduled, not yet enqueued
 //	enqueued           enqueued_at + enqueue timeout         in its queue; re-enqueued if never claimed
-//	claimed            claimed_at + claim timeout            a worker owns it; re-enqueued if it never starts
-//	processing         heartbeat_at + heartbeat timeout      running; re-enqueued if heartbeats stop
+//	processing         heartbeat_at + heartbeat timeout      a worker owns it (from its claim on);
+//	                                                         re-enqueued if heartbeats stop
 //	retriable_failure  failed_at + backoff(attempt)          will run again
 //	success, fatal_failure, dead, cancelled, dropped: terminal, no trigger
+//
+// claimed (claimed_at + claim timeout) is no longer written: a claim starts its task. Older
+// versions claimed into it and started with a first heartbeat, so a task may still hold it; it
+// is handled as processing.
 //
 // Every transition bumps the task's Version; stores write a transition only if the stored version
 // is still the one it was computed from. That conditional write is where duplicates die.

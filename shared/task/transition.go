@@ -85,12 +85,15 @@ func Unsent(t Task, now time.Time, c Config) (Task, error) {
 	return t.next(StatusEnqueued, now, at(now.Add(c.PollInterval))), nil
 }
 
-// Claim gives an enqueued task to one worker, with a fresh lease. It counts an attempt.
+// Claim gives an enqueued task to one worker, with a fresh lease, and starts it: the task is
+// processing at once, due a heartbeat timeout from now, as after a heartbeat. It counts an
+// attempt. (Claims once moved to claimed, and a first heartbeat to processing: a write more per
+// task. Tasks written so are still read, and run or time out like processing ones.)
 func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if err := notFrom(t, "claim", StatusEnqueued); err != nil {
 		return t, err
 	}
-	t = t.next(StatusClaimed, now, at(now.Add(c.ClaimTimeout)))
+	t = t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout)))
 	t.Lease = lease
 	t.Attempts++
 	return t, nil
@@ -103,8 +106,8 @@ func checkLease(t Task, lease, verb string) error {
 	return nil
 }
 
-// Heartbeat records that the lease holder is running the task. The first one starts it
-// (claimed to processing).
+// Heartbeat records that the lease holder is still running the task, renewing its lease (it
+// also starts a task left claimed by an older version).
 func Heartbeat(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if err := checkLease(t, lease, "heartbeat"); err != nil {
 		return t, err

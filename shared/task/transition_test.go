@@ -48,7 +48,7 @@ func TestTransitions(t *testing.T) {
 		{"enqueue", func(t Task) (Task, error) { return Enqueue(t, now, cfg) },
 			[]Status{StatusNew, StatusRetriableFailure, StatusEnqueued}, ErrConflict, StatusEnqueued, at(now.Add(cfg.EnqueueTimeout))},
 		{"claim", func(t Task) (Task, error) { return Claim(t, "M", now, cfg) },
-			[]Status{StatusEnqueued}, ErrConflict, StatusClaimed, at(now.Add(cfg.ClaimTimeout))},
+			[]Status{StatusEnqueued}, ErrConflict, StatusProcessing, at(now.Add(cfg.HeartbeatTimeout))},
 		{"heartbeat", func(t Task) (Task, error) { return Heartbeat(t, "L", now, cfg) },
 			[]Status{StatusClaimed, StatusProcessing}, ErrStaleLease, StatusProcessing, at(now.Add(cfg.HeartbeatTimeout))},
 		{"succeed", func(t Task) (Task, error) { return Succeed(t, "L", json.RawMessage(`1`), now, cfg) },
@@ -111,8 +111,15 @@ func TestTransitions(t *testing.T) {
 
 func TestAttemptsAndLeases(t *testing.T) {
 	c, err := Claim(inStatus(StatusEnqueued), "M", now, cfg)
-	if err != nil || c.Attempts != 2 || c.Lease != "M" {
-		t.Fatalf("claim: attempts %d lease %q err %v; want 2, M", c.Attempts, c.Lease, err)
+	if err != nil || c.Attempts != 2 || c.Lease != "M" || c.Status != StatusProcessing {
+		t.Fatalf("claim: %s, attempts %d lease %q err %v; want processing, 2, M", c.Status, c.Attempts, c.Lease, err)
+	}
+	// The claim is the start: the lease holder heartbeats and reports on it with no other write.
+	if h, err := Heartbeat(c, "M", now.Add(cfg.HeartbeatInterval), cfg); err != nil || h.Attempts != 2 || h.Lease != "M" {
+		t.Fatalf("heartbeat after the claim: attempts %d lease %q err %v", h.Attempts, h.Lease, err)
+	}
+	if s, err := Succeed(c, "M", nil, now, cfg); err != nil || s.Status != StatusSuccess {
+		t.Fatalf("result straight after the claim: %s, %v", s.Status, err)
 	}
 	if r, _ := Release(c, "M", now); r.Attempts != 1 {
 		t.Fatalf("release: attempts %d, want the claim's attempt given back", r.Attempts)
@@ -253,11 +260,6 @@ func TestConfig(t *testing.T) {
 	bad.LeaseMargin = bad.HeartbeatTimeout - 3*bad.HeartbeatInterval
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "LeaseMargin") {
 		t.Errorf("a lease margin that leaves room for only 3 heartbeats: %v", err)
-	}
-	bad = cfg
-	bad.ClaimTimeout = bad.LeaseMargin
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "ClaimTimeout") {
-		t.Errorf("a claim timeout as short as the lease margin: %v", err)
 	}
 	if d := (Config{}).WithDefaults(); d.LeaseMargin != DefaultHeartbeatTimeout/6 || d.Validate() != nil {
 		t.Errorf("default lease margin %s, want a sixth of the heartbeat timeout", d.LeaseMargin)

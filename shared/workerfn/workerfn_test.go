@@ -35,7 +35,7 @@ func TestFunctions(t *testing.T) {
 	echo := task.Lambda{Name: "echo", Concurrency: 2, Timeout: 5 * time.Second}.WithDefaults()
 	b := awstest.NewBackend(t, "atf-fn", echo)
 	store, queue, sqsClient, name := b.Store, b.Queue, b.SQS, b.Name
-	cfg := task.Config{HeartbeatInterval: 200 * time.Millisecond, HeartbeatTimeout: 1200 * time.Millisecond, ClaimTimeout: 1200 * time.Millisecond}.WithDefaults()
+	cfg := task.Config{HeartbeatInterval: 200 * time.Millisecond, HeartbeatTimeout: 1200 * time.Millisecond}.WithDefaults()
 
 	// The API function schedules the task from the sample event.
 	var req events.APIGatewayProxyRequest

@@ -102,7 +102,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 			return Env{}, fmt.Errorf("%s=%q: %w", EnvHeartbeat, v, err)
 		}
 		// The timeouts follow the interval, as under atf dev.
-		e.Task.HeartbeatInterval, e.Task.HeartbeatTimeout, e.Task.ClaimTimeout = d, 6*d, 6*d
+		e.Task.HeartbeatInterval, e.Task.HeartbeatTimeout = d, 6*d
 	}
 	e.Task = e.Task.WithDefaults()
 	if err := e.Task.Validate(); err != nil {

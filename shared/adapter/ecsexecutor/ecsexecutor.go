@@ -155,7 +155,7 @@ func Serve(ctx context.Context, stop func(), cfg Config, log *slog.Logger) error
 	// In-process for now, on the table itself; the status function's client will take its place.
 	st := awsfn.Status(cfg.Env, clients, log)
 	ctl := controller.Start(controller.Config{
-		Lambda: cfg.Lambda, Handler: cfg.Handler, Queue: clients.Queue, Status: st,
+		Lambda: cfg.Lambda, Handler: cfg.Handler, Queue: clients.Queue,
 		Executor: executor.New(st, executor.Config{Task: cfg.Env.Task, Logger: log}),
 		IdleWait: idleWait, Prefetch: cfg.Prefetch, Logger: log,
 	})

@@ -59,13 +59,13 @@
 // # The deadline margin
 //
 // A worker function has until its invocation deadline (ctx.Deadline()); after it the function is
-// frozen mid-call, and a task it held is left claimed or processing until its claim or heartbeat
-// timeout, when the consumer counts the attempt as lost. Handle therefore stops work Margin
-// before the deadline, while there is still time to stop the handler (a program is killed within
-// two seconds) and to report to the status controller (the executor gives that call ten
-// seconds): DefaultMargin covers both. The stack must set the function timeout to the lambda's
-// Timeout plus Margin at least (and at most the 900 s Lambda allows), and BatchSize to at most
-// the lambda's Concurrency, so that no record waits for a slot.
+// frozen mid-call, and a task it held is left processing until its heartbeat timeout, when the
+// consumer counts the attempt as lost. Handle therefore stops work Margin before the deadline,
+// while there is still time to stop the handler (a program is killed within two seconds) and to
+// report to the status controller (the executor gives that call ten seconds): DefaultMargin
+// covers both. The stack must set the function timeout to the lambda's Timeout plus Margin at
+// least (and at most the 900 s Lambda allows), and BatchSize to at most the lambda's
+// Concurrency, so that no record waits for a slot.
 //
 // A record whose turn comes with less than Margin left is not claimed: it is reported failed and
 // comes back. A claimed task runs with a context that ends Margin before the deadline. Two cases:

@@ -152,7 +152,7 @@ func (s *fakeStatus) Claim(ctx context.Context, lambda, id, _ string) (task.Task
 	}
 	switch {
 	case strings.HasPrefix(id, "run"):
-		return task.Task{ID: id, Lambda: lambda, Priority: "normal", Status: task.StatusClaimed, Attempts: 1, Lease: "L"}, nil
+		return task.Task{ID: id, Lambda: lambda, Priority: "normal", Status: task.StatusProcessing, Attempts: 1, Lease: "L"}, nil
 	case strings.HasPrefix(id, "dup"):
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is claimed", id)
 	case strings.HasPrefix(id, "down"):

@@ -65,8 +65,7 @@ type Config struct {
 	Handler worker.Handler
 	// Status is the heartbeat and status controller: the status function on AWS. Required.
 	Status executor.Status
-	// Task holds the timings the executor keeps (heartbeat interval and timeout, claim timeout,
-	// lease margin): the status controller's. Zero fields take their defaults.
+	// Task holds the timings the executor keeps (heartbeat interval and timeout, lease margin): the status controller's. Zero fields take their defaults.
 	Task task.Config
 	// Abandon replaces the executor's default for a stopped handler that does not return: see
 	// executor.Config. Tests set it; the function leaves it nil, which ends the process.
@@ -218,7 +217,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		left := time.Until(b.end)
 		if left <= 0 { // the claim took the time that was left
 			if err := h.cfg.Status.Release(ctx, t.Lambda, t.ID, t.Lease); err != nil {
-				log.Warn("could not release a task claimed too late; its claim timeout brings it back", "err", err)
+				log.Warn("could not release a task claimed too late; its heartbeat timeout brings it back", "err", err)
 			} else {
 				log.Info("released a task claimed too close to the function's deadline")
 			}

@@ -31,7 +31,7 @@ import (
 // The timing of every test: heartbeats every 20ms, and timeouts that exceed three of them.
 var cfg = task.Config{
 	HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond,
-	ClaimTimeout: 200 * time.Millisecond, BackoffBase: time.Minute, BackoffMax: time.Minute,
+	BackoffBase: time.Minute, BackoffMax: time.Minute,
 }.WithDefaults()
 
 // echo is the lambda of the sample events.
@@ -97,7 +97,7 @@ type recorder struct {
 	executor.Status
 	failClaim     string        // a task id whose claim fails with a non-domain error
 	claimDelay    time.Duration // how long a claim takes before it is made
-	failHeartbeat bool          // every heartbeat after the first (the start) fails
+	failHeartbeat bool          // every heartbeat fails (the claim started the task)
 	heartbeats    atomic.Int32
 	results       atomic.Int32
 	releases      atomic.Int32
@@ -112,7 +112,8 @@ func (r *recorder) Claim(ctx context.Context, lambda, id, delivery string) (task
 }
 
 func (r *recorder) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	if r.heartbeats.Add(1) > 1 && r.failHeartbeat {
+	r.heartbeats.Add(1)
+	if r.failHeartbeat {
 		return errors.New("injected: status function unreachable")
 	}
 	return r.Status.Heartbeat(ctx, lambda, id, lease)
@@ -374,8 +375,8 @@ func TestLostHeartbeatsStopHandler(t *testing.T) {
 	if n := rec.results.Load(); n != 0 {
 		t.Fatalf("SetResult called %d times, want never", n)
 	}
-	if n := rec.heartbeats.Load(); n != 1+task.MaxMissedHeartbeats {
-		t.Fatalf("%d heartbeats, want the start and %d failed", n, task.MaxMissedHeartbeats)
+	if n := rec.heartbeats.Load(); n != task.MaxMissedHeartbeats {
+		t.Fatalf("%d heartbeats, want %d failed", n, task.MaxMissedHeartbeats)
 	}
 	if got := e.get(t, "sqs-one-1"); got.Status != task.StatusProcessing || got.Attempts != 1 || got.Result != nil {
 		t.Fatalf("task is %s with %d attempts and result %s; want processing, 1, none", got.Status, got.Attempts, got.Result)
@@ -627,8 +628,8 @@ func TestDeadlineClaimedTooLate(t *testing.T) {
 	defer cancel()
 	rec := &recorder{Status: e.hsc, claimDelay: 250 * time.Millisecond}
 	ph := &payloadHandler{}
-	long := cfg // a claim may take longer than the invocation has left, not than its timeout
-	long.ClaimTimeout = time.Second
+	long := cfg // a claim may take longer than the invocation has left, not than its lease
+	long.HeartbeatTimeout = time.Second
 	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 200 * time.Millisecond}).Handle(ctx, event("slow-claim"))
 	must(t, err)
 	if len(resp.BatchItemFailures) != 0 {

@@ -165,7 +165,7 @@ func checkSuccess(t *testing.T, req statusfn.Request, resp statusfn.Response, be
 	}
 	switch req.Op {
 	case statusfn.OpClaim:
-		if resp.Task == nil || resp.Lease == "" || resp.Lease != stored.Lease || stored.Status != task.StatusClaimed || stored.Attempts != before.Attempts+1 {
+		if resp.Task == nil || resp.Lease == "" || resp.Lease != stored.Lease || stored.Status != task.StatusProcessing || stored.Attempts != before.Attempts+1 {
 			t.Fatalf("claim answered %+v; stored %+v", resp, stored)
 		}
 	case statusfn.OpHeartbeat:
@@ -213,14 +213,16 @@ func fuzzFixture(t *testing.T, l task.Lambda, id string, s task.Status, cfg task
 	steps := []func(task.Task) (task.Task, error){
 		func(tk task.Task) (task.Task, error) { return task.Enqueue(tk, now, cfg) },
 		func(tk task.Task) (task.Task, error) { return task.Claim(tk, eventLease, now, cfg) },
-		func(tk task.Task) (task.Task, error) { return task.Heartbeat(tk, eventLease, now, cfg) },
 		func(tk task.Task) (task.Task, error) { return task.Succeed(tk, eventLease, nil, now, cfg) },
 	}
 	for _, step := range steps {
-		if err != nil || tk.Status == s {
+		if err != nil || tk.Status == s || s == task.StatusClaimed && tk.Status == task.StatusProcessing {
 			break
 		}
 		tk, err = step(tk)
+	}
+	if s == task.StatusClaimed && tk.Status == task.StatusProcessing {
+		tk.Status = s // as claimed by an older version, not yet started
 	}
 	if err != nil || tk.Status != s {
 		t.Fatalf("fixture %s: %+v, %v", s, tk, err)

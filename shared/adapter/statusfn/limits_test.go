@@ -64,12 +64,13 @@ func TestOversizedRunEndsFatal(t *testing.T) {
 			c := statusfn.NewClient(inv)
 			ctx := context.Background()
 			e.fixture(t, "t1", task.StatusEnqueued, "")
-			claimed, err := c.Claim(ctx, "echo", "t1", "")
+			x := executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour}, Logger: slog.New(slog.DiscardHandler)})
+			claimed, err := x.Claim(ctx, "echo", "t1", "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			h := worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) { return tc.result, tc.err })
-			executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour, ClaimTimeout: 2 * time.Hour}, Logger: slog.New(slog.DiscardHandler)}).Run(ctx, echo, h, claimed)
+			x.Run(ctx, echo, h, claimed)
 			got := e.get(t, "t1")
 			if got.Status != task.StatusFatalFailure || !strings.Contains(got.Error, tc.want) || got.Result != nil {
 				t.Errorf("after the run: status %s, error %.100q, result of %d bytes; want fatal_failure naming %q", got.Status, got.Error, len(got.Result), tc.want)

@@ -14,12 +14,12 @@
 //
 // A claim names the delivery of the task's message it is for (the SQS receipt handle). A claim
 // sent again for the same delivery, as when the Lambda client retries a call whose answer was
-// lost, is answered with the same claim and lease, and counts no second attempt.
+// lost, is answered with the same claim and lease, renewed, and counts no second attempt.
 //
 // A response carries the task for claim and set_result (without its payload, which the worker
 // has), and for claim the lease beside it, since a task's JSON never shows its lease. Or it carries an error:
 //
-//	{"v": 1, "task": {"id": "t1", "status": "claimed", ...}, "lease": "Q7B2..."}
+//	{"v": 1, "task": {"id": "t1", "status": "processing", ...}, "lease": "Q7B2..."}
 //	{"v": 1, "error": {"code": "stale_lease", "message": "cannot heartbeat task t1: ..."}}
 //
 // Codes are not_found, conflict, stale_lease, invalid, too_large, throttled and internal; the

@@ -410,7 +410,7 @@ func TestClaimRefillsCappedLambda(t *testing.T) {
 		}
 		if claimed {
 			e.cons.Claimed("l") // as the workers' status controller does; a no-op until the capped pass has ended
-			if e.countStatus(t, "l", task.StatusEnqueued) == limit && e.countStatus(t, "l", task.StatusClaimed) == 1 {
+			if e.countStatus(t, "l", task.StatusEnqueued) == limit && e.countStatus(t, "l", task.StatusProcessing) == 1 {
 				return
 			}
 		}

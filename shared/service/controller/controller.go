@@ -57,7 +57,6 @@ type Config struct {
 	Lambda   task.Lambda // with defaults applied; Concurrency is the number of slots
 	Handler  worker.Handler
 	Queue    task.Queue
-	Status   executor.Status
 	Executor *executor.Executor
 	IdleWait time.Duration // DefaultIdleWait if zero
 	// Visibility hides received messages; DefaultVisibility if zero. A buffered message is
@@ -505,18 +504,6 @@ func (c *Controller) run(ctx context.Context, d task.Delivery) {
 	if !claimed {
 		return
 	}
+	// The executor releases the task if ctx ends before or while it runs.
 	c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
-	if ctx.Err() != nil {
-		// The executor releases a task whose handler it stopped, but not one stopped before
-		// it started (its first heartbeat). Releasing needs the lease, so this does nothing to
-		// a task released, finished or taken over meanwhile.
-		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		switch err := c.cfg.Status.Release(rctx, t.Lambda, t.ID, t.Lease); {
-		case err == nil:
-			c.log.Info("released task stopped before it started", "task_id", t.ID)
-		case !errors.Is(err, task.ErrStaleLease):
-			c.log.Warn("could not release task at shutdown", "task_id", t.ID, "err", err)
-		}
-	}
 }

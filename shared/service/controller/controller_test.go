@@ -86,9 +86,9 @@ func (h *harness) start(c Config) *Controller { return h.startObserved(c, observ
 
 // startObserved starts a controller with the test hooks of o.
 func (h *harness) startObserved(c Config, o observer) *Controller {
-	c.Lambda, c.Queue, c.Status, c.Logger = h.lambda, h.queue, h.status, quiet
+	c.Lambda, c.Queue, c.Logger = h.lambda, h.queue, quiet
 	c.Handler = worker.HandlerFunc(h.handle)
-	c.Executor = executor.New(c.Status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet})
+	c.Executor = executor.New(h.status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet})
 	if c.IdleWait == 0 {
 		c.IdleWait = 10 * time.Millisecond
 	}
@@ -462,41 +462,46 @@ func TestDuplicatesDeleted(t *testing.T) {
 	}
 }
 
-// stuckStatus is a status controller whose first heartbeat hangs until its context ends.
-type stuckStatus struct {
+// lateClaim is a status controller whose claims are written at once and answered only when the
+// caller's context ends, as an answer that comes just as the controller stops.
+type lateClaim struct {
 	executor.Status
 	entered chan struct{}
 	once    sync.Once
 }
 
-func (s *stuckStatus) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+func (s *lateClaim) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+	t, err := s.Status.Claim(ctx, lambda, id, delivery)
 	s.once.Do(func() { close(s.entered) })
 	<-ctx.Done()
-	return ctx.Err()
+	return t, err
 }
 
-// TestStopReleasesUnstartedTask: a task claimed but stopped before its first heartbeat is
-// released too, not left claimed until its claim timeout.
+// TestStopReleasesUnstartedTask: a task claimed but stopped before its handler started is
+// released too, not left processing until its heartbeat timeout.
 func TestStopReleasesUnstartedTask(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 1)
-	stuck := &stuckStatus{Status: h.status, entered: make(chan struct{})}
-	h.status = stuck
+	late := &lateClaim{Status: h.status, entered: make(chan struct{})}
+	h.status = late
 	h.enqueue("t", "normal")
 	ctl := h.start(Config{})
 	select {
-	case <-stuck.entered:
+	case <-late.entered:
 	case <-time.After(5 * time.Second):
 		t.Fatal("task was not claimed")
 	}
-	if tk := h.get("t"); tk.Status != task.StatusClaimed {
-		t.Fatalf("task is %s, want claimed", tk.Status)
+	if tk := h.get("t"); tk.Status != task.StatusProcessing {
+		t.Fatalf("task is %s, want processing", tk.Status)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	ctl.Stop(ctx)
 	if tk := h.get("t"); tk.Status != task.StatusNew || tk.Attempts != 0 {
 		t.Fatalf("task is %s after %d attempts; want released: new, untried", tk.Status, tk.Attempts)
+	}
+	if got := h.startedIDs(); len(got) > 0 {
+		t.Fatalf("started %v after the stop", got)
 	}
 }
 
@@ -519,7 +524,7 @@ func TestStopWhileReceiveFails(t *testing.T) {
 	h := newHarness(t, 1)
 	q := &failingQueue{Queue: memqueue.New(), failed: make(chan struct{})}
 	ctl := Start(Config{
-		Lambda: h.lambda, Queue: q, Status: h.status, Handler: worker.HandlerFunc(h.handle),
+		Lambda: h.lambda, Queue: q, Handler: worker.HandlerFunc(h.handle),
 		Executor: executor.New(h.status, executor.Config{Task: task.Config{HeartbeatInterval: time.Second}, Logger: quiet}), IdleWait: time.Hour, Prefetch: 1, Logger: quiet,
 	})
 	<-q.failed

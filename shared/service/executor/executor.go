@@ -1,12 +1,12 @@
 // Package executor runs one claimed task: it starts the handler, heartbeats while it runs, and
 // reports the outcome. It keeps the no-concurrent-execution guarantee on its side, by the clock
 // rather than by counting failures: the store lets another worker claim the task HeartbeatTimeout
-// after the last heartbeat it recorded, so the executor stops the handler at the start of its
-// last successful heartbeat + HeartbeatTimeout − LeaseMargin, however slow or broken the status
-// calls in between. Every status call has a deadline within that time. A handler that does not
-// return within half the margin after it was stopped cannot be stopped in-process (Go cannot kill
-// a goroutine): the executor then abandons it, which by default ends the process. The timing
-// argument is in docs/guarantees.md.
+// after the claim or the last heartbeat it recorded, so the executor stops the handler at the
+// send time of the claim or of its last successful heartbeat + HeartbeatTimeout − LeaseMargin,
+// however slow or broken the status calls in between. Every status call has a deadline within
+// that time. A handler that does not return within half the margin after it was stopped cannot
+// be stopped in-process (Go cannot kill a goroutine): the executor then abandons it, which by
+// default ends the process. The timing argument is in docs/guarantees.md.
 package executor
 
 import (
@@ -45,7 +45,7 @@ const ExitAbandoned = 70
 
 // Config configures an Executor.
 type Config struct {
-	// Task holds the timings: HeartbeatInterval, HeartbeatTimeout, ClaimTimeout and LeaseMargin.
+	// Task holds the timings: HeartbeatInterval, HeartbeatTimeout and LeaseMargin.
 	// Zero fields take their defaults; they must be the status controller's.
 	Task   task.Config
 	Logger *slog.Logger // slog.Default() if nil
@@ -80,12 +80,23 @@ func New(s Status, c Config) *Executor {
 	return e
 }
 
-// Claim claims the task of a message delivery, within the claim timeout less the lease margin:
-// a claim answered later than that may already have timed out, and its heartbeat is refused.
-func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.ClaimTimeout-e.cfg.LeaseMargin)
+// Claimed is a claimed task, and when its claim was sent: the lease it holds runs from then.
+type Claimed struct {
+	task.Task
+	// Sent is when the claim call was sent, before the controller read its clock to start the
+	// lease (task.Claim): its end is measured from here, as a heartbeat's from its send.
+	Sent time.Time
+}
+
+// Claim claims the task of a message delivery. The claim starts the task (task.Claim), so the
+// lease runs from the call's send: a claim answered later than HeartbeatTimeout − LeaseMargin
+// after it would be stopped before it could start, and the call gives up then.
+func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (Claimed, error) {
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, e.stopAt(sent))
 	defer cancel()
-	return e.status.Claim(ctx, lambda, id, delivery)
+	t, err := e.status.Claim(ctx, lambda, id, delivery)
+	return Claimed{Task: t, Sent: sent}, err
 }
 
 // errLeaseLost is the cause given to a handler's context when the executor stops it.
@@ -103,26 +114,25 @@ type beat struct {
 	err  error
 }
 
-// Run runs the claimed task t with h, bounded by l.Timeout. Cancelling ctx means the executor is
-// shutting down: the handler is stopped and the task released, untried, for another worker.
-func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t task.Task) {
+// Run runs the claimed task c with h, bounded by l.Timeout. Cancelling ctx means the executor is
+// shutting down: the handler is stopped (or never started) and the task released, untried, for
+// another worker.
+//
+// The claim started the task: the handler starts at once, and the first heartbeat comes a
+// heartbeat interval after the claim was sent. A claim that comes too late to run inside its
+// lease (Claimed.Sent + HeartbeatTimeout − LeaseMargin) is released, not run.
+func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c Claimed) {
+	t := c.Task
 	log := e.log.With("lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
-	// The first heartbeat starts the task. Its answer counts only if it comes in time to run the
-	// handler inside the lease it renews, and while the claim it moves from is still alive.
-	sent := time.Now()
-	stopAt := e.stopAt(sent)
-	sctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.cfg.ClaimTimeout, e.cfg.HeartbeatTimeout)-e.cfg.LeaseMargin))
-	err := e.status.Heartbeat(sctx, t.Lambda, t.ID, t.Lease)
-	cancel()
-	if err == nil && !time.Now().Before(stopAt) {
-		err = errors.New("the start was answered after the lease it renewed had run out")
-	}
-	if err != nil {
-		log.Warn("could not start task", "err", err)
-		if !errors.Is(err, task.ErrStaleLease) {
-			// Hand it back now rather than at its timeout; refused if it moved on meanwhile.
-			e.release(ctx, log, t)
-		}
+	stopAt := e.stopAt(c.Sent)
+	switch {
+	case ctx.Err() != nil:
+		e.release(ctx, log, t) // shut down before the handler started
+		return
+	case !time.Now().Before(stopAt):
+		log.Warn("could not start task: its lease ran out before it could run", "claim_sent", c.Sent)
+		// Hand it back now rather than at its timeout; refused if it moved on meanwhile.
+		e.release(ctx, log, t)
 		return
 	}
 
@@ -139,7 +149,9 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 		done <- outcome{r, err}
 	}()
 
-	ticker := time.NewTicker(e.cfg.HeartbeatInterval)
+	// The first tick comes an interval after the claim, as if the claim had been a heartbeat;
+	// each tick then sets the next.
+	ticker := time.NewTicker(max(time.Until(c.Sent.Add(e.cfg.HeartbeatInterval)), time.Nanosecond))
 	defer ticker.Stop()
 	deadline := time.NewTimer(time.Until(stopAt))
 	defer deadline.Stop()
@@ -197,7 +209,8 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, t t
 	}
 }
 
-// stopAt is when a handler must be stopped, given the send time of its last good heartbeat.
+// stopAt is when a handler must be stopped, given the send time of its claim or of its last good
+// heartbeat.
 func (e *Executor) stopAt(sent time.Time) time.Time {
 	return sent.Add(e.cfg.HeartbeatTimeout - e.cfg.LeaseMargin)
 }
@@ -249,8 +262,8 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 	log.Info("task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
 }
 
-// release hands t back untried, as at shutdown or when it could not start: the attempt does not
-// count, and the task is due again at once.
+// release hands t back untried, as at shutdown or when it came too late to run: the attempt does
+// not count, and the task is due again at once.
 func (e *Executor) release(ctx context.Context, log *slog.Logger, t task.Task) {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()

@@ -21,16 +21,10 @@ import (
 	"github.com/openatf/atf/shared/worker"
 )
 
-// failingHeartbeats injects the fault: its heartbeats fail after the first (the start).
-type failingHeartbeats struct {
-	executor.Status
-	calls atomic.Int32
-}
+// failingHeartbeats injects the fault: every heartbeat fails (the claim started the task).
+type failingHeartbeats struct{ executor.Status }
 
-func (f *failingHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	if f.calls.Add(1) == 1 {
-		return f.Status.Heartbeat(ctx, lambda, id, lease)
-	}
+func (f *failingHeartbeats) Heartbeat(context.Context, string, string, string) error {
 	return errors.New("injected: status controller unreachable")
 }
 
@@ -51,7 +45,7 @@ func newSetup(t *testing.T) setup {
 	t.Cleanup(func() { store.Close() })
 	cfg := task.Config{
 		HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond,
-		ClaimTimeout: 150 * time.Millisecond, LeaseMargin: 60 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
+		LeaseMargin: 60 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond,
 	}.WithDefaults()
 	l := task.Lambda{Name: "fenced", Timeout: time.Minute}.WithDefaults()
 	q := memqueue.New()
@@ -69,20 +63,22 @@ func (s setup) executor(t *testing.T, st executor.Status) *executor.Executor {
 	}})
 }
 
-// claimNext sweeps until the task is enqueued again and claims it.
-func (s setup) claimNext(t *testing.T, id string) task.Task {
+// claimNext sweeps until the task is enqueued again and claims it through an executor, as a
+// worker does.
+func (s setup) claimNext(t *testing.T, id string) executor.Claimed {
 	t.Helper()
+	e := s.executor(t, s.hsc)
 	for range 500 {
 		if _, err := s.cons.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if tk, err := s.hsc.Claim(context.Background(), s.l.Name, id, ""); err == nil {
-			return tk
+		if c, err := e.Claim(context.Background(), s.l.Name, id, ""); err == nil {
+			return c
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("task never became claimable")
-	return task.Task{}
+	return executor.Claimed{}
 }
 
 // TestFencing: an executor that cannot heartbeat stops its handler before the task can be
@@ -205,18 +201,14 @@ func TestShutdownReleases(t *testing.T) {
 	}
 }
 
-// slowHeartbeats injects a slow fault: after the first (the start), every heartbeat hangs for
-// hang, whatever its context says, and then fails, as a status function that times out does.
+// slowHeartbeats injects a slow fault: every heartbeat hangs for hang, whatever its context says,
+// and then fails, as a status function that times out does.
 type slowHeartbeats struct {
 	executor.Status
-	hang  time.Duration
-	calls atomic.Int32
+	hang time.Duration
 }
 
-func (f *slowHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	if f.calls.Add(1) == 1 {
-		return f.Status.Heartbeat(ctx, lambda, id, lease)
-	}
+func (f *slowHeartbeats) Heartbeat(context.Context, string, string, string) error {
 	time.Sleep(f.hang)
 	return errors.New("injected: status function timed out")
 }
@@ -260,16 +252,10 @@ func TestSlowHeartbeatsStopInTime(t *testing.T) {
 	<-firstDone
 }
 
-// stalledHeartbeats: after the first (the start), every heartbeat is refused for a stale lease.
-type staleHeartbeats struct {
-	executor.Status
-	calls atomic.Int32
-}
+// staleHeartbeats: every heartbeat is refused for a stale lease.
+type staleHeartbeats struct{ executor.Status }
 
-func (f *staleHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	if f.calls.Add(1) == 1 {
-		return f.Status.Heartbeat(ctx, lambda, id, lease)
-	}
+func (f *staleHeartbeats) Heartbeat(context.Context, string, string, string) error {
 	return task.Errorf(task.ErrStaleLease, "injected: the lease is gone")
 }
 
@@ -307,61 +293,156 @@ func TestAbandonStuckHandler(t *testing.T) {
 	<-ran
 }
 
-// lateStart: the first heartbeat is written at once, but its answer comes only when the test
-// says so (before the caller's deadline, ClaimTimeout−M).
-type lateStart struct {
-	executor.Status
-	release chan struct{}
-	calls   atomic.Int32
-}
-
-func (f *lateStart) Heartbeat(ctx context.Context, lambda, id, lease string) error {
-	err := f.Status.Heartbeat(ctx, lambda, id, lease)
-	if f.calls.Add(1) == 1 {
-		select {
-		case <-f.release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return err
-}
-
-// TestLateStartDoesNotRun: a first heartbeat written at once but answered after the task was
-// claimed again (ClaimTimeout may exceed HeartbeatTimeout) must not start the handler: its lease
-// had run out when the answer came.
-func TestLateStartDoesNotRun(t *testing.T) {
+// TestLateClaimDoesNotRun: a claim answered so late that its lease, measured from when the claim
+// was sent, leaves no time to run (as when a worker took long to delete its message) must not
+// start the handler: the task is handed back untried instead.
+func TestLateClaimDoesNotRun(t *testing.T) {
 	s := newSetup(t)
-	s.cfg.ClaimTimeout = 2 * time.Second // valid: a claim may wait longer than a heartbeat
-	if err := s.cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	tk, _ := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
 	if err := s.store.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	var lateRan atomic.Bool
-	late := worker.HandlerFunc(func(ctx context.Context, wt worker.Task) (json.RawMessage, error) {
-		lateRan.Store(true)
-		<-ctx.Done()
-		return nil, nil
-	})
-	ls := &lateStart{Status: s.hsc, release: make(chan struct{})}
-	first := s.claimNext(t, "t1")
-	firstDone := make(chan struct{})
-	go func() { s.executor(t, ls).Run(ctx, s.l, late, first); close(firstDone) }()
-	second := s.claimNext(t, "t1") // after the first start's trigger passed, or its release
-	close(ls.release)              // the first start's success arrives now
+	late := s.claimNext(t, "t1")
+	late.Sent = late.Sent.Add(-(s.cfg.HeartbeatTimeout - s.cfg.LeaseMargin)) // its lease is over by the executor's clock
+	var ran atomic.Bool
 	s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) {
-		return json.RawMessage(`"second"`), nil
-	}), second)
-	<-firstDone
-	if lateRan.Load() {
-		t.Fatal("the handler started on a start answered after its lease had run out, beside the task's next run")
+		ran.Store(true)
+		return nil, nil
+	}), late)
+	if ran.Load() {
+		t.Fatal("the handler started on a claim answered after its lease had run out")
 	}
-	if got, _ := s.store.Get(ctx, s.l.Name, "t1"); got.Status != task.StatusSuccess {
-		t.Fatalf("task %s, want success", got.Status)
+	if got, _ := s.store.Get(ctx, s.l.Name, "t1"); got.Status != task.StatusNew || got.Attempts != 0 {
+		t.Fatalf("task %s after %d attempts, want released: new, untried", got.Status, got.Attempts)
+	}
+}
+
+// TestStopBeforeStartReleases: a task claimed by an executor that is shut down before it runs it
+// is released, not left processing until its heartbeat timeout.
+func TestStopBeforeStartReleases(t *testing.T) {
+	s := newSetup(t)
+	tk, _ := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	claimed := s.claimNext(t, "t1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var ran atomic.Bool
+	s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) {
+		ran.Store(true)
+		return nil, nil
+	}), claimed)
+	if got, _ := s.store.Get(context.Background(), s.l.Name, "t1"); ran.Load() || got.Status != task.StatusNew || got.Attempts != 0 {
+		t.Fatalf("ran %v; task %s after %d attempts, want not run and released: new, untried", ran.Load(), got.Status, got.Attempts)
+	}
+}
+
+// hangingClaim: the claim is written, and its answer never comes before the caller gives up.
+type hangingClaim struct {
+	executor.Status
+	deadline chan time.Time
+}
+
+func (f *hangingClaim) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+	if _, err := f.Status.Claim(ctx, lambda, id, delivery); err != nil {
+		return task.Task{}, err
+	}
+	d, _ := ctx.Deadline()
+	f.deadline <- d
+	<-ctx.Done()
+	return task.Task{}, ctx.Err()
+}
+
+// TestClaimGivesUpWithItsLease: a claim call waits no longer than the lease it takes would leave
+// a handler (sent + HeartbeatTimeout − LeaseMargin): an answer after that could not be run.
+func TestClaimGivesUpWithItsLease(t *testing.T) {
+	s := newSetup(t)
+	tk, _ := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+	enq, _ := task.Enqueue(tk, tk.RunAt, s.cfg)
+	if err := s.store.Create(context.Background(), enq); err != nil {
+		t.Fatal(err)
+	}
+	hc := &hangingClaim{Status: s.hsc, deadline: make(chan time.Time, 1)}
+	c, err := s.executor(t, hc).Claim(context.Background(), s.l.Name, "t1", "")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a claim whose answer never came: %v, want its deadline", err)
+	}
+	if d := <-hc.deadline; !d.Equal(c.Sent.Add(s.cfg.HeartbeatTimeout - s.cfg.LeaseMargin)) {
+		t.Fatalf("claim deadline %s after its send, want HeartbeatTimeout − LeaseMargin (%s)", d.Sub(c.Sent), s.cfg.HeartbeatTimeout-s.cfg.LeaseMargin)
+	}
+}
+
+// recordedHeartbeats records when each heartbeat was sent.
+type recordedHeartbeats struct {
+	executor.Status
+	sent chan time.Time
+}
+
+func (r *recordedHeartbeats) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	select {
+	case r.sent <- time.Now():
+	default:
+	}
+	return r.Status.Heartbeat(ctx, lambda, id, lease)
+}
+
+// TestClaimStarts: the claim is the task's start. A handler that returns before the first
+// heartbeat interval costs the task two writes, the claim and the result, and the first
+// heartbeat of a longer one is sent no sooner than an interval after the claim was sent.
+func TestClaimStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		interval  time.Duration
+		heartbeat bool // the handler waits for the first heartbeat
+	}{
+		{"returns at once", time.Hour, false},
+		{"runs past a heartbeat", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			if tc.interval > 0 {
+				s.cfg.HeartbeatInterval, s.cfg.HeartbeatTimeout, s.cfg.LeaseMargin = tc.interval, 6*tc.interval, tc.interval
+			}
+			ctx := context.Background()
+			tk, _ := task.New(task.Spec{ID: "t1"}, s.l, time.Now().UTC(), s.cfg)
+			enq, _ := task.Enqueue(tk, tk.RunAt, s.cfg)
+			if err := s.store.Create(ctx, enq); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recordedHeartbeats{Status: s.hsc, sent: make(chan time.Time, 1)}
+			e := s.executor(t, rec)
+			claimed, err := e.Claim(ctx, s.l.Name, "t1", "")
+			if err != nil || claimed.Status != task.StatusProcessing {
+				t.Fatalf("claim: %s, %v; want processing", claimed.Status, err)
+			}
+			var first time.Time
+			e.Run(ctx, s.l, worker.HandlerFunc(func(context.Context, worker.Task) (json.RawMessage, error) {
+				if tc.heartbeat {
+					first = <-rec.sent
+				}
+				return json.RawMessage(`1`), nil
+			}), claimed)
+			got, _ := s.store.Get(ctx, s.l.Name, "t1")
+			if got.Status != task.StatusSuccess || got.Attempts != 1 {
+				t.Fatalf("task %s after %d attempts, want success after 1", got.Status, got.Attempts)
+			}
+			if tc.heartbeat {
+				if first.Before(claimed.Sent.Add(s.cfg.HeartbeatInterval)) {
+					t.Fatalf("the first heartbeat was sent %s after the claim, before the interval (%s)", first.Sub(claimed.Sent), s.cfg.HeartbeatInterval)
+				}
+				return
+			}
+			select {
+			case at := <-rec.sent:
+				t.Fatalf("a heartbeat was sent %s after the claim, before the interval (%s)", at.Sub(claimed.Sent), tc.interval)
+			default:
+			}
+			if got.Version != enq.Version+2 {
+				t.Fatalf("version %d after the claim and the result, want %d: a write more than those two", got.Version, enq.Version+2)
+			}
+		})
 	}
 }
 
@@ -373,7 +454,7 @@ func TestProgramNotAbandoned(t *testing.T) {
 	s := newSetup(t)
 	// A grace of 300 ms, far below the 2 s a wait for the output would take, and far above what a
 	// loaded machine takes to return from a kill.
-	s.cfg.HeartbeatTimeout, s.cfg.ClaimTimeout, s.cfg.LeaseMargin = 1200*time.Millisecond, 1200*time.Millisecond, 600*time.Millisecond
+	s.cfg.HeartbeatTimeout, s.cfg.LeaseMargin = 1200*time.Millisecond, 600*time.Millisecond
 	ctx := context.Background()
 	tk, _ := task.New(task.Spec{ID: "prog"}, s.l, time.Now().UTC(), s.cfg)
 	if err := s.store.Create(ctx, tk); err != nil {

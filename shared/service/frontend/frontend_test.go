@@ -505,8 +505,8 @@ func TestCancel(t *testing.T) {
 			t.Errorf("cancel %s/%s: %v, want %v", tc.lambda, tc.id, err, tc.kind)
 		}
 	}
-	if got := f.stored("echo", "running"); got.Status != task.StatusClaimed || got.Version != running.Version || got.Lease != "lease" {
-		t.Fatalf("running task after a refused cancel: %s, version %d; want it claimed as it was", got.Status, got.Version)
+	if got := f.stored("echo", "running"); got.Status != task.StatusProcessing || got.Version != running.Version || got.Lease != "lease" {
+		t.Fatalf("running task after a refused cancel: %s, version %d; want it processing as it was", got.Status, got.Version)
 	}
 	if got := f.stored("echo", "waiting"); got.Version != tk.Version {
 		t.Fatalf("cancelled task changed by a second cancel: version %d, want %d", got.Version, tk.Version)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -71,10 +72,15 @@ func New(store task.Store, c Config) *Controller {
 // task.ErrNotFound if it does not exist: in both cases the caller drops its message. On an error
 // the task returned is empty: a caller never sees another holder's lease.
 //
+// The claim starts the task (task.Claim): it is processing at once, under the new lease, until a
+// heartbeat timeout from now.
+//
 // delivery names the message delivery the claim is for (its receipt). A claim sent again for the
-// same delivery while the task is still claimed by it (a retried call whose first answer was
-// lost) is answered with that claim again, the same lease, and counts no second attempt. An
-// empty delivery always makes a new claim.
+// same delivery while the task still runs under its lease (a retried call whose first answer was
+// lost) is answered with that claim again, the same lease, and counts no second attempt. Its
+// lease is renewed from now, as by a heartbeat: the caller measures the lease from when it sent
+// the call it got an answer to, which may be later than the first. An empty delivery always
+// makes a new claim.
 //
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
 // claimed: the delivery latency that the stack's metric filter and alarm watch.
@@ -82,20 +88,21 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	now := c.now().UTC()
 	again := false
 	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		again = false // Apply may call this again, on the task as it is then
 		if delivery == "" {
 			return task.Claim(t, task.NewLease(), now, c.cfg)
 		}
-		if t.Status == task.StatusClaimed && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
+		if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
 			again = true
-			return t, errClaimedAlready
+			return task.Heartbeat(t, t.Lease, now, c.cfg)
 		}
 		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
 	})
 	switch {
-	case again:
-		c.log.Info("claim repeated for the same delivery; answered with its lease", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
 	case err != nil:
 		return task.Task{}, err
+	case again:
+		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
 	case t.Attempts == 1:
 		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
 	}
@@ -143,10 +150,7 @@ func (c *Controller) withInputs(ctx context.Context, t task.Task) (task.Task, er
 	return task.Task{}, task.Errorf(task.ErrConflict, "task %s: %s; it ended as fatal_failure", t.ID, msg)
 }
 
-// errClaimedAlready ends the transition of a claim repeated for its delivery: nothing to write.
-var errClaimedAlready = errors.New("claimed already for this delivery")
-
-// Heartbeat records that the lease holder is still running the task; the first one starts it.
+// Heartbeat records that the lease holder is still running the task, renewing its lease.
 // It fails with task.ErrStaleLease once the lease is no longer the task's.
 func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) error {
 	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {

@@ -88,27 +88,66 @@ func TestClaimConflictHidesLease(t *testing.T) {
 }
 
 // TestClaimRepeatedForDelivery: a claim sent again for the same delivery (its first answer was
-// lost) gets the same claim back and counts one attempt; the lease works.
+// lost) gets the same claim back and counts one attempt, while the task runs under that lease,
+// heartbeats or not; its lease is renewed from the repeat, since its caller measures the lease
+// from when it sent the repeat. Once the lease is gone, the delivery's claim is spent.
 func TestClaimRepeatedForDelivery(t *testing.T) {
-	store, hsc := enqueuedTask(t)
+	store, _ := enqueuedTask(t)
+	clock := time.Now().UTC()
+	cfg := task.Config{}.WithDefaults()
+	hsc := status.New(store, status.Config{Task: cfg, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return clock }})
 	first, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	if err != nil || first.Status != task.StatusProcessing || !first.NextTriggerAt.Equal(clock.Add(cfg.HeartbeatTimeout)) {
+		t.Fatalf("claim: %+v, %v; want processing until a heartbeat timeout from now", first, err)
+	}
+	for _, step := range []string{"repeated at once", "repeated after a heartbeat"} {
+		if step == "repeated after a heartbeat" {
+			if err := hsc.Heartbeat(t.Context(), "l", "d1", first.Lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock = clock.Add(time.Second)
+		again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+		if err != nil || again.Lease != first.Lease || again.Attempts != 1 || again.Status != task.StatusProcessing {
+			t.Fatalf("%s: %+v, %v; want the first claim again (lease %s, attempt 1)", step, again, err, first.Lease)
+		}
+		if !again.NextTriggerAt.Equal(clock.Add(cfg.HeartbeatTimeout)) {
+			t.Fatalf("%s: lease runs to %s, want a heartbeat timeout after the repeat (%s)", step, again.NextTriggerAt, clock.Add(cfg.HeartbeatTimeout))
+		}
+	}
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-2"); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("claim of a running task for another delivery: %v, want a conflict", err)
+	}
+	if _, err := hsc.SetResult(t.Context(), "l", "d1", first.Lease, status.Result{Outcome: status.Retriable, Error: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("claim for a delivery whose run ended: %v, want a conflict", err)
+	}
+	got, _ := store.Get(t.Context(), "l", "d1")
+	if got.Status != task.StatusRetriableFailure || got.Attempts != 1 {
+		t.Fatalf("task %s after %d attempts, want retriable_failure after 1", got.Status, got.Attempts)
+	}
+}
+
+// TestClaimRepeatedStartsOldClaim: a task an older version claimed for a delivery (claimed, not
+// yet started) is answered to a repeat of that claim, and started by it: the executor of this
+// version sends no start of its own.
+func TestClaimRepeatedStartsOldClaim(t *testing.T) {
+	store, hsc := enqueuedTask(t)
+	tk, err := store.Get(t.Context(), "l", "d1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now().UTC()
+	old := tk
+	old.Status, old.Lease, old.Attempts, old.Version, old.UpdatedAt = task.StatusClaimed, task.DeliveryLease("l", "d1", "receipt-1", 1), 1, tk.Version+1, now
+	if err := store.Update(t.Context(), old, tk.Version); err != nil {
+		t.Fatal(err)
+	}
 	again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
-	if err != nil || again.Lease != first.Lease || again.Attempts != 1 || again.Version != first.Version {
-		t.Fatalf("repeated claim: %+v, %v; want the first claim again (lease %s, attempt 1)", again, err, first.Lease)
-	}
-	if err := hsc.Heartbeat(t.Context(), "l", "d1", again.Lease); err != nil {
-		t.Fatalf("heartbeat with the repeated claim's lease: %v", err)
-	}
-	// Once it runs, the delivery's claim is spent: nobody else gets the task.
-	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); !errors.Is(err, task.ErrConflict) {
-		t.Fatalf("claim of a running task: %v, want a conflict", err)
-	}
-	got, _ := store.Get(t.Context(), "l", "d1")
-	if got.Status != task.StatusProcessing || got.Attempts != 1 {
-		t.Fatalf("task %s after %d attempts, want processing after 1", got.Status, got.Attempts)
+	if err != nil || again.Lease != old.Lease || again.Attempts != 1 || again.Status != task.StatusProcessing {
+		t.Fatalf("repeat of an old claim: %+v, %v; want it processing under its lease, attempt 1", again, err)
 	}
 }
 

@@ -371,8 +371,8 @@ func testClaimRace(t *testing.T, s task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != task.StatusClaimed || got.Lease != leases[winner] || got.Attempts != 1 || got.Version != enq.Version+1 {
-		t.Errorf("stored task: status %s, lease %q, attempts %d, version %d; want claimed, %q, 1, %d",
+	if got.Status != task.StatusProcessing || got.Lease != leases[winner] || got.Attempts != 1 || got.Version != enq.Version+1 {
+		t.Errorf("stored task: status %s, lease %q, attempts %d, version %d; want processing, %q, 1, %d",
 			got.Status, got.Lease, got.Attempts, got.Version, leases[winner], enq.Version+1)
 	}
 }

@@ -150,9 +150,10 @@ func (s *StaleStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, er
 	return slices.Clone(old.tasks), nil
 }
 
-// HeartbeatLoss loses every heartbeat after the first (which starts the task) of the runs Lose
-// picks, the way a broken network path between a worker and the store would. The worker
-// must stop such a run, since it can no longer show that it owns the task.
+// HeartbeatLoss loses every heartbeat of the runs Lose picks (the first write to processing,
+// the claim that starts the run, goes through), the way a broken network path between a worker
+// and the store would. The worker must stop such a run, since it can no longer show that it
+// owns the task.
 type HeartbeatLoss struct {
 	task.Store
 	Lose    func(task.Task) bool
@@ -226,13 +227,29 @@ func (s *Moves) Doubles() []string {
 	return out
 }
 
-// Owner watches the writes of one worker: it may start, heartbeat or complete only attempts
-// that it claimed itself. A write for another's attempt means its stale lease was accepted.
+// Owner watches the writes of one worker: it may heartbeat or complete only attempts that it
+// claimed itself. A write for another's attempt means its stale lease was accepted. A claim is a
+// write to processing (or claimed, as older versions did) from enqueued: the status read before
+// the write, which Get remembers by version, tells it from a heartbeat.
 type Owner struct {
 	task.Store
 	mu      sync.Mutex
-	claimed map[string]bool // "<task>#<attempt>"
+	read    map[string]task.Status // "<lambda>/<task>#<version>": the status Get returned
+	claimed map[string]bool        // "<task>#<attempt>"
 	foreign []string
+}
+
+func (s *Owner) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	t, err := s.Store.Get(ctx, lambda, id)
+	if err == nil {
+		s.mu.Lock()
+		if s.read == nil {
+			s.read = map[string]task.Status{}
+		}
+		s.read[fmt.Sprintf("%s/%s#%d", lambda, id, t.Version)] = t.Status
+		s.mu.Unlock()
+	}
+	return t, err
 }
 
 func (s *Owner) Update(ctx context.Context, t task.Task, prev int64) error {
@@ -245,10 +262,13 @@ func (s *Owner) Update(ctx context.Context, t task.Task, prev int64) error {
 	if s.claimed == nil {
 		s.claimed = map[string]bool{}
 	}
-	switch t.Status {
-	case task.StatusClaimed:
+	readKey := fmt.Sprintf("%s/%s#%d", t.Lambda, t.ID, prev)
+	from := s.read[readKey]
+	delete(s.read, readKey)
+	switch {
+	case from == task.StatusEnqueued && slices.Contains(task.Running, t.Status):
 		s.claimed[key] = true
-	case task.StatusProcessing, task.StatusSuccess: // only a lease holder writes these
+	case t.Status == task.StatusProcessing || t.Status == task.StatusSuccess: // only a lease holder writes these
 		if !s.claimed[key] {
 			s.foreign = append(s.foreign, fmt.Sprintf("%s: wrote %s for attempt %d, which it never claimed", t.ID, t.Status, t.Attempts))
 		}
@@ -264,9 +284,9 @@ func (s *Owner) Foreign() []string {
 }
 
 // SlowStatus makes the status controller slow, as a status function that is slow to answer or
-// times out: every claim and heartbeat (a write to claimed or processing) waits a random time up
-// to Max. For the runs Fail picks, every heartbeat after the start then hangs from 2/3 of Max to
-// Max and fails without writing, as a status function that times out on its store: the
+// times out: every claim and heartbeat (a write to processing) waits a random time up to Max.
+// For the runs Fail picks, every heartbeat after the claim (the start) then hangs from 2/3 of Max
+// to Max and fails without writing, as a status function that times out on its store: the
 // heartbeats of those runs fail slowly from then on. A wait ignores the caller's deadline on
 // purpose: a call that hangs does not stop for it.
 type SlowStatus struct {
@@ -294,7 +314,7 @@ func (s *SlowStatus) Update(ctx context.Context, t task.Task, prev int64) error 
 	}
 	bad, started := s.bad[t.Lease]
 	if !started && t.Status == task.StatusProcessing {
-		s.bad[t.Lease] = s.Fail(t) // decided at the start, which goes through
+		s.bad[t.Lease] = s.Fail(t) // decided at the claim, which starts the run and goes through
 	}
 	s.mu.Unlock()
 	if !bad {

@@ -20,13 +20,13 @@ import (
 func Timing(aws bool) task.Config {
 	c := task.Config{
 		PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
-		HeartbeatTimeout: 600 * time.Millisecond, ClaimTimeout: 600 * time.Millisecond, LeaseMargin: 200 * time.Millisecond,
+		HeartbeatTimeout: 600 * time.Millisecond, LeaseMargin: 200 * time.Millisecond,
 		EnqueueTimeout: 5 * time.Second, BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		MaxAttempts: task.MaxAttemptsLimit,
 	}
 	if aws {
 		c.PollInterval, c.HeartbeatInterval = 200*time.Millisecond, 250*time.Millisecond
-		c.HeartbeatTimeout, c.ClaimTimeout, c.LeaseMargin = 1500*time.Millisecond, 1500*time.Millisecond, 500*time.Millisecond
+		c.HeartbeatTimeout, c.LeaseMargin = 1500*time.Millisecond, 500*time.Millisecond
 		c.EnqueueTimeout = 10 * time.Second
 	}
 	return c

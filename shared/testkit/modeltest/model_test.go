@@ -747,8 +747,8 @@ func (m *machine) claim(id string, predict bool) *worker {
 		m.tally.reclaims++
 	}
 	m.logf("%s claims %s: execution %s, attempt %d", w.name, id, e, got.Attempts)
-	if got.Lease == "" || got.Status != task.StatusClaimed {
-		m.surprise("a claim returned a task that is not claimed: task %s is %s, lease %v", id, got.Status, got.Lease != "")
+	if got.Lease == "" || got.Status != task.StatusProcessing {
+		m.surprise("a claim returned a task that is not processing (a claim starts it): task %s is %s, lease %v", id, got.Status, got.Lease != "")
 	}
 	if predict && (!found || pre.Status != task.StatusEnqueued) {
 		m.surprise("a claim was accepted from a status other than enqueued: task %s was %s", id, pre.Status)
@@ -982,7 +982,7 @@ func (m *machine) look(tk task.Task) {
 		m.problem("a task was lost: task %s is %s with no next trigger", id, tk.Status)
 	case !tk.Status.Terminal():
 		c := m.sys.cfg
-		limit := m.sys.now.Add(max(c.EnqueueTimeout, c.ClaimTimeout, c.HeartbeatTimeout, c.BackoffMax))
+		limit := m.sys.now.Add(max(c.EnqueueTimeout, c.HeartbeatTimeout, c.BackoffMax))
 		if tk.Status == task.StatusEnqueued {
 			// An unclaimed task is sent again after twice its last wait, up to a day.
 			limit = m.sys.now.Add(max(c.EnqueueTimeout, task.MaxEnqueueWait))
@@ -1039,7 +1039,7 @@ func (m *machine) drain(t *rapid.T) {
 		}
 	}
 	c := m.sys.cfg
-	wait := max(c.EnqueueTimeout, c.ClaimTimeout, c.HeartbeatTimeout, c.BackoffMax) + time.Second
+	wait := max(c.EnqueueTimeout, c.HeartbeatTimeout, c.BackoffMax) + time.Second
 	for round := 0; round < 40 && !m.ended(); round++ {
 		m.sys.now = m.sys.now.Add(wait)
 		m.sweep(true)
