@@ -83,7 +83,9 @@ func (h *Handler) handleBatch(ctx context.Context, batch Request) Response {
 }
 
 // fit makes the answers to a batch fit in Lambda's response limit, which only claims can pass
-// (their payloads and inputs): the largest are answered resend_alone until the rest fit.
+// (their payloads and inputs): the largest are answered resend_alone until the rest fit. A
+// claim without a delivery would be a new claim if sent again, so it stays; workers always name
+// the delivery.
 func (h *Handler) fit(ctx context.Context, reqs []Request, resps []Response) {
 	const envelope = 64 // {"v":2,"responses":[...]} and the commas
 	total := envelope
@@ -96,7 +98,8 @@ func (h *Handler) fit(ctx context.Context, reqs []Request, resps []Response) {
 		}
 		size[i] = len(b) + 1
 		total += size[i]
-		if reqs[i].Op == OpClaim && r.Error == nil {
+		// Only a claim for a delivery is answered the same when sent again.
+		if reqs[i].Op == OpClaim && reqs[i].Delivery != "" && r.Error == nil {
 			claims = append(claims, i)
 		}
 	}

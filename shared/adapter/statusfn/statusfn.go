@@ -44,7 +44,7 @@
 // (up to task.MaxInputBytes), so a few large claims could pass Lambda's 6 MB response limit:
 // the function then answers the largest claims with the code resend_alone instead, and the
 // Client sends each of those again alone, which the controller answers with the same claim
-// (claims are idempotent per delivery). A single request of version 1 is served as before.
+// (claims are idempotent per delivery; a claim that names none is never answered so). A single request of version 1 is served as before.
 //
 // # Coalescing
 //
