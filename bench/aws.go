@@ -194,7 +194,8 @@ func (f *function) reset() {
 	f.logBytes.Store(0)
 }
 
-// timedInvoker is the worker's way to the status function: each call an invocation of it.
+// timedInvoker is the worker's way to the status function: each Invoke an invocation of it,
+// which the statusfn.Client makes of the calls it gathered (one call, or a batch).
 type timedInvoker struct {
 	fn    *function
 	local statusfn.LocalInvoker

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	// Aliased: in atf a "lambda" is a task type, and the word names variables here.
@@ -22,15 +25,36 @@ type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) ([]byte, error)
 }
 
-// Client is the status controller as a worker on AWS sees it: every call is an invocation.
+// Client is the status controller as a worker on AWS sees it. Calls made together share an
+// invocation: see Coalescing in the package documentation. It is safe for concurrent use.
 type Client struct {
-	inv Invoker
+	inv         Invoker
+	linger      time.Duration
+	maxRequests int // in one batch: MaxBatchRequests, less in tests
+
+	mu   sync.Mutex
+	open *batch // the batch that takes new calls until it goes; nil if none
+	// alone: the function refused a batch as a version it does not speak (it is older than
+	// batches), so every call goes alone from now on.
+	alone atomic.Bool
 }
 
 var _ executor.Status = (*Client)(nil)
 
-// NewClient returns a Client that calls the status function through inv.
-func NewClient(inv Invoker) *Client { return &Client{inv: inv} }
+// DefaultLinger is how long a call waits for others to share its invocation. The records of an
+// SQS batch start their claims within microseconds of each other; a few milliseconds leave room
+// for a busy machine, and add no more than that to a task's delivery or a heartbeat's latency.
+const DefaultLinger = 5 * time.Millisecond
+
+// NewClient returns a Client that calls the status function through inv, gathering calls made
+// within DefaultLinger of each other into one invocation.
+func NewClient(inv Invoker) *Client { return NewClientLinger(inv, DefaultLinger) }
+
+// NewClientLinger is NewClient with a linger of its own. With linger 0 or less every call is an
+// invocation of its own, as before batches.
+func NewClientLinger(inv Invoker, linger time.Duration) *Client {
+	return &Client{inv: inv, linger: linger, maxRequests: MaxBatchRequests}
+}
 
 // Claim claims an enqueued task for one delivery of its message; the task returned carries its
 // lease. A call retried for the same delivery gets the same claim.
@@ -75,7 +99,11 @@ func (c *Client) SetResult(ctx context.Context, lambda, id, lease string, r stat
 	if resp.Task == nil {
 		return task.Task{}, fmt.Errorf("status function: set_result of task %s/%s answered without the task", lambda, id)
 	}
-	return decoded(*resp.Task), nil
+	t := decoded(*resp.Task)
+	if t.Status == task.StatusSuccess && t.Result == nil {
+		t.Result = req.Result // answered in a batch, which leaves out what the worker has
+	}
+	return t, nil
 }
 
 // Release hands the task back untried.
@@ -94,14 +122,211 @@ func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 	if len(in) > MaxRequestBytes {
 		return Response{}, &requestTooLarge{op: req.Op, lambda: req.Lambda, id: req.TaskID, bytes: len(in)}
 	}
-	out, err := c.inv.Invoke(ctx, in)
+	p := &pending{ctx: ctx, req: req, body: in, done: make(chan struct{})}
+	if c.linger <= 0 || c.alone.Load() {
+		c.sendAlone(p)
+	} else {
+		c.enqueue(p)
+	}
+	select {
+	case <-p.done:
+		return p.resp, p.err
+	case <-ctx.Done():
+		select {
+		case <-p.done: // answered as the deadline passed: the answer is as good
+			return p.resp, p.err
+		default:
+		}
+		return Response{}, fmt.Errorf("%s of task %s/%s: %w", req.Op, req.Lambda, req.TaskID, context.Cause(ctx))
+	}
+}
+
+// pending is a call on its way: answered once, when done is closed.
+type pending struct {
+	ctx  context.Context
+	req  Request
+	body []byte // req as JSON
+	done chan struct{}
+	resp Response
+	err  error
+}
+
+func (p *pending) answer(resp Response, err error) {
+	p.resp, p.err = resp, err
+	close(p.done)
+}
+
+// batch is the calls that go in one invocation.
+type batch struct {
+	calls []*pending
+	bytes int // of their requests
+}
+
+// batchEnvelope bounds what a batch adds to its requests: {"v":2,"requests":[...]} and commas.
+const batchEnvelope = 32
+
+// enqueue puts p in the open batch, opening one if none is, or if p would take it past
+// MaxBatchRequests or Lambda's request limit. A batch goes Linger after its first call, or at
+// once when full. Whoever takes a batch out of c.open sends it, so each goes once.
+func (c *Client) enqueue(p *pending) {
+	c.mu.Lock()
+	var full *batch
+	if b := c.open; b != nil && b.bytes+len(p.body)+1+batchEnvelope > MaxRequestBytes {
+		full, c.open = b, nil
+	}
+	b := c.open
+	if b == nil {
+		b = &batch{}
+		c.open = b
+		time.AfterFunc(c.linger, func() {
+			c.mu.Lock()
+			mine := c.open == b
+			if mine {
+				c.open = nil
+			}
+			c.mu.Unlock()
+			if mine {
+				c.send(b)
+			}
+		})
+	}
+	b.calls = append(b.calls, p)
+	b.bytes += len(p.body) + 1
+	if len(b.calls) == c.maxRequests {
+		c.open = nil
+		go c.send(b)
+	}
+	c.mu.Unlock()
+	if full != nil {
+		go c.send(full)
+	}
+}
+
+// send invokes the function once for the calls of b whose callers still wait: a request nobody
+// waits for would only renew a lease its executor has given up.
+func (c *Client) send(b *batch) {
+	var live []*pending
+	for _, p := range b.calls {
+		if err := p.ctx.Err(); err != nil {
+			p.answer(Response{}, err) // its caller has returned already
+			continue
+		}
+		live = append(live, p)
+	}
+	switch {
+	case len(live) == 0:
+		return
+	case len(live) == 1:
+		c.sendAlone(live[0])
+		return
+	case c.alone.Load():
+		for _, p := range live {
+			go c.sendAlone(p)
+		}
+		return
+	}
+	ctx, cancel := batchContext(live)
+	defer cancel()
+	payload := make([]byte, 0, b.bytes+batchEnvelope)
+	payload = fmt.Appendf(payload, `{"v":%d,"requests":[`, BatchVersion)
+	for i, p := range live {
+		if i > 0 {
+			payload = append(payload, ',')
+		}
+		payload = append(payload, p.body...)
+	}
+	payload = append(payload, "]}"...)
+
+	out, err := c.inv.Invoke(ctx, payload)
+	var resp Response
+	if err == nil {
+		if uerr := json.Unmarshal(out, &resp); uerr != nil {
+			err = fmt.Errorf("the status function's answer is not a response: %w", uerr)
+		}
+	}
+	switch {
+	case err != nil:
+	case resp.V == Version && resp.Error != nil && resp.Error.Code == codeInvalid:
+		// A function older than batches: it refused the batch whole, having done nothing.
+		c.alone.Store(true)
+		for _, p := range live {
+			go c.sendAlone(p)
+		}
+		return
+	case resp.Error != nil:
+		err = resp.Error.err()
+	case resp.V != BatchVersion || len(resp.Responses) != len(live):
+		err = fmt.Errorf("the status function answered a batch of %d in version %d with %d responses", len(live), resp.V, len(resp.Responses))
+	}
 	if err != nil {
-		return Response{}, fmt.Errorf("%s of task %s/%s: %w", req.Op, req.Lambda, req.TaskID, err)
+		for _, p := range live {
+			p.answer(Response{}, fmt.Errorf("%s of task %s/%s: %w", p.req.Op, p.req.Lambda, p.req.TaskID, err))
+		}
+		return
+	}
+	for i, p := range live {
+		r := resp.Responses[i]
+		if r.Error != nil && r.Error.Code == codeResendAlone {
+			go c.sendAlone(p)
+			continue
+		}
+		p.answer(answerOf(p.req, r))
+	}
+}
+
+// batchContext is the context of a batch's invocation: the values of its first call, the latest
+// deadline of its calls (none if one has none), and cancelled once every caller has given up.
+func batchContext(calls []*pending) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(calls[0].ctx)
+	latest, all := time.Time{}, true
+	for _, p := range calls {
+		d, ok := p.ctx.Deadline()
+		all = all && ok
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	var cancelDeadline context.CancelFunc = func() {}
+	if all {
+		ctx, cancelDeadline = context.WithDeadline(ctx, latest)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var waiting atomic.Int64
+	waiting.Store(int64(len(calls)))
+	stops := make([]func() bool, len(calls))
+	for i, p := range calls {
+		stops[i] = context.AfterFunc(p.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+		cancelDeadline()
+	}
+}
+
+// sendAlone invokes the function for p alone, in version 1, and answers p.
+func (c *Client) sendAlone(p *pending) {
+	out, err := c.inv.Invoke(p.ctx, p.body)
+	if err != nil {
+		p.answer(Response{}, fmt.Errorf("%s of task %s/%s: %w", p.req.Op, p.req.Lambda, p.req.TaskID, err))
+		return
 	}
 	var resp Response
 	if err := json.Unmarshal(out, &resp); err != nil {
-		return Response{}, fmt.Errorf("%s of task %s/%s: the status function's answer is not a response: %w", req.Op, req.Lambda, req.TaskID, err)
+		p.answer(Response{}, fmt.Errorf("%s of task %s/%s: the status function's answer is not a response: %w", p.req.Op, p.req.Lambda, p.req.TaskID, err))
+		return
 	}
+	p.answer(answerOf(p.req, resp))
+}
+
+// answerOf returns the answer resp gives to req: its error, or resp itself.
+func answerOf(req Request, resp Response) (Response, error) {
 	if resp.Error != nil {
 		return Response{}, resp.Error.err()
 	}

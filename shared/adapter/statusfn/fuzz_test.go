@@ -29,7 +29,8 @@ var fuzzFixtures = []task.Status{"", task.StatusNew, task.StatusEnqueued, task.S
 // or success; claimed and processing with the events' lease), with one attempt allowed if
 // fixture's bit 3 is set. Each input has a store namespace of its own. Whatever the request:
 //   - Handle never panics, never returns an error, and answers v=1 with an error or a success,
-//     never both, and the answer encodes as JSON;
+//     never both, and the answer encodes as JSON; a batch (v=2) is answered v=2, refused whole
+//     as invalid or with one response per request;
 //   - an error carries a code of the contract, never internal, and a message, and the stored task
 //     is unchanged; which code is decided by the contract: invalid (version, op, lambda, task id,
 //     missing lease, unknown outcome), not_found, conflict (claim of a task not enqueued), or
@@ -54,6 +55,8 @@ func FuzzHandle(f *testing.F) {
 		{`{"v":1,"op":"release","lambda":"echo","task_id":"t1","lease":"` + eventLease + `"}`, 0},
 		{`{"v":1,"op":"claim","lambda":"echo","task_id":"t1","result":null}`, 2},
 		{`{"v":1.5,"op":"claim"}`, 2},
+		{`{"v":2,"requests":[{"v":1,"op":"claim","lambda":"echo","task_id":"t1"},{"v":1,"op":"heartbeat","lambda":"echo","task_id":"t1"}]}`, 2},
+		{`{"v":1,"op":"claim","lambda":"echo","task_id":"t1","requests":[{"v":1}]}`, 2},
 		{`{"V":1,"OP":"claim","Lambda":"echo","Task_ID":"t1"}`, 2},
 		{`null`, 0},
 	} {
@@ -97,6 +100,18 @@ func FuzzHandle(f *testing.F) {
 		resp, err := h.Handle(ctx, req)
 		if err != nil {
 			t.Fatalf("Handle returned an error: %v", err)
+		}
+		if req.V == statusfn.BatchVersion {
+			// A batch is answered in its version, whole or item by item (TestBatch checks items).
+			refused := resp.Error != nil && resp.Error.Code == "invalid" && len(resp.Responses) == 0
+			answered := resp.Error == nil && len(resp.Responses) == len(req.Requests)
+			if resp.V != statusfn.BatchVersion || !refused && !answered {
+				t.Fatalf("a batch of %d answered %+v", len(req.Requests), resp)
+			}
+			if _, err := json.Marshal(resp); err != nil {
+				t.Fatalf("the answer does not encode: %v", err)
+			}
+			return
 		}
 		if resp.V != statusfn.Version {
 			t.Fatalf("answered version %d", resp.V)
@@ -153,7 +168,7 @@ func invalidRequest(r statusfn.Request) bool {
 	default:
 		return true
 	}
-	return r.V != statusfn.Version || len(r.Delivery) > statusfn.MaxDelivery || task.ValidateName("lambda", r.Lambda) != nil ||
+	return r.V != statusfn.Version || len(r.Requests) > 0 || len(r.Delivery) > statusfn.MaxDelivery || task.ValidateName("lambda", r.Lambda) != nil ||
 		task.ValidateID("task_id", r.TaskID) != nil || r.Op != statusfn.OpClaim && r.Lease == ""
 }
 

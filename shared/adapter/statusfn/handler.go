@@ -1,8 +1,13 @@
 package statusfn
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
@@ -37,9 +42,83 @@ func NewLambdaHandler(s executor.Status, lambda string, log *slog.Logger) *Handl
 	return h
 }
 
-// Handle answers one request; pass it to lambda.Start. Its error is always nil: refusals and
-// failures alike travel in the Response (see the package documentation).
+// batchConcurrency bounds the requests of one batch that the function serves at once.
+const batchConcurrency = 16
+
+// MaxResponseBytes is the largest answer the function gives a batch: Lambda's limit on a
+// synchronous invocation's response is 6 MB, as for the request (see MaxRequestBytes).
+const MaxResponseBytes = 6 << 20
+
+// Handle answers one request, or a batch of them; pass it to lambda.Start. Its error is always
+// nil: refusals and failures alike travel in the Response (see the package documentation).
 func (h *Handler) Handle(ctx context.Context, req Request) (Response, error) {
+	if req.V == BatchVersion {
+		return h.handleBatch(ctx, req), nil
+	}
+	return h.handle(ctx, req), nil
+}
+
+// handleBatch answers each request of a batch as Handle answers it alone, several at once.
+func (h *Handler) handleBatch(ctx context.Context, batch Request) Response {
+	if err := batch.validateBatch(); err != nil {
+		h.log.InfoContext(ctx, "status batch refused", "requests", len(batch.Requests), "err", err)
+		return Response{V: BatchVersion, Error: errorOf(err)}
+	}
+	resps := make([]Response, len(batch.Requests))
+	slots := make(chan struct{}, batchConcurrency)
+	var wg sync.WaitGroup
+	for i, req := range batch.Requests {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			resps[i] = h.handle(ctx, req)
+			if req.Op == OpSetResult && resps[i].Task != nil {
+				resps[i].Task.Result = nil // the worker has it
+			}
+		})
+	}
+	wg.Wait()
+	h.fit(ctx, batch.Requests, resps)
+	return Response{V: BatchVersion, Responses: resps}
+}
+
+// fit makes the answers to a batch fit in Lambda's response limit, which only claims can pass
+// (their payloads and inputs): the largest are answered resend_alone until the rest fit. A
+// claim without a delivery would be a new claim if sent again, so it stays; workers always name
+// the delivery.
+func (h *Handler) fit(ctx context.Context, reqs []Request, resps []Response) {
+	const envelope = 64 // {"v":2,"responses":[...]} and the commas
+	total := envelope
+	var claims []int
+	size := make([]int, len(resps))
+	for i, r := range resps {
+		b, err := json.Marshal(r)
+		if err != nil {
+			continue // the runtime fails the same way; nothing to fit
+		}
+		size[i] = len(b) + 1
+		total += size[i]
+		// Only a claim for a delivery is answered the same when sent again.
+		if reqs[i].Op == OpClaim && reqs[i].Delivery != "" && r.Error == nil {
+			claims = append(claims, i)
+		}
+	}
+	slices.SortFunc(claims, func(a, b int) int { return cmp.Compare(size[b], size[a]) })
+	for _, i := range claims {
+		if total <= MaxResponseBytes {
+			return
+		}
+		resend := Response{V: Version, Error: &Error{Code: codeResendAlone,
+			Message: fmt.Sprintf("the claim's answer is %d bytes, too many beside the batch's others: send it alone", size[i])}}
+		h.log.InfoContext(ctx, "status request answered resend_alone", "op", OpClaim, "lambda", reqs[i].Lambda, "task_id", reqs[i].TaskID, "bytes", size[i])
+		resps[i] = resend
+		b, _ := json.Marshal(resend)
+		total -= size[i] - len(b) - 1
+	}
+}
+
+// handle answers one request of version 1.
+func (h *Handler) handle(ctx context.Context, req Request) Response {
 	resp, err := h.serve(ctx, req)
 	// Ids, op and outcome only: payloads, results and leases stay out of the logs.
 	log := h.log.With("op", req.Op, "lambda", req.Lambda, "task_id", req.TaskID)
@@ -56,7 +135,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) (Response, error) {
 		} else {
 			log.InfoContext(ctx, "status request refused", "code", resp.Error.Code, "err", err)
 		}
-		return resp, nil
+		return resp
 	}
 	if resp.Task != nil {
 		log = log.With("status", resp.Task.Status, "attempt", resp.Task.Attempts)
@@ -68,7 +147,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) (Response, error) {
 	}
 	log.Log(ctx, level, "status request done", "code", "ok")
 	resp.V = Version
-	return resp, nil
+	return resp
 }
 
 func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {

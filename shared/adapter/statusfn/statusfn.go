@@ -27,6 +27,46 @@
 // both sides of the call. A request of another version, or with an unknown op, gets invalid: the
 // function never guesses at a contract it does not speak, and a new version is a new number.
 //
+// # Batches (version 2)
+//
+// One invocation may carry many requests, each a request of version 1 as above, answered by as
+// many responses in the same order, each with its own error:
+//
+//	{"v": 2, "requests": [{"v": 1, "op": "claim", ...}, {"v": 1, "op": "heartbeat", ...}]}
+//	{"v": 2, "responses": [{"v": 1, "task": {...}, "lease": "Q7B2..."}, {"v": 1, "error": {...}}]}
+//
+// So one task's refusal never fails another's request. The function serves a batch's requests
+// at once (up to batchConcurrency of them), checks each as it checks a single request (the one
+// lambda of NewLambdaHandler included), and refuses as invalid, as a whole, a batch that is
+// empty, holds more than MaxBatchRequests, holds a batch, or sets any field beside "requests".
+// A set_result answered in a batch carries the task without its result, which the worker has:
+// the answer stays small. A claim's answer carries the payload and the upstreams' results
+// (up to task.MaxInputBytes), so a few large claims could pass Lambda's 6 MB response limit:
+// the function then answers the largest claims with the code resend_alone instead, and the
+// Client sends each of those again alone, which the controller answers with the same claim
+// (claims are idempotent per delivery; a claim that names none is never answered so). A single request of version 1 is served as before.
+//
+// # Coalescing
+//
+// The Client gathers the calls its executors make at the same moment into one invocation: a call
+// waits at most Linger (a few milliseconds) for others, or until the batch holds MaxBatchRequests
+// or would pass Lambda's request limit. The records of one SQS batch are claimed together, so
+// their claims share an invocation; their answers come back together, so their runs start
+// together, and their heartbeats, which tick from that start, share one too; handlers that end
+// together share one result invocation. A call whose context ends before its batch goes is left
+// out of it. Each caller gets its answer, or its own context's error at its own deadline, even
+// while the invocation that carries its request is still out. The invocation itself lasts until
+// the latest deadline among its callers, and is cancelled when all of them have given up.
+//
+// Lingering cannot break the lease argument of docs/guarantees.md: the executor takes a
+// heartbeat's send time before it calls the Client, the status controller writes the heartbeat
+// later by its own clock, and a later write only moves the task's trigger later. It costs only
+// liveness, as latency does: a status function answering in L keeps runs alive while
+// max(I, L + Linger) + L + Linger < T − M.
+//
+// A function older than version 2 refuses a batch with a version 1 invalid error; the Client then
+// sends every call alone from that moment on, so workers may be deployed before their function.
+//
 // On AWS each lambda has a status function of its own, which only its worker may invoke, and
 // whose Handler (NewLambdaHandler) refuses as invalid a request naming another lambda.
 //
@@ -49,8 +89,15 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// Version is the version of the contract this package speaks.
+// Version is the version of a single request and of its response.
 const Version = 1
+
+// BatchVersion is the version of a batch: a list of requests of Version, answered by a list of
+// responses. The function speaks both.
+const BatchVersion = 2
+
+// MaxBatchRequests is the most requests one batch may hold.
+const MaxBatchRequests = 100
 
 // Op is what a request asks of the status controller.
 type Op string
@@ -77,6 +124,9 @@ type Request struct {
 	Outcome status.Outcome  `json:"outcome,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   string          `json:"error,omitempty"`
+
+	// Requests are the requests of a batch (version 2), which sets no other field.
+	Requests []Request `json:"requests,omitempty"`
 }
 
 // MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
@@ -88,6 +138,9 @@ type Response struct {
 	Task  *task.Task `json:"task,omitempty"`  // claim and set_result
 	Lease string     `json:"lease,omitempty"` // claim: task.Task keeps its lease out of JSON
 	Error *Error     `json:"error,omitempty"`
+
+	// Responses answer a batch's requests, in their order.
+	Responses []Response `json:"responses,omitempty"`
 }
 
 // Error is a refusal: a code from the table below and a message for people.
@@ -96,8 +149,16 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// codeInvalid is the code of task.ErrInvalid.
+const codeInvalid = "invalid"
+
 // codeInternal is the code of every error that no entry of errorCodes matches.
 const codeInternal = "internal"
+
+// codeResendAlone answers a request of a batch whose answer did not fit in the batch's response:
+// the Client sends it again alone. Only a claim gets it, since only a claim is answered the same
+// when it is sent again.
+const codeResendAlone = "resend_alone"
 
 // The one table that maps task sentinels to codes, and back.
 var errorCodes = []struct {
@@ -107,7 +168,7 @@ var errorCodes = []struct {
 	{task.ErrNotFound, "not_found"},
 	{task.ErrConflict, "conflict"},
 	{task.ErrStaleLease, "stale_lease"},
-	{task.ErrInvalid, "invalid"},
+	{task.ErrInvalid, codeInvalid},
 	{task.ErrTooLarge, "too_large"},
 	{task.ErrThrottled, "throttled"},
 }
@@ -142,6 +203,8 @@ func (r Request) validate() error {
 	switch {
 	case r.V == 0:
 		return task.Errorf(task.ErrInvalid, `"v" is missing: this status function speaks version %d`, Version)
+	case r.V == BatchVersion:
+		return task.Errorf(task.ErrInvalid, "version %d is a batch, and batches do not nest: each of its requests is of version %d", BatchVersion, Version)
 	case r.V != Version:
 		return task.Errorf(task.ErrInvalid, "version %d is not supported: this status function speaks version %d", r.V, Version)
 	}
@@ -161,6 +224,23 @@ func (r Request) validate() error {
 	}
 	if r.Op != OpClaim && r.Lease == "" {
 		return task.Errorf(task.ErrInvalid, "%s needs the lease that the claim returned", r.Op)
+	}
+	if len(r.Requests) > 0 {
+		return task.Errorf(task.ErrInvalid, `"requests" makes a batch, of version %d`, BatchVersion)
+	}
+	return nil
+}
+
+// validateBatch checks the envelope of a batch; validate checks each of its requests.
+func (r Request) validateBatch() error {
+	switch {
+	case len(r.Requests) == 0:
+		return task.Errorf(task.ErrInvalid, `a batch (version %d) needs its "requests"`, BatchVersion)
+	case len(r.Requests) > MaxBatchRequests:
+		return task.Errorf(task.ErrInvalid, "a batch holds at most %d requests, not %d", MaxBatchRequests, len(r.Requests))
+	case r.Op != "" || r.Lambda != "" || r.TaskID != "" || r.Lease != "" || r.Delivery != "" ||
+		r.Outcome != "" || r.Result != nil || r.Error != "":
+		return task.Errorf(task.ErrInvalid, `a batch (version %d) sets "requests" only`, BatchVersion)
 	}
 	return nil
 }
