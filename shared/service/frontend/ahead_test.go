@@ -34,7 +34,7 @@ func (q *sentQueue) Send(_ context.Context, msgs ...task.Message) error {
 func (q *sentQueue) Receive(context.Context, task.ReceiveParams) ([]task.Delivery, error) {
 	return nil, nil
 }
-func (q *sentQueue) Delete(context.Context, task.Delivery) error                 { return nil }
+func (q *sentQueue) Delete(context.Context, task.Delivery) error                { return nil }
 func (q *sentQueue) Extend(context.Context, task.Delivery, time.Duration) error { return nil }
 
 func (q *sentQueue) ids() []string {
