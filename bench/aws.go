@@ -259,11 +259,18 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	fail := func(err error) (*harness, error) { h.close(); return nil, err }
 	taskCfg := task.Config{}.WithDefaults()
 
-	apiStore, err := b.store(watched(h.api))
+	apiCfg := watched(h.api)
+	apiStore, err := b.store(apiCfg)
 	if err != nil {
 		return fail(err)
 	}
-	api := apifn.New(httpapi.New(frontend.New(apiStore, frontend.Config{Lambdas: []task.Lambda{l}, Task: taskCfg, Now: h.clock.now}), h.apiFn.logger()), h.apiFn.logger())
+	apiQueue, err := b.queue(apiCfg)
+	if err != nil {
+		return fail(err)
+	}
+	api := apifn.New(httpapi.New(frontend.New(apiStore, frontend.Config{
+		Lambdas: []task.Lambda{l}, Task: taskCfg, Now: h.clock.now, Queue: apiQueue, Logger: h.apiFn.logger(),
+	}), h.apiFn.logger()), h.apiFn.logger())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(err)

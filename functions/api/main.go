@@ -1,4 +1,5 @@
-// Command api is the API function: API Gateway (REST, IAM auth) → the v1 HTTP API.
+// Command api is the API function: API Gateway (HTTP API, IAM auth) → the v1 HTTP API. It sends
+// the tasks due within 15 minutes to their queues itself (frontend.Config.Queue).
 package main
 
 import (
@@ -10,6 +11,6 @@ import (
 
 func main() {
 	env, clients, logger := awsfn.Setup()
-	svc := frontend.New(clients.Store, frontend.Config{Lambdas: env.Lambdas, Task: env.Task})
+	svc := frontend.New(clients.Store, frontend.Config{Lambdas: env.Lambdas, Task: env.Task, Queue: clients.Queue, Logger: logger})
 	awsfn.Start(apifn.New(httpapi.New(svc, logger), logger).Handle)
 }

@@ -49,12 +49,18 @@ type api struct {
 	accessLog awslogs.LogGroup
 }
 
-func newAPI(scope constructs.Construct, id string, d *deployment, s *store) *api {
+func newAPI(scope constructs.Construct, id string, d *deployment, s *store, lambdas []*lambdaResources) *api {
 	a := &api{function: newFunction(scope, id+"Function", d, functionProps{
 		asset: "api", description: "atf-" + d.name + ": the v1 HTTP API behind API Gateway",
 		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.commonEnv(d.lambdasJSON, s.table.TableName()),
 	})}
 	s.grant(a.role, apiActions...)
+	// A task due within 15 minutes is sent to its queue by the request that schedules it.
+	for _, l := range lambdas {
+		for _, p := range l.queues.priorities {
+			l.queues.queue[p].GrantSendMessages(a.role)
+		}
+	}
 
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	a.accessLog = awslogs.NewLogGroup(c, jsii.String("AccessLogs"), &awslogs.LogGroupProps{

@@ -150,6 +150,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 	}
 	s.grantLambda(x.task.TaskRole(), e.Name, statusActions...)
 	s.grantUpstreamReads(x.task.TaskRole())
+	s.grantGateReads(x.task.TaskRole())
 	suppress(x.task, "AwsSolutions-ECS2", "The environment holds the executor's configuration (table, queue prefix, lambda): names, no secrets.")
 	suppress(x.task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken has no resource-level permissions: it takes Resource *.", "Resource::*")
 	props := &awsecs.FargateServiceProps{

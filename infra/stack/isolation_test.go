@@ -155,6 +155,13 @@ func TestTableGrantsCarryKeyConditions(t *testing.T) {
 					checkUpstreamReads(t, name, role, g.actions(), cond)
 					continue
 				}
+				if equals, _ := cond["ForAllValues:StringEquals"].(map[string]any); len(cond) == 1 && fmt.Sprint(equals["dynamodb:LeadingKeys"]) == fmt.Sprint(gateKeys) {
+					// The claim's gate check: a Query of the gates' partition, and nothing else.
+					if a := g.actions(); !slices.Equal(a, []string{"dynamodb:Query"}) {
+						t.Errorf("%s: %s may %v on the gates, want dynamodb:Query only", name, role, a)
+					}
+					continue
+				}
 				if lambda == "" || fmt.Sprint(like["dynamodb:LeadingKeys"]) != fmt.Sprint(dynamostore.LambdaKeyPatterns(lambda)) || len(cond) != 1 {
 					t.Errorf("%s: %s may use the table under condition %v, want its lambda's keys %v only", name, role, cond, dynamostore.LambdaKeyPatterns(lambda))
 				}

@@ -137,7 +137,7 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		lambdas = append(lambdas, lr)
 	}
 	consumer := newConsumer(d.stack, "Consumer", d, store, lambdas)
-	api := newAPI(d.stack, "Api", d, store)
+	api := newAPI(d.stack, "Api", d, store, lambdas)
 	metrics := newMetrics(d.stack, "Metrics", d, consumer, lambdas)
 	if p.Env.Alarms != nil {
 		newAlarms(d.stack, "Alarms", d, metrics, consumer, lambdas)

@@ -383,7 +383,21 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("the consumer may %s", a)
 		}
 	}
-	roles := map[string][]string{"ApiFunction/Role/Resource": apiActions}
+	// The API function sends the tasks due within 15 minutes to their queues: it may send to
+	// every lambda's queues, and receive or delete nothing.
+	actions, resources = grantsOf(s, "ApiFunction/Role/Resource")
+	for _, r := range resources {
+		if strings.Contains(r, "/Dlq-") || strings.HasPrefix(r, "Lambda-") && !strings.Contains(r, "/Queues/Queue-") {
+			t.Errorf("the API function may touch %s", r)
+		}
+	}
+	for _, a := range actions {
+		sends := a == "sqs:SendMessage" || a == "sqs:GetQueueUrl" || a == "sqs:GetQueueAttributes"
+		if !sends && !strings.HasPrefix(a, "logs:") && !slices.Contains(apiActions, a) {
+			t.Errorf("the API function may %s", a)
+		}
+	}
+	roles := map[string][]string{}
 	for _, e := range reg.Lambdas {
 		if e.Kind == registry.KindFunction {
 			roles["Lambda-"+e.Name+"/Status/Role/Resource"] = append(slices.Clone(statusActions), upstreamReadActions...)
@@ -812,7 +826,7 @@ func TestAddLambda(t *testing.T) {
 		}
 		p := path(r.(map[string]any))
 		switch p {
-		case "ApiFunction/Function/Resource", "Consumer/Function/Resource",
+		case "ApiFunction/Function/Resource", "Consumer/Function/Resource", "ApiFunction/Role/DefaultPolicy/Resource",
 			"Consumer/Role/DefaultPolicy/Resource", "Dashboard/Resource":
 		default:
 			t.Errorf("changed %s (%s)", id, p)

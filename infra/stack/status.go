@@ -47,6 +47,7 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 	})}
 	s.grantLambda(st.role, e.Name, statusActions...)
 	s.grantUpstreamReads(st.role)
+	s.grantGateReads(st.role)
 	return st
 }
 

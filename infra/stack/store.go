@@ -119,6 +119,22 @@ func (s *store) grantUpstreamReads(role awsiam.IRole) {
 	}))
 }
 
+// gateKeys is the partition key of the gates (dynamostore keeps them all under one).
+var gateKeys = []string{"gate"}
+
+// grantGateReads lets a status controller read the gates (a Query of their one partition), as a
+// claim checks its task's gate: a task may wait in its queue for up to 15 minutes before it runs,
+// and a gate closed meanwhile must hold it. It may not write them.
+func (s *store) grantGateReads(role awsiam.IRole) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("dynamodb:Query"),
+		Resources: &[]*string{s.table.TableArn()},
+		Conditions: &map[string]any{
+			"ForAllValues:StringEquals": map[string]any{"dynamodb:LeadingKeys": gateKeys},
+		},
+	}))
+}
+
 // grant lets role call actions on the table and its indexes, every lambda's items: for the API
 // and the consumer, which serve every lambda.
 func (s *store) grant(role awsiam.IRole, actions ...string) {
@@ -130,7 +146,8 @@ func (s *store) grant(role awsiam.IRole, actions ...string) {
 // grantLambda lets role call actions on one lambda's items only: a dynamodb:LeadingKeys
 // condition allows the partition keys of its tasks and counters (dynamostore.LambdaKeyPatterns),
 // so a lambda's status function or executor can neither read nor move another lambda's tasks,
-// nor touch the gates. No index: a status controller reads tasks by key.
+// nor write the gates (it reads them: grantGateReads). No index: a status controller reads tasks
+// by key.
 func (s *store) grantLambda(role awsiam.IRole, lambda string, actions ...string) {
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:   jsii.Strings(actions...),

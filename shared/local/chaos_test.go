@@ -91,11 +91,11 @@ func waitFor(b backend, n int) time.Duration {
 
 // runOnce runs n tasks of lambda on one stack and checks that each ran exactly once: what the
 // scenarios whose faults can cost no execution (duplicates, stale reads) must show.
-func runOnce(t *testing.T, b backend, lambda string, n int, store task.Store, queue task.Queue, req func(int) client.ScheduleRequest) (history.Report, *chaostest.History) {
+func runOnce(t *testing.T, b backend, lambda string, n int, store task.Store, queue task.Queue, sweepOnly bool, req func(int) client.ScheduleRequest) (history.Report, *chaostest.History) {
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle(lambda, &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Duration(rand.IntN(3))*time.Millisecond, nil)})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: store, Queue: queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: store, Queue: queue, Concurrency: 8, Task: chaostest.Timing(b.aws), NoSendAhead: sweepOnly})
 	for i := range n {
 		r := req(i)
 		r.ID = fmt.Sprintf("%s-%05d", lambda, i)
@@ -119,7 +119,7 @@ func testDuplicates(t *testing.T, b backend) {
 	if b.aws {
 		n = min(n, 100) // each task's messages come 2.5 times on average, and moto is slow
 	}
-	r, _ := runOnce(t, b, "dup", n, b.store, q, func(int) client.ScheduleRequest { return client.ScheduleRequest{} })
+	r, _ := runOnce(t, b, "dup", n, b.store, q, false, func(int) client.ScheduleRequest { return client.ScheduleRequest{} })
 	r.Faults = q.Copies()
 	chaostest.Report(t, "duplicates ("+b.name+")", r, "")
 	if q.Copies() == 0 {
@@ -132,12 +132,12 @@ func TestChaosDuplicatesAWS(t *testing.T) { testDuplicates(t, emulated(t, "dup")
 
 // (f) Half the due-index reads answer as the index stood up to 2 s earlier, while tasks come
 // due over 2 s: the consumer tries to move tasks that have moved on, and each such write is
-// refused. No version of a task is moved from twice, and each task runs once.
+// refused. The API sends nothing ahead, so that every task goes through the sweep. No version of a task is moved from twice, and each task runs once.
 func testStaleDue(t *testing.T, b backend) {
 	moves := &chaostest.Moves{Store: b.store}
 	stale := &chaostest.StaleStore{Store: moves, MaxAge: 2 * time.Second}
 	start := time.Now().Add(time.Second)
-	r, _ := runOnce(t, b, "stale", size(b, 500, 5000), stale, b.queue, func(int) client.ScheduleRequest {
+	r, _ := runOnce(t, b, "stale", size(b, 500, 5000), stale, b.queue, true, func(int) client.ScheduleRequest {
 		return client.ScheduleRequest{RunAt: start.Add(time.Duration(rand.IntN(2000)) * time.Millisecond).Format(time.RFC3339Nano)}
 	})
 	r.Faults = stale.Stale()
@@ -488,7 +488,8 @@ func testSlowStore(t *testing.T, b backend) {
 	mux := worker.NewMux()
 	mux.Handle("slow", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
 	mux.Handle("steady", &chaostest.Recorder{History: h, Worker: "1"})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	// The API sends nothing ahead, so that every task goes through the sweep.
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), NoSendAhead: true})
 	chaostest.ScheduleAll(t, c, "slow", "slow", nSlow, client.ScheduleRequest{})
 
 	runAt := map[string]time.Time{}

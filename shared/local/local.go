@@ -61,6 +61,9 @@ type Config struct {
 	Token string
 	// HTTP bounds the API listener's connections; zero fields take DefaultHTTPLimits'.
 	HTTP HTTPLimits
+	// NoSendAhead makes the API create every task new, for the consumer's sweep to enqueue, as
+	// before tasks were sent ahead (frontend.Config.Queue): for the chaos scenarios of the sweep.
+	NoSendAhead bool
 }
 
 // HTTPLimits bound the connections of the API listener, so that slow and idle clients cannot
@@ -178,13 +181,21 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.consumer = cons
 
 	// On a store other processes may write too, waits poll it (frontend.Config.Changes).
-	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes})
+	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Logger: c.Logger})
 	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err
 	}
 	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names(lambdas))
 	return s, nil
+}
+
+// aheadQueue is the queue the API sends tasks ahead to: q, unless c.NoSendAhead.
+func (c Config) aheadQueue(q task.Queue) task.Queue {
+	if c.NoSendAhead {
+		return nil
+	}
+	return q
 }
 
 // serve serves the API h on c.Addr, behind httpapi.Guard and within c.HTTP's limits.

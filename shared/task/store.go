@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -155,11 +156,28 @@ type Queue interface {
 
 // Message names a task to run. It carries the id, never the payload.
 type Message struct {
-	Lambda   string        `json:"lambda"`
-	Priority string        `json:"priority"`
-	TaskID   string        `json:"task_id"`
-	Attempt  int           `json:"attempt"`
-	Delay    time.Duration `json:"-"`
+	Lambda   string `json:"lambda"`
+	Priority string `json:"priority"`
+	TaskID   string `json:"task_id"`
+	Attempt  int    `json:"attempt"`
+	// RunAt is set on a message sent before its task is due (EnqueueAhead): its Delay is in
+	// whole seconds, and a worker that gets it early waits until RunAt to claim.
+	RunAt *time.Time    `json:"run_at,omitempty"`
+	Delay time.Duration `json:"-"`
+}
+
+// Message returns the message that sends t to its queue now.
+func (t Task) Message() Message {
+	return Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+}
+
+// Early is how long before its run time m was received at now: what a worker waits before it
+// claims (zero for a message sent when its task was due).
+func (m Message) Early(now time.Time) time.Duration {
+	if m.RunAt == nil {
+		return 0
+	}
+	return max(m.RunAt.Sub(now), 0)
 }
 
 // Delivery is a received message.
@@ -218,4 +236,37 @@ func apply(ctx context.Context, get func(ctx context.Context, lambda, id string)
 		}
 	}
 	return Task{}, Errorf(ErrConflict, "task %s/%s keeps changing; try again", lambda, id)
+}
+
+// GateSnapshot reads the gates of a store at most once per Age and answers from what it read in
+// between: the schedule path and the claim read them so, and a gate set acts on them within Age.
+// It is safe for concurrent use.
+type GateSnapshot struct {
+	Store interface {
+		Gates(ctx context.Context) ([]Gate, error)
+	}
+	Age time.Duration
+
+	mu    sync.Mutex
+	gates []Gate
+	read  time.Time
+}
+
+// At returns the gates as read within Age before now, reading them again if need be.
+func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
+	g.mu.Lock()
+	fresh := !g.read.IsZero() && !now.Before(g.read) && now.Sub(g.read) < g.Age
+	gates := g.gates
+	g.mu.Unlock()
+	if fresh {
+		return gates, nil
+	}
+	gates, err := g.Store.Gates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.gates, g.read = gates, now
+	g.mu.Unlock()
+	return gates, nil
 }

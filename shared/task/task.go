@@ -123,3 +123,19 @@ type Gate struct {
 	Mode       string    `json:"mode"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
+
+// GateMode returns how gates treat a task of lambda in collection: GateOpen, GatePause or
+// GateDrop. The lambda's own gate, if not open, decides; otherwise the collection's.
+func GateMode(gates []Gate, lambda, collection string) string {
+	mode := GateOpen
+	for _, g := range gates {
+		switch {
+		case g.Lambda != lambda:
+		case g.Collection == "" && g.Mode != GateOpen:
+			return g.Mode
+		case g.Collection == collection && collection != "":
+			mode = g.Mode
+		}
+	}
+	return mode
+}

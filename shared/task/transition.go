@@ -71,6 +71,53 @@ func Enqueue(t Task, now time.Time, c Config) (Task, error) {
 	return t.next(StatusEnqueued, now, at(now.Add(wait))), nil
 }
 
+// MaxSendAhead is how long before its run time a task's message may be sent: SQS holds a message
+// back (DelaySeconds) at most 15 minutes. A task due within it skips the consumer's sweep.
+const MaxSendAhead = 15 * time.Minute
+
+// EnqueueAhead moves a new task (or one failed retriably, waiting for its retry) into its queue
+// before it is due, and returns the message to send for it: the schedule path does so for a task
+// that runs within MaxSendAhead, so it needs no sweep. The message carries its run time and is
+// delayed to it in whole seconds, rounded down, since queues count delays in seconds; the
+// executor waits out the rest (under a second) before it claims. It fails with ErrNotDue for a
+// task due later, or one that its deadline would end first. The resend trigger counts the
+// enqueue timeout from the run time, when the message can first be claimed.
+func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
+	if err := notFrom(t, "enqueue", StatusNew, StatusRetriableFailure); err != nil {
+		return t, Message{}, err
+	}
+	if t.Parked {
+		return t, Message{}, Errorf(ErrConflict, "task %s is held by a gate", t.ID)
+	}
+	runAt := now
+	if t.NextTriggerAt != nil {
+		runAt = maxTime(*t.NextTriggerAt, now)
+	}
+	if runAt.Sub(now) > MaxSendAhead {
+		return t, Message{}, Errorf(ErrNotDue, "task %s is due at %s, more than %s ahead", t.ID, runAt, MaxSendAhead)
+	}
+	if t.pastDeadline(runAt) {
+		return t, Message{}, Errorf(ErrNotDue, "task %s would be past its deadline when due", t.ID)
+	}
+	next := t.next(StatusEnqueued, now, at(runAt.Add(c.EnqueueTimeout)))
+	m := next.Message()
+	m.Delay = runAt.Sub(now).Truncate(time.Second)
+	if runAt.After(now) {
+		m.RunAt = &runAt
+	}
+	return next, m, nil
+}
+
+// Hold hands back an enqueued task whose claim found its gate closed (paused or dropping): it
+// becomes new and due at once, so the consumer's next sweep applies the gate to it, parking or
+// dropping it (or, for a paused lambda, leaving it where it is), as it does for any due task.
+func Hold(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "hold", StatusEnqueued); err != nil {
+		return t, err
+	}
+	return t.next(StatusNew, now, at(now)), nil
+}
+
 // MaxEnqueueWait caps the wait of a task enqueued again and again (see Enqueue). A message lost
 // after its first resend (moved to a dead-letter queue after failed claims) is sent again within
 // this; it is well below the retention of a queue (sqsqueue.QueueRetention, 4 days).

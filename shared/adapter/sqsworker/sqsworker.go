@@ -191,6 +191,13 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return false
 	}
 	log = log.With("task_id", msg.TaskID, "priority", msg.Priority)
+	if !b.end.IsZero() {
+		wctx, cancel := context.WithDeadline(ctx, b.end)
+		executor.AwaitRunAt(wctx, msg) // out of time: b.over below
+		cancel()
+	} else {
+		executor.AwaitRunAt(ctx, msg)
+	}
 	if b.over() {
 		log.Warn("too little time left before the function's deadline to claim; the message will come back",
 			"margin", h.cfg.Margin)

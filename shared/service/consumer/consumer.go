@@ -712,7 +712,7 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 	}
 	msgs := make([]task.Message, len(moved))
 	for i, t := range moved {
-		msgs[i] = task.Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+		msgs[i] = t.Message()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
 	defer cancel()

@@ -480,6 +480,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // run claims the task of d and runs it. The message is deleted once the claim is settled either
 // way: from then on the store's timeouts, not the queue, keep the task alive.
 func (c *Controller) run(ctx context.Context, d task.Delivery) {
+	executor.AwaitRunAt(ctx, d.Message) // a stop shows in the claim below
 	t, err := c.cfg.Executor.Claim(ctx, d.Lambda, d.TaskID, d.Receipt)
 	claimed := err == nil
 	switch {

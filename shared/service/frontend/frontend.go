@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -28,6 +29,11 @@ type Config struct {
 	// MaxWait bounds Wait; MaxWait (the constant) if zero. Tests make it short.
 	MaxWait                    time.Duration
 	WaitPollFirst, WaitPollMax time.Duration // DefaultWaitPollFirst and DefaultWaitPollMax if zero
+	// Queue, if set, is where Schedule sends the tasks due within task.MaxSendAhead itself
+	// (see ahead.go). Without it the consumer enqueues every task.
+	Queue task.Queue
+	// Logger is slog.Default() if nil.
+	Logger *slog.Logger
 }
 
 // Changes tells waiters when a task ends, so that Wait sleeps instead of polling the store.
@@ -66,6 +72,9 @@ type Service struct {
 	maxWait time.Duration
 	// pollFirst and pollMax pace Wait's reads without changes.
 	pollFirst, pollMax time.Duration
+	queue              task.Queue
+	admission          admission
+	log                *slog.Logger
 }
 
 // New returns a Service over store.
@@ -74,6 +83,7 @@ func New(store task.Store, c Config) *Service {
 		store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
 		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
 		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
+		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -81,6 +91,7 @@ func New(store task.Store, c Config) *Service {
 	if s.notify == nil {
 		s.notify = func() {}
 	}
+	s.admission.gates = task.GateSnapshot{Store: store, Age: snapshotAge}
 	for _, l := range c.Lambdas {
 		s.lambdas[l.Name] = l
 		s.names = append(s.names, l.Name)
@@ -108,7 +119,8 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 	if err != nil {
 		return task.Task{}, false, err
 	}
-	t, err = task.New(spec, l, s.now().UTC(), s.cfg)
+	now := s.now().UTC()
+	t, err = task.New(spec, l, now, s.cfg)
 	if err != nil {
 		return task.Task{}, false, err
 	}
@@ -117,6 +129,9 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 			return task.Task{}, false, err
 		}
 	}
+	one := []task.Task{t}
+	msgs := s.enqueueAhead(ctx, one, now)
+	t = one[0]
 	switch err := s.store.Create(ctx, t); {
 	case errors.Is(err, task.ErrExists):
 		old, err := s.store.Get(ctx, lambda, t.ID)
@@ -130,7 +145,10 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 	case err != nil:
 		return task.Task{}, false, err
 	}
-	s.notify()
+	s.send(ctx, msgs, now)
+	if len(msgs) == 0 {
+		s.notify()
+	}
 	return t, true, nil
 }
 
@@ -171,13 +189,17 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 			return nil, false, err
 		}
 	}
+	msgs := s.enqueueAhead(ctx, tasks, now)
 	switch err := s.store.CreateBatch(ctx, tasks); {
 	case errors.Is(err, task.ErrExists):
 		return s.replayBatch(ctx, tasks)
 	case err != nil:
 		return nil, false, err
 	}
-	s.notify()
+	s.send(ctx, msgs, now)
+	if len(msgs) < len(tasks) {
+		s.notify()
+	}
 	return tasks, true, nil
 }
 

@@ -38,6 +38,7 @@ type Result struct {
 // Controller claims tasks for workers and records their progress.
 type Controller struct {
 	store  task.Store
+	gates  task.GateSnapshot
 	cfg    task.Config
 	now    func() time.Time
 	jitter func() float64
@@ -64,8 +65,15 @@ func New(store task.Store, c Config) *Controller {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Controller{store: store, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
+	ctl := &Controller{store: store, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
+	ctl.gates = task.GateSnapshot{Store: store, Age: GateAge}
+	return ctl
 }
+
+// GateAge is how long a claim trusts the gates it read: a gate closed now holds the claims of its
+// tasks within it. Tasks may be sent to their queue up to task.MaxSendAhead before they run, so
+// the claim, not only the consumer's sweep, must honour a pause or a drop.
+const GateAge = time.Second
 
 // Claim gives an enqueued task to the caller with a fresh lease. It fails with task.ErrConflict
 // if the task is not enqueued (a duplicate message, or a task already claimed or finished), and
@@ -82,13 +90,25 @@ func New(store task.Store, c Config) *Controller {
 // the call it got an answer to, which may be later than the first. An empty delivery always
 // makes a new claim.
 //
+// A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
+// within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
+// consumer's sweep applies the gate, and fails with task.ErrConflict.
+//
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
 // claimed: the delivery latency that the stack's metric filter and alarm watch.
 func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
 	now := c.now().UTC()
-	again := false
+	gates, err := c.gates.At(ctx, now)
+	if err != nil {
+		return task.Task{}, err
+	}
+	again, gated := false, ""
 	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		again = false // Apply may call this again, on the task as it is then
+		again, gated = false, "" // Apply may call this again, on the task as it is then
+		if mode := task.GateMode(gates, lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
+			gated = mode
+			return task.Hold(t, now)
+		}
 		if delivery == "" {
 			return task.Claim(t, task.NewLease(), now, c.cfg)
 		}
@@ -99,6 +119,9 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
 	})
 	switch {
+	case gated != "" && err == nil:
+		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", lambda, "task_id", id, "gate", gated)
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", id, gated)
 	case err != nil:
 		return task.Task{}, err
 	case again:

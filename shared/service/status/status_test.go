@@ -190,3 +190,52 @@ func TestLongErrorEndsTask(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimHeldByGate: a claim of a task whose gate is closed (a pause of its collection, or a
+// drop of its lambda) hands the task back to the store, new and due at once, for the consumer to
+// park or drop, and fails with ErrConflict so the worker drops the message. Once the gate opens
+// (and the gates read a second ago are stale), the claim goes through.
+func TestClaimHeldByGate(t *testing.T) {
+	for _, gate := range []task.Gate{
+		{Lambda: "l", Mode: task.GateDrop},
+		{Lambda: "l", Collection: "c", Mode: task.GatePause},
+	} {
+		store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		cfg := task.Config{}.WithDefaults()
+		now := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+		tk, _ := task.New(task.Spec{ID: "g", Collection: "c"}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+		enq, _, _ := task.EnqueueAhead(tk, now, cfg)
+		if err := store.Create(t.Context(), enq); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.SetGate(t.Context(), gate); err != nil {
+			t.Fatal(err)
+		}
+		clock := now
+		hsc := status.New(store, status.Config{Task: cfg, Now: func() time.Time { return clock }})
+		if _, err := hsc.Claim(t.Context(), "l", "g", "r1"); !errors.Is(err, task.ErrConflict) {
+			t.Fatalf("%+v: claim %v, want ErrConflict", gate, err)
+		}
+		got, _ := store.Get(t.Context(), "l", "g")
+		if got.Status != task.StatusNew || got.NextTriggerAt == nil || !got.NextTriggerAt.Equal(now) || got.Attempts != 0 {
+			t.Fatalf("%+v: stored %s due %v attempts %d; want new, due now, no attempt", gate, got.Status, got.NextTriggerAt, got.Attempts)
+		}
+		// The consumer would now park or drop it; here the gate opens and the task is sent again.
+		gate.Mode = task.GateOpen
+		if err := store.SetGate(t.Context(), gate); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(status.GateAge)
+		enq, _ = task.Enqueue(got, clock, cfg)
+		if err := store.Update(t.Context(), enq, got.Version); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := hsc.Claim(t.Context(), "l", "g", "r2"); err != nil || c.Attempts != 1 {
+			t.Fatalf("%+v opened: claim %v attempts %d, want a claim", gate, err, c.Attempts)
+		}
+	}
+}

@@ -120,8 +120,11 @@ func dbDir(t *testing.T) string {
 
 // system is the framework under test: real components on one fake clock.
 type system struct {
-	store  *hookStore
-	queue  *memqueue.Queue
+	store *hookStore
+	queue *memqueue.Queue
+	// ahead holds the messages the frontend sent ahead of their run time: memqueue delays on the
+	// wall clock, so the model holds them until its own clock reaches their run time (release).
+	ahead  []task.Message
 	front  *frontend.Service
 	cons   *consumer.Consumer
 	status *status.Controller
@@ -141,7 +144,7 @@ func newSystem(store task.Store, lambda string) *system {
 		jitter: 0.5,
 		log:    slog.New(slog.DiscardHandler),
 	}
-	s.front = frontend.New(s.store, frontend.Config{Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock})
+	s.front = frontend.New(s.store, frontend.Config{Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, Logger: s.log})
 	s.status = status.New(s.store, status.Config{Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log})
 	s.restart()
 	return s
@@ -155,10 +158,48 @@ func (s *system) ctx() context.Context { return context.Background() }
 // restart gives the system a new queue and consumer, as a new process of `atf dev` has: the
 // messages of the old one are gone. The store stays.
 func (s *system) restart() {
-	s.queue = memqueue.New()
+	s.queue, s.ahead = memqueue.New(), nil
 	s.cons = consumer.New(s.store, s.queue, consumer.Config{
 		Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log,
 	})
+}
+
+// aheadQueue is the frontend's queue: the system's, with the delays on the model's clock.
+type aheadQueue struct{ s *system }
+
+func (q aheadQueue) Send(ctx context.Context, msgs ...task.Message) error {
+	for _, m := range msgs {
+		if m.RunAt != nil && m.RunAt.After(q.s.now) {
+			q.s.ahead = append(q.s.ahead, m)
+		} else if err := q.s.queue.Send(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q aheadQueue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Delivery, error) {
+	return q.s.queue.Receive(ctx, p)
+}
+func (q aheadQueue) Delete(ctx context.Context, d task.Delivery) error {
+	return q.s.queue.Delete(ctx, d)
+}
+func (q aheadQueue) Extend(ctx context.Context, d task.Delivery, v time.Duration) error {
+	return q.s.queue.Extend(ctx, d, v)
+}
+
+// release sends the messages sent ahead whose run time the clock has reached.
+func (s *system) release() {
+	kept := s.ahead[:0]
+	for _, m := range s.ahead {
+		if m.RunAt.After(s.now) {
+			kept = append(kept, m)
+			continue
+		}
+		m.Delay = 0
+		_ = s.queue.Send(s.ctx(), m)
+	}
+	s.ahead = kept
 }
 
 // hookStore is the store every component shares. Before its next Update it runs hook, once: a
@@ -207,7 +248,11 @@ type machine struct {
 	inbox   []task.Delivery      // received messages whose claim is not settled
 	workers []*worker
 	gates   map[string]string // by collection; "" is the lambda
-	step    int
+	// claimGates are the gates as the status controller last read them, at claimGatesAt: a claim
+	// trusts what it read for status.GateAge.
+	claimGates   map[string]string
+	claimGatesAt *time.Time
+	step         int
 	// What the current step met, reported by check: broken invariants, and calls whose outcome
 	// the model did not expect.
 	problems, surprises []string
@@ -464,6 +509,7 @@ func (m *machine) deliverAction(t *rapid.T) {
 }
 
 func (m *machine) receive(priority string, n int) ([]task.Delivery, error) {
+	m.sys.release()
 	return m.sys.queue.Receive(m.sys.ctx(), task.ReceiveParams{
 		Lambda: m.sys.name(), Priority: priority, Max: n, Visibility: time.Hour,
 	})
@@ -701,6 +747,14 @@ func (m *machine) get(id string) (task.Task, bool) {
 	return tk, true
 }
 
+// movedSince reports whether pre, a task as read before a call, has been written since: a sweep
+// raced with the call from its own goroutines (it moves a pass's tasks concurrently), so the call
+// met a task other than pre.
+func (m *machine) movedSince(pre task.Task) bool {
+	now, found := m.get(pre.ID)
+	return !found || now.Version != pre.Version && now.Status != task.StatusProcessing && now.Status != task.StatusClaimed
+}
+
 func (m *machine) list() []task.Task {
 	tasks, _, err := m.sys.store.List(m.sys.ctx(), task.ListParams{Lambda: m.sys.name(), Limit: task.MaxListLimit})
 	if err != nil {
@@ -719,6 +773,16 @@ func (m *machine) claim(id string, predict bool) *worker {
 	if found {
 		m.hist.seen(id, running(pre.Status), pre.Lease)
 	}
+	if m.claimGatesAt == nil || m.sys.now.Before(*m.claimGatesAt) || m.sys.now.Sub(*m.claimGatesAt) >= status.GateAge {
+		now := m.sys.now
+		m.claimGates, m.claimGatesAt = maps.Clone(m.gates), &now
+	}
+	gated := task.GateOpen
+	if g, ok := m.claimGates[""]; ok && g != task.GateOpen {
+		gated = g
+	} else if g, ok := m.claimGates[pre.Collection]; ok && found {
+		gated = g
+	}
 	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "")
 	if err != nil {
 		m.logf("claim of %s refused: %s", id, kind(err))
@@ -726,7 +790,7 @@ func (m *machine) claim(id string, predict bool) *worker {
 		switch {
 		case !errors.Is(err, task.ErrConflict) && !errors.Is(err, task.ErrNotFound):
 			m.unexpected("claim of "+id, err)
-		case predict && found && pre.Status == task.StatusEnqueued:
+		case predict && found && pre.Status == task.StatusEnqueued && gated == task.GateOpen && !m.movedSince(pre):
 			m.surprise("a claim of an enqueued task was refused: task %s (%s)", id, kind(err))
 		case predict && !found && !errors.Is(err, task.ErrNotFound):
 			m.surprise("a claim of an unknown task failed the wrong way: task %s: %s", id, kind(err))
@@ -752,6 +816,9 @@ func (m *machine) claim(id string, predict bool) *worker {
 	}
 	if predict && (!found || pre.Status != task.StatusEnqueued) {
 		m.surprise("a claim was accepted from a status other than enqueued: task %s was %s", id, pre.Status)
+	}
+	if predict && gated != task.GateOpen {
+		m.surprise("a claim was accepted while its gate was %s: task %s", gated, id)
 	}
 	return w
 }

@@ -1,0 +1,134 @@
+package frontend
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Sending ahead: a task that runs within task.MaxSendAhead is created enqueued and its message
+// sent by the schedule request itself, delayed to its run time, rather than created new for the
+// consumer's next sweep to enqueue. That saves the enqueue transition (its writes and the sweep's
+// reads) and the wait for a sweep. A task is sent ahead only when the consumer would enqueue it
+// at once: it waits for no upstream, no gate holds it, and its lambda has room under its cap on
+// enqueued tasks (task.Lambda.MaxEnqueued). Any other task, or any when the reads that decide
+// fail, is created as before and left to the consumer.
+
+// snapshotAge is how long a request trusts the gates and the room it read: a gate set now acts on
+// the schedule path within it, as on a sweep within a poll. The claim checks the gates again
+// (status.Controller.Claim), so a task sent ahead before its gate closed does not run while it is
+// closed.
+const snapshotAge = time.Second
+
+// sendTimeout bounds the sending of a request's messages, and then the writes that make the tasks
+// of a failed send due again.
+const sendTimeout = 10 * time.Second
+
+// admission is what the schedule path reads to decide which tasks it sends ahead, kept for
+// snapshotAge so that a busy API reads it once a second rather than once a request.
+type admission struct {
+	gates task.GateSnapshot
+	mu    sync.Mutex
+	rooms map[string]room
+}
+
+// room is how many more tasks a lambda may have enqueued: its cap less its count of enqueued
+// tasks when read, less what was sent ahead since.
+type room struct {
+	left int
+	read time.Time
+}
+
+// take reserves up to n places under lambda's cap and returns how many it got.
+func (s *Service) take(ctx context.Context, l task.Lambda, n int, now time.Time) (int, error) {
+	a := &s.admission
+	a.mu.Lock()
+	r, ok := a.rooms[l.Name]
+	a.mu.Unlock()
+	if !ok || now.Sub(r.read) >= snapshotAge || now.Before(r.read) {
+		counts, err := s.store.Counts(ctx, l.Name)
+		if err != nil {
+			return 0, err
+		}
+		// A count that drifted below zero counts as none.
+		r = room{left: max(l.EnqueuedCap(s.cfg)-max(counts[task.StatusEnqueued], 0), 0), read: now}
+	}
+	got := min(n, r.left)
+	r.left -= got
+	a.mu.Lock()
+	if a.rooms == nil {
+		a.rooms = map[string]room{}
+	}
+	a.rooms[l.Name] = r
+	a.mu.Unlock()
+	return got, nil
+}
+
+// enqueueAhead moves the tasks of a request, built but not yet stored, that can be sent ahead to
+// enqueued, in place, and returns their messages, to send once the tasks are stored.
+func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.Time) []task.Message {
+	if s.queue == nil {
+		return nil
+	}
+	byLambda := map[string][]int{}
+	for i, t := range tasks {
+		if t.Status == task.StatusNew && t.AfterCount == 0 && t.NextTriggerAt != nil && t.NextTriggerAt.Sub(now) <= task.MaxSendAhead {
+			byLambda[t.Lambda] = append(byLambda[t.Lambda], i)
+		}
+	}
+	if len(byLambda) == 0 {
+		return nil
+	}
+	gates, err := s.admission.gates.At(ctx, now)
+	if err != nil {
+		return nil // the consumer enqueues them
+	}
+	var msgs []task.Message
+	for name, idx := range byLambda {
+		open := idx[:0:0]
+		for _, i := range idx {
+			if task.GateMode(gates, name, tasks[i].Collection) == task.GateOpen {
+				open = append(open, i)
+			}
+		}
+		got, err := s.take(ctx, s.lambdas[name], len(open), now)
+		if err != nil {
+			continue
+		}
+		for _, i := range open[:got] { // earliest in the request first, as the consumer would
+			next, m, err := task.EnqueueAhead(tasks[i], now, s.cfg)
+			if err != nil {
+				continue
+			}
+			tasks[i] = next
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
+}
+
+// send puts the messages of tasks just stored enqueued on their queues. If that fails, each task
+// is made due again after a poll interval (task.Unsent), as the consumer does with a failed send,
+// so that a sweep sends it: the request has succeeded either way, since its tasks are stored.
+func (s *Service) send(ctx context.Context, msgs []task.Message, now time.Time) {
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancel()
+	err := s.queue.Send(ctx, msgs...)
+	if err == nil {
+		return
+	}
+	s.log.Warn("could not send the messages of tasks sent ahead; they are due again soon", "tasks", len(msgs), "err", err)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer wcancel()
+	for _, m := range msgs {
+		_, _ = task.ApplyState(wctx, s.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) {
+			return task.Unsent(t, now, s.cfg)
+		})
+	}
+	s.notify()
+}
