@@ -169,7 +169,10 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
 		}
 	}
-	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger})
+	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
+	// acts on both at once.
+	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
+	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates})
 	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
@@ -181,7 +184,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.consumer = cons
 
 	// On a store other processes may write too, waits poll it (frontend.Config.Changes).
-	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Logger: c.Logger})
+	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Gates: gates, Logger: c.Logger})
 	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err

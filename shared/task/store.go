@@ -252,6 +252,14 @@ type GateSnapshot struct {
 	read  time.Time
 }
 
+// Invalidate makes the next At read the gates again: a process that sets a gate calls it, so that
+// its own schedules and claims see the gate at once.
+func (g *GateSnapshot) Invalidate() {
+	g.mu.Lock()
+	g.read = time.Time{}
+	g.mu.Unlock()
+}
+
 // At returns the gates as read within Age before now, reading them again if need be.
 func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
 	g.mu.Lock()

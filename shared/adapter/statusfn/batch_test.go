@@ -117,7 +117,7 @@ func TestBatch(t *testing.T) {
 			t.Errorf("request %d (%s of %s) answered %+v, want code %q", i, reqs[i].Op, reqs[i].TaskID, r, want[i])
 		}
 	}
-	if claimed := e.get(t, "enq"); resp.Responses[0].Lease == "" || resp.Responses[0].Lease != claimed.Lease || claimed.Status != task.StatusClaimed {
+	if claimed := e.get(t, "enq"); resp.Responses[0].Lease == "" || resp.Responses[0].Lease != claimed.Lease || claimed.Status != task.StatusProcessing {
 		t.Errorf("the claim answered lease %q; stored %s, lease %q", resp.Responses[0].Lease, claimed.Status, claimed.Lease)
 	}
 	if string(resp.Responses[0].Task.Payload) != `{"to":"someone"}` {
@@ -226,7 +226,7 @@ func TestClientCoalesces(t *testing.T) {
 			continue
 		}
 		stored := e.get(t, fmt.Sprint("t", i))
-		if errs[i] != nil || claimed[i].ID != stored.ID || claimed[i].Lease != stored.Lease || stored.Status != task.StatusClaimed {
+		if errs[i] != nil || claimed[i].ID != stored.ID || claimed[i].Lease != stored.Lease || stored.Status != task.StatusProcessing {
 			t.Errorf("claim of t%d: %+v, %v; stored %s with lease %s", i, claimed[i], errs[i], stored.Status, stored.Lease)
 		}
 	}

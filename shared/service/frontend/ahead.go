@@ -16,20 +16,20 @@ import (
 // enqueued tasks (task.Lambda.MaxEnqueued). Any other task, or any when the reads that decide
 // fail, is created as before and left to the consumer.
 
-// snapshotAge is how long a request trusts the gates and the room it read: a gate set now acts on
-// the schedule path within it, as on a sweep within a poll. The claim checks the gates again
-// (status.Controller.Claim), so a task sent ahead before its gate closed does not run while it is
-// closed.
-const snapshotAge = time.Second
+// SnapshotAge is how long a request trusts the gates and the room it read: a gate set by another
+// process acts on the schedule path within it, as on a sweep within a poll; one set through this
+// Service, at once. The claim checks the gates again (status.Controller.Claim), so a task sent
+// ahead before its gate closed does not run while it is closed.
+const SnapshotAge = time.Second
 
 // sendTimeout bounds the sending of a request's messages, and then the writes that make the tasks
 // of a failed send due again.
 const sendTimeout = 10 * time.Second
 
 // admission is what the schedule path reads to decide which tasks it sends ahead, kept for
-// snapshotAge so that a busy API reads it once a second rather than once a request.
+// SnapshotAge so that a busy API reads it once a second rather than once a request.
 type admission struct {
-	gates task.GateSnapshot
+	gates *task.GateSnapshot
 	mu    sync.Mutex
 	rooms map[string]room
 }
@@ -47,7 +47,7 @@ func (s *Service) take(ctx context.Context, l task.Lambda, n int, now time.Time)
 	a.mu.Lock()
 	r, ok := a.rooms[l.Name]
 	a.mu.Unlock()
-	if !ok || now.Sub(r.read) >= snapshotAge || now.Before(r.read) {
+	if !ok || now.Sub(r.read) >= SnapshotAge || now.Before(r.read) {
 		counts, err := s.store.Counts(ctx, l.Name)
 		if err != nil {
 			return 0, err

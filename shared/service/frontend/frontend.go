@@ -32,6 +32,10 @@ type Config struct {
 	// Queue, if set, is where Schedule sends the tasks due within task.MaxSendAhead itself
 	// (see ahead.go). Without it the consumer enqueues every task.
 	Queue task.Queue
+	// Gates, if set, is the snapshot of the gates that the schedule path reads (see ahead.go),
+	// shared with the claims of the same process (status.Config.Gates): SetGate invalidates it,
+	// so that both see a gate at once. Nil: a snapshot of the Service's own.
+	Gates *task.GateSnapshot
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -91,7 +95,10 @@ func New(store task.Store, c Config) *Service {
 	if s.notify == nil {
 		s.notify = func() {}
 	}
-	s.admission.gates = task.GateSnapshot{Store: store, Age: snapshotAge}
+	s.admission.gates = c.Gates
+	if s.admission.gates == nil {
+		s.admission.gates = &task.GateSnapshot{Store: store, Age: SnapshotAge}
+	}
 	for _, l := range c.Lambdas {
 		s.lambdas[l.Name] = l
 		s.names = append(s.names, l.Name)
@@ -377,7 +384,9 @@ func (s *Service) SetGate(ctx context.Context, g task.Gate) (task.Gate, error) {
 		}
 	}
 	g.UpdatedAt = s.now().UTC()
-	if err := s.store.SetGate(ctx, g); err != nil {
+	err := s.store.SetGate(ctx, g)
+	s.admission.gates.Invalidate() // even on an error: the write may have gone through
+	if err != nil {
 		return task.Gate{}, err
 	}
 	s.notify()

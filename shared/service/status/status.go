@@ -38,7 +38,7 @@ type Result struct {
 // Controller claims tasks for workers and records their progress.
 type Controller struct {
 	store  task.Store
-	gates  task.GateSnapshot
+	gates  *task.GateSnapshot
 	cfg    task.Config
 	now    func() time.Time
 	jitter func() float64
@@ -52,6 +52,10 @@ type Config struct {
 	Now    func() time.Time
 	Jitter func() float64
 	Logger *slog.Logger
+	// Gates, if set, is the snapshot of the gates that claims read, shared with the schedule path
+	// of the same process (frontend.Config.Gates), which renews it when it sets a gate. Nil: a
+	// snapshot of the Controller's own, read at most once per GateAge.
+	Gates *task.GateSnapshot
 }
 
 // New returns a Controller over store.
@@ -66,7 +70,10 @@ func New(store task.Store, c Config) *Controller {
 		c.Logger = slog.Default()
 	}
 	ctl := &Controller{store: store, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
-	ctl.gates = task.GateSnapshot{Store: store, Age: GateAge}
+	ctl.gates = c.Gates
+	if ctl.gates == nil {
+		ctl.gates = &task.GateSnapshot{Store: store, Age: GateAge}
+	}
 	return ctl
 }
 
