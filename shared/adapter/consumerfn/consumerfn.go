@@ -60,11 +60,13 @@ type Config struct {
 }
 
 // Deployed is the configuration of the deployed consumer function (functions/consumer), which
-// the bench prices as deployed. It sweeps the whole minute: StopWhenIdle waits for the schedule
-// path to send tasks due soon to their queues itself. Until then, a consumer that stopped would
-// leave a task scheduled meanwhile waiting for the next invocation, up to a minute.
+// the bench prices as deployed. It stops as soon as nothing is due soon: the schedule path sends
+// tasks due within 15 minutes to their queues itself, and a lambda with a task in flight keeps
+// its passes (consumer.RunParams.StopWhenIdle). What comes due while it is stopped waits for the
+// next invocation, at most a minute: the first check of a task scheduled with upstreams, and the
+// tasks of a gate that opened (docs/guarantees.md, "The consumer's minute").
 func Deployed(logger *slog.Logger) Config {
-	return Config{Logger: logger, StopWhenIdle: false}
+	return Config{Logger: logger, StopWhenIdle: true}
 }
 
 // Handler handles the scheduled events.

@@ -418,10 +418,12 @@ func (c *Consumer) sharedGates() func(context.Context) ([]task.Gate, error) {
 }
 
 // idleUntil looks ahead for StopWhenIdle: the earliest trigger before until (a wall-clock time)
-// of a task in a lane of l that a pass reads, or zero if there is none. Parked tasks, and the
-// waiting and enqueued tasks of a lambda whose gate is not open, wait for a gate to open: an
-// idle consumer sees that open at its next start. It reads one task of a lane at most, and stops
-// at the first lane with one.
+// of a task in a lane of l that a pass reads, or zero if there is none. A task in flight (running,
+// or enqueued, as the schedule path sends tasks due within 15 minutes) counts as due now whatever
+// its trigger: its end may set off at once what only a pass handles (its downstreams to tell, a
+// retry the status controller could not send). Parked tasks, and the waiting and enqueued tasks
+// of a lambda whose gate is not open, wait for a gate to open: an idle consumer sees that open at
+// its next start. It reads one task of a lane at most, and stops at the first lane with one.
 func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), until time.Time) (time.Time, error) {
 	work, _ := c.deadlines(ctx)
 	ctx, cancel := context.WithDeadline(ctx, work)
@@ -431,20 +433,28 @@ func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(cont
 		return time.Time{}, err
 	}
 	before := c.now().UTC().Add(time.Until(until))
-	lanes := []task.DueParams{{Statuses: task.Running}, {Statuses: flowing}}
+	lanes := []task.DueParams{{Statuses: task.Running, Before: endOfTime}, {Statuses: flowing}}
 	if mode, _, _ := gatesOf(l.Name, g); mode == task.GateOpen {
-		lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}})
+		lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}, Before: endOfTime})
 		for _, p := range l.Priorities {
 			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
 		}
 	}
 	for _, lane := range lanes {
-		lane.Lambda, lane.Before, lane.Limit = l.Name, before, 1
+		inFlight := !lane.Before.IsZero()
+		if !inFlight {
+			lane.Before = before
+		}
+		lane.Lambda, lane.Limit = l.Name, 1
 		found, err := c.store.Due(ctx, lane)
 		if err != nil {
 			return time.Time{}, err
 		}
-		if len(found) > 0 && found[0].NextTriggerAt != nil {
+		switch {
+		case len(found) == 0 || found[0].NextTriggerAt == nil:
+		case inFlight:
+			return time.Now(), nil
+		default:
 			// The wall-clock time of its trigger, as Run keeps time.
 			return time.Now().Add(found[0].NextTriggerAt.Sub(c.now())), nil
 		}

@@ -147,6 +147,23 @@ func (e *realEnv) schedule(t *testing.T, lambda string, s task.Spec) {
 	}
 }
 
+// work runs a worker of lambda until ctx ends: it takes each message, claims its task and ends it
+// a success, as an executor would.
+func (e *realEnv) work(ctx context.Context, lambda string) {
+	cfg := task.Config{}.WithDefaults()
+	for ctx.Err() == nil {
+		ds, _ := e.queue.Receive(ctx, task.ReceiveParams{Lambda: lambda, Priority: "normal", Max: 10, Wait: 20 * time.Millisecond, Visibility: time.Hour})
+		for _, d := range ds {
+			lease := task.NewLease()
+			_, _ = task.Apply(ctx, e.store, lambda, d.TaskID, func(t task.Task) (task.Task, error) { return task.Claim(t, lease, time.Now(), cfg) })
+			_, _ = task.Apply(ctx, e.store, lambda, d.TaskID, func(t task.Task) (task.Task, error) {
+				return task.Succeed(t, lease, nil, time.Now(), cfg)
+			})
+			_ = e.queue.Delete(ctx, d)
+		}
+	}
+}
+
 // runIdle runs the consumer as the function does: until a minute is nearly up, or every lambda
 // is idle. The test's own deadline ends a consumer that never stops.
 func (e *realEnv) runIdle(t *testing.T) consumer.RunStats {
@@ -168,17 +185,38 @@ func TestStopWhenIdle(t *testing.T) {
 }
 
 // TestStopWhenIdleWaitsForDue: a task that comes due before the minute is up keeps its lambda
-// sweeping until it is enqueued; the run ends after that, and the other lambda stopped at once.
+// sweeping until it is enqueued, and then while it is in flight (its end may set off what only a
+// pass handles); the run ends once it has run, and the other lambda stopped at once.
 func TestStopWhenIdleWaitsForDue(t *testing.T) {
 	e := newRealEnv(t, "a", "b")
 	e.schedule(t, "a", task.Spec{ID: "soon", Delay: ptr(300 * time.Millisecond)})
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go e.work(ctx, "a")
 	rs := e.runIdle(t)
 	if rs.Enqueued != 1 || rs.Stopped != 2 || rs.Failed != 0 {
 		t.Fatalf("run: %+v; want the task enqueued, then both lambdas stopped", rs)
 	}
-	ds, err := e.queue.Receive(t.Context(), task.ReceiveParams{Lambda: "a", Priority: "normal", Max: 10, Visibility: time.Hour})
-	if err != nil || len(ds) != 1 || ds[0].TaskID != "soon" {
-		t.Errorf("queue: %v, %v; want the task's message", ds, err)
+	if tk, err := e.store.Get(t.Context(), "a", "soon"); err != nil || tk.Status != task.StatusSuccess {
+		t.Errorf("task: %s, %v; want it run before the stop", tk.Status, err)
+	}
+}
+
+// TestStopWhenIdleInFlight: a task in flight keeps its lambda sweeping whatever its trigger, as
+// one sent ahead to run in ten minutes: a run that would stop is cut by its deadline instead.
+func TestStopWhenIdleInFlight(t *testing.T) {
+	e := newRealEnv(t, "a")
+	tk, _ := task.New(task.Spec{ID: "ahead", Delay: ptr(10 * time.Minute)}, e.ls["a"], time.Now(), task.Config{}.WithDefaults())
+	enq, _, err := task.EnqueueAhead(tk, time.Now(), task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Create(t.Context(), enq); err != nil {
+		t.Fatal(err)
+	}
+	rs := e.cons.Run(t.Context(), consumer.RunParams{Interval: 20 * time.Millisecond, Until: time.Now().Add(300 * time.Millisecond), StopWhenIdle: true})
+	if rs.Stopped != 0 || rs.Passes < 2 {
+		t.Errorf("run: %+v; want passes until the deadline and no stop", rs)
 	}
 }
 
@@ -196,6 +234,9 @@ func TestStopWhenIdlePaused(t *testing.T) {
 	if err := e.store.SetGate(t.Context(), task.Gate{Lambda: "a", Mode: task.GateOpen, UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go e.work(ctx, "a")
 	if rs := e.runIdle(t); rs.Enqueued != 1 || rs.Stopped != 1 {
 		t.Errorf("open: %+v; want the task enqueued, then a stop", rs)
 	}
