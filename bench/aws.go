@@ -293,11 +293,16 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	h.sweeps = &classifyingSweeper{p: h.cons, fn: h.consFn,
 		c: consumer.New(consStore, consQueue, consumer.Config{Lambdas: []task.Lambda{l}, Task: taskCfg, Now: h.clock.now, Logger: h.consFn.logger()})}
 
-	statusStore, err := b.store(watched(h.status))
+	statusCfg := watched(h.status)
+	statusStore, err := b.store(statusCfg)
 	if err != nil {
 		return fail(err)
 	}
-	hsc := status.New(statusStore, status.Config{Task: taskCfg, Now: h.clock.now, Logger: h.statusFn.logger()})
+	statusQueue, err := b.queue(statusCfg)
+	if err != nil {
+		return fail(err)
+	}
+	hsc := status.New(statusStore, status.Config{Task: taskCfg, Now: h.clock.now, Logger: h.statusFn.logger(), Queue: statusQueue})
 	inv := timedInvoker{fn: h.statusFn, local: statusfn.LocalInvoker{Handler: statusfn.NewHandler(hsc, h.statusFn.logger())}}
 	wfn, err := sqsworker.New(sqsworker.Config{
 		Lambda: l, Status: statusfn.NewClient(inv), Logger: h.workerFn.logger(),

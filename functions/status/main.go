@@ -16,6 +16,6 @@ func main() {
 	if env.Lambda == "" {
 		log.Fatalf("%s must name the lambda whose tasks this status function serves", awsfn.EnvLambda)
 	}
-	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger})
+	hsc := status.New(clients.Store, status.Config{Task: env.Task, Logger: logger, Queue: clients.Queue})
 	awsfn.Start(statusfn.NewLambdaHandler(hsc, env.Lambda, logger).Handle)
 }

@@ -147,6 +147,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 	})
 	for _, p := range e.Priorities {
 		q.queue[p].GrantConsumeMessages(x.task.TaskRole())
+		q.queue[p].GrantSendMessages(x.task.TaskRole()) // retries due soon (status.Config.Queue)
 	}
 	s.grantLambda(x.task.TaskRole(), e.Name, statusActions...)
 	s.grantUpstreamReads(x.task.TaskRole())

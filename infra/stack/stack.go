@@ -124,7 +124,7 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 		lr := &lambdaResources{entry: e, index: i, queues: newQueues(scope, "Queues", d, e)}
 		switch e.Kind {
 		case registry.KindFunction:
-			lr.status = newStatus(scope, "Status", d, e, store)
+			lr.status = newStatus(scope, "Status", d, e, store, lr.queues)
 			lr.worker = newWorker(scope, "Worker", d, e, lr.queues, lr.status)
 			lr.logs = lr.worker.logGroup
 		case registry.KindECS:

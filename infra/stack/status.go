@@ -24,7 +24,8 @@ const (
 // heartbeat and report results. Each such lambda has its own, so that IAM keeps teams apart:
 //   - only the lambda's worker may invoke it (worker.go grants no other function);
 //   - it serves ATF_LAMBDA's tasks and refuses requests naming another lambda;
-//   - its role reads and moves only that lambda's items (store.grantLambda), and nothing else.
+//   - its role reads and moves only that lambda's items (store.grantLambda), reads the gates, and
+//     sends to that lambda's queues only.
 //
 // So one lambda's worker cannot claim (and read the payload of), report or release another
 // lambda's tasks. One function per lambda costs nothing per call: each call is the same one
@@ -37,7 +38,7 @@ type status struct {
 	*function
 }
 
-func newStatus(scope constructs.Construct, id string, d *deployment, e registry.Entry, s *store) *status {
+func newStatus(scope constructs.Construct, id string, d *deployment, e registry.Entry, s *store, q *queues) *status {
 	env := d.commonEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
 	st := &status{newFunction(scope, id, d, functionProps{
@@ -48,6 +49,10 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 	s.grantLambda(st.role, e.Name, statusActions...)
 	s.grantUpstreamReads(st.role)
 	s.grantGateReads(st.role)
+	// A retry due within 15 minutes, or a task handed back, goes back to its queue from here.
+	for _, p := range q.priorities {
+		q.queue[p].GrantSendMessages(st.role)
+	}
 	return st
 }
 

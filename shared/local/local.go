@@ -172,7 +172,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
-	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates})
+	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
 	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)

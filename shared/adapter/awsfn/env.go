@@ -196,7 +196,7 @@ func Status(e Env, c Clients, log *slog.Logger) executor.Status {
 	if e.StatusFunction != "" {
 		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
 	}
-	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log})
+	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log, Queue: c.Queue})
 	h := statusfn.NewHandler(local, log)
 	if e.Lambda != "" {
 		h = statusfn.NewLambdaHandler(local, e.Lambda, log)

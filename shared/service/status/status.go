@@ -38,6 +38,7 @@ type Result struct {
 // Controller claims tasks for workers and records their progress.
 type Controller struct {
 	store  task.Store
+	queue  task.Queue
 	gates  *task.GateSnapshot
 	cfg    task.Config
 	now    func() time.Time
@@ -52,6 +53,10 @@ type Config struct {
 	Now    func() time.Time
 	Jitter func() float64
 	Logger *slog.Logger
+	// Queue, if set, is where a run that ends with a retry due within task.MaxSendAhead, or a
+	// task handed back untried, is sent at once (see ahead.go). Without it the consumer enqueues
+	// them.
+	Queue task.Queue
 	// Gates, if set, is the snapshot of the gates that claims read, shared with the schedule path
 	// of the same process (frontend.Config.Gates), which renews it when it sets a gate. Nil: a
 	// snapshot of the Controller's own, read at most once per GateAge.
@@ -69,7 +74,7 @@ func New(store task.Store, c Config) *Controller {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	ctl := &Controller{store: store, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
+	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
 	ctl.gates = c.Gates
 	if ctl.gates == nil {
 		ctl.gates = &task.GateSnapshot{Store: store, Age: GateAge}
@@ -206,7 +211,11 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 	default:
 		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
 	}
+	fn, send := c.ahead(ctx, lambda, fn)
 	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)
+	if err == nil {
+		send(ctx)
+	}
 	if errors.Is(err, task.ErrTooLarge) {
 		what := fmt.Sprintf("the result (%d bytes)", len(r.Result))
 		if r.Outcome != Success {
@@ -225,8 +234,12 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 
 // Release hands a task back untried, as when its executor shuts down.
 func (c *Controller) Release(ctx context.Context, lambda, id, lease string) error {
-	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+	fn, send := c.ahead(ctx, lambda, func(t task.Task) (task.Task, error) {
 		return task.Release(t, lease, c.now().UTC())
 	})
+	_, err := task.ApplyState(ctx, c.store, lambda, id, fn)
+	if err == nil {
+		send(ctx)
+	}
 	return err
 }

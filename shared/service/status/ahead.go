@@ -1,0 +1,71 @@
+package status
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// A run that ends with a retry due within task.MaxSendAhead (a backoff of seconds to minutes), or
+// a task handed back untried, goes back to its queue from here, in the write that records the end
+// (task.EnqueueAhead): no sweep has to find it, and the enqueue costs no write of its own. A task
+// that a gate holds, or any when the gates cannot be read, is left to the consumer as before.
+
+// ahead wraps the transition fn so that a task it leaves waiting for a retry, and that no gate
+// holds, is enqueued in the same write, and returns the wrapped transition and a send to call once
+// the write went through. Without a queue it returns fn unchanged.
+func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task) (task.Task, error)) (func(task.Task) (task.Task, error), func(context.Context)) {
+	if c.queue == nil {
+		return fn, func(context.Context) {}
+	}
+	var (
+		mu  sync.Mutex
+		msg *task.Message
+		now time.Time
+	)
+	wrapped := func(t task.Task) (task.Task, error) {
+		next, err := fn(t)
+		mu.Lock()
+		defer mu.Unlock()
+		msg = nil // Apply may call this again, on the task as it is then
+		if err != nil || (next.Status != task.StatusRetriableFailure && next.Status != task.StatusNew) {
+			return next, err
+		}
+		now = c.now().UTC()
+		gates, gerr := c.gates.At(ctx, now)
+		if gerr != nil || task.GateMode(gates, lambda, next.Collection) != task.GateOpen {
+			return next, nil
+		}
+		enq, m, aerr := task.EnqueueAhead(next, now, c.cfg)
+		if aerr != nil {
+			return next, nil // due later than a queue can hold it back: the consumer's
+		}
+		msg = &m
+		return enq, nil
+	}
+	send := func(ctx context.Context) {
+		mu.Lock()
+		m, at := msg, now
+		mu.Unlock()
+		if m == nil {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+		defer cancel()
+		err := c.queue.Send(sctx, *m)
+		if err == nil {
+			return
+		}
+		c.log.Warn("could not send a retry to its queue; it is due again soon", "lambda", m.Lambda, "task_id", m.TaskID, "err", err)
+		_, _ = task.ApplyState(sctx, c.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) {
+			return task.Unsent(t, at, c.cfg)
+		})
+	}
+	return wrapped, send
+}
+
+// sendTimeout bounds the send of a retry's message, and then the write that makes it due again
+// if the send failed.
+const sendTimeout = 5 * time.Second
