@@ -508,8 +508,19 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		return err
 	}
 	st.Seen += len(stalled)
+	var retries []task.Message // sent ahead: the retries due within task.MaxSendAhead
 	for _, t := range stalled {
-		next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) { return task.Timeout(t, now, c.cfg, c.jitter()) })
+		var msg *task.Message
+		next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) {
+			next, err := task.Timeout(t, now, c.cfg, c.jitter())
+			if err != nil || next.Status != task.StatusRetriableFailure || mode != task.GateOpen || slices.Contains(held, t.Collection) {
+				return next, err
+			}
+			if enq, m, err := task.EnqueueAhead(next, now, c.cfg); err == nil {
+				next, msg = enq, &m
+			}
+			return next, nil
+		})
 		if err != nil {
 			continue
 		}
@@ -517,8 +528,12 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		if next.Status == task.StatusDead {
 			st.Dead++
 		}
+		if msg != nil {
+			retries = append(retries, *msg)
+		}
 		c.log.Warn("worker lost; task will run again", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts, "status", next.Status)
 	}
+	c.sendAhead(retries, now)
 	if err := c.flows(ctx, l, now); err != nil {
 		return err
 	}
@@ -746,6 +761,26 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// sendAhead sends the messages of retries enqueued ahead (task.EnqueueAhead) within the pass's
+// deadline; if that fails, their tasks are due again after a poll interval, as in send.
+func (c *passState) sendAhead(msgs []task.Message, now time.Time) {
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
+	defer cancel()
+	err := c.queue.Send(ctx, msgs...)
+	if err == nil {
+		return
+	}
+	c.log.Warn("could not send retries; their tasks are due again soon", "lambda", msgs[0].Lambda, "tasks", len(msgs), "err", err)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.sendTimeout)
+	defer wcancel()
+	for _, m := range msgs {
+		_, _ = task.ApplyState(wctx, c.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) { return task.Unsent(t, now, c.cfg) })
+	}
 }
 
 // sleep waits for d; it reports false if ctx ends first.

@@ -145,7 +145,9 @@ func newSystem(store task.Store, lambda string) *system {
 		log:    slog.New(slog.DiscardHandler),
 	}
 	s.front = frontend.New(s.store, frontend.Config{Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, Logger: s.log})
-	s.status = status.New(s.store, status.Config{Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log})
+	// Claims read the gates afresh (no snapshot age), so the model knows which gates they see.
+	s.status = status.New(s.store, status.Config{Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log, Queue: aheadQueue{s},
+		Gates: &task.GateSnapshot{Store: s.store}})
 	s.restart()
 	return s
 }
@@ -159,12 +161,13 @@ func (s *system) ctx() context.Context { return context.Background() }
 // messages of the old one are gone. The store stays.
 func (s *system) restart() {
 	s.queue, s.ahead = memqueue.New(), nil
-	s.cons = consumer.New(s.store, s.queue, consumer.Config{
+	s.cons = consumer.New(s.store, aheadQueue{s}, consumer.Config{
 		Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log,
 	})
 }
 
-// aheadQueue is the frontend's queue: the system's, with the delays on the model's clock.
+// aheadQueue is the queue of the frontend, the consumer and the status controller: the system's,
+// with the delays of messages sent ahead on the model's clock.
 type aheadQueue struct{ s *system }
 
 func (q aheadQueue) Send(ctx context.Context, msgs ...task.Message) error {
@@ -248,11 +251,7 @@ type machine struct {
 	inbox   []task.Delivery      // received messages whose claim is not settled
 	workers []*worker
 	gates   map[string]string // by collection; "" is the lambda
-	// claimGates are the gates as the status controller last read them, at claimGatesAt: a claim
-	// trusts what it read for status.GateAge.
-	claimGates   map[string]string
-	claimGatesAt *time.Time
-	step         int
+	step    int
 	// What the current step met, reported by check: broken invariants, and calls whose outcome
 	// the model did not expect.
 	problems, surprises []string
@@ -773,15 +772,11 @@ func (m *machine) claim(id string, predict bool) *worker {
 	if found {
 		m.hist.seen(id, running(pre.Status), pre.Lease)
 	}
-	if m.claimGatesAt == nil || m.sys.now.Before(*m.claimGatesAt) || m.sys.now.Sub(*m.claimGatesAt) >= status.GateAge {
-		now := m.sys.now
-		m.claimGates, m.claimGatesAt = maps.Clone(m.gates), &now
-	}
 	gated := task.GateOpen
-	if g, ok := m.claimGates[""]; ok && g != task.GateOpen {
+	if g := m.gate(""); g != task.GateOpen {
 		gated = g
-	} else if g, ok := m.claimGates[pre.Collection]; ok && found {
-		gated = g
+	} else if found {
+		gated = m.gate(pre.Collection)
 	}
 	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "")
 	if err != nil {
@@ -893,10 +888,11 @@ func (m *machine) after(pre task.Task, r status.Result) []task.Status {
 		return []task.Status{task.StatusSuccess}
 	case pre.Attempts >= pre.MaxAttempts:
 		return []task.Status{task.StatusDead}
+	// A retry within task.MaxSendAhead that no gate holds is enqueued by the same write.
 	case pre.Deadline == nil:
-		return []task.Status{task.StatusRetriableFailure}
+		return []task.Status{task.StatusRetriableFailure, task.StatusEnqueued}
 	default: // dead if the deadline comes before the backoff ends
-		return []task.Status{task.StatusRetriableFailure, task.StatusDead}
+		return []task.Status{task.StatusRetriableFailure, task.StatusEnqueued, task.StatusDead}
 	}
 }
 
