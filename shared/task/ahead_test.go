@@ -7,8 +7,8 @@ import (
 )
 
 // TestEnqueueAhead: a task due within MaxSendAhead is enqueued at once, with a message delayed to
-// its run time in whole seconds (rounded down, the run time carried for the rest) and a resend
-// trigger an enqueue timeout after its run time; any other task is left to the consumer.
+// its run time and carrying it, and a resend trigger an enqueue timeout after its run time; any
+// other task is left to the consumer.
 func TestEnqueueAhead(t *testing.T) {
 	c := Config{}.WithDefaults()
 	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
@@ -33,8 +33,8 @@ func TestEnqueueAhead(t *testing.T) {
 
 	runAt := now.Add(90*time.Second + 500*time.Millisecond)
 	next, m, err = EnqueueAhead(at(runAt.Sub(now)), now, c)
-	if err != nil || m.Delay != 90*time.Second || m.RunAt == nil || !m.RunAt.Equal(runAt) || m.Early(now.Add(90*time.Second)) != 500*time.Millisecond {
-		t.Fatalf("due in 90.5 s: %+v, %v; want a 90 s delay and the run time", m, err)
+	if err != nil || m.Delay != 90*time.Second+500*time.Millisecond || m.RunAt == nil || !m.RunAt.Equal(runAt) || m.Early(now.Add(90*time.Second)) != 500*time.Millisecond {
+		t.Fatalf("due in 90.5 s: %+v, %v; want a 90.5 s delay and the run time", m, err)
 	}
 	if want := runAt.Add(c.EnqueueTimeout); !next.NextTriggerAt.Equal(want) {
 		t.Fatalf("due in 90.5 s: resend at %s, want %s", next.NextTriggerAt, want)

@@ -77,9 +77,9 @@ const MaxSendAhead = 15 * time.Minute
 
 // EnqueueAhead moves a new task (or one failed retriably, waiting for its retry) into its queue
 // before it is due, and returns the message to send for it: the schedule path does so for a task
-// that runs within MaxSendAhead, so it needs no sweep. The message carries its run time and is
-// delayed to it in whole seconds, rounded down, since queues count delays in seconds; the
-// executor waits out the rest (under a second) before it claims. It fails with ErrNotDue for a
+// that runs within MaxSendAhead, so it needs no sweep. The message is delayed to its run time and
+// carries it: a queue that counts delays in whole seconds (SQS) rounds it down, and the executor
+// waits out the rest (under a second) before it claims. It fails with ErrNotDue for a
 // task due later, or one that its deadline would end first. The resend trigger counts the
 // enqueue timeout from the run time, when the message can first be claimed.
 func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
@@ -101,7 +101,7 @@ func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
 	}
 	next := t.next(StatusEnqueued, now, at(runAt.Add(c.EnqueueTimeout)))
 	m := next.Message()
-	m.Delay = runAt.Sub(now).Truncate(time.Second)
+	m.Delay = runAt.Sub(now)
 	if runAt.After(now) {
 		m.RunAt = &runAt
 	}

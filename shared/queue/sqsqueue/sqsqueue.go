@@ -6,8 +6,10 @@
 // task id (never the payload) and the store's conditional claim discards duplicates. The store is
 // the source of truth: a lost message only delays its task until the consumer enqueues it again.
 //
-// A message's Delay becomes SQS DelaySeconds, at most 15 minutes: the consumer sends tasks that
-// are due now or very soon, and the store holds everything further out.
+// A message's Delay becomes SQS DelaySeconds, at most 15 minutes: tasks due within it are sent
+// ahead (task.EnqueueAhead), and the store holds everything further out. SQS counts whole
+// seconds: a delay is rounded up, never earlier than asked, except for a message that carries its
+// run time (task.Message.RunAt), which is rounded down and which the worker holds until then.
 //
 // Every queue has a dead-letter queue (DLQName) and a redrive policy: a message received
 // MaxReceiveCount times without being deleted, or one whose body does not decode, moves there for
@@ -302,7 +304,7 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 		}
 		batches[name] = append(batches[name], types.SendMessageBatchRequestEntry{
 			MessageBody:  aws.String(string(body)),
-			DelaySeconds: wholeSeconds(m.Delay), // never earlier than asked
+			DelaySeconds: delaySeconds(m),
 		})
 	}
 	return each(len(names), func(i int) error {
@@ -483,6 +485,16 @@ func receiptError(ctx context.Context, op, name string, d task.Delivery, err err
 
 // wholeSeconds rounds d up to whole seconds, as SQS counts them.
 func wholeSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / time.Second) }
+
+// delaySeconds is m's delay in the whole seconds SQS takes: never earlier than asked, unless m
+// carries its run time (task.Message.RunAt, a task sent ahead), which the worker waits for
+// (executor.AwaitRunAt). Then it is rounded down, so the task is not up to a second late.
+func delaySeconds(m task.Message) int32 {
+	if m.RunAt != nil {
+		return int32(m.Delay / time.Second)
+	}
+	return wholeSeconds(m.Delay)
+}
 
 // attrSeconds formats d as a queue attribute in seconds.
 func attrSeconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }

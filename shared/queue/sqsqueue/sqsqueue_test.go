@@ -362,7 +362,8 @@ func intercept(fn func(context.Context, middleware.InitializeInput, middleware.I
 	}
 }
 
-// A delay becomes DelaySeconds rounded up, so a message is never visible earlier than asked.
+// A delay becomes DelaySeconds rounded up, so a message is never visible earlier than asked;
+// rounded down for a message that carries its run time.
 func TestDelaySeconds(t *testing.T) {
 	t.Parallel()
 	var reqs []*sqs.SendMessageBatchInput
@@ -377,6 +378,17 @@ func TestDelaySeconds(t *testing.T) {
 	}{{0, 0}, {time.Nanosecond, 1}, {999 * time.Millisecond, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2}, {sqsqueue.MaxDelay, 900}} {
 		m := msg(l, "high", fmt.Sprint(c.delay))
 		m.Delay = c.delay
+		msgs = append(msgs, m)
+		want[m.TaskID] = c.want
+	}
+	// A message sent ahead carries its run time, which the worker waits for: rounded down.
+	runAt := time.Now().Add(time.Hour)
+	for _, c := range []struct {
+		delay time.Duration
+		want  int32
+	}{{999 * time.Millisecond, 0}, {1500 * time.Millisecond, 1}, {sqsqueue.MaxDelay, 900}} {
+		m := msg(l, "high", "ahead-"+fmt.Sprint(c.delay))
+		m.Delay, m.RunAt = c.delay, &runAt
 		msgs = append(msgs, m)
 		want[m.TaskID] = c.want
 	}
