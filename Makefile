@@ -49,7 +49,7 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped here), then make infra-test
 	@mkdir -p $(BIN)
 	@set -o pipefail; \
-	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
@@ -58,7 +58,7 @@ test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped 
 CHAOS_TASKS ?= 20000
 chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one summary line per scenario
 	@set -o pipefail; \
-	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf ./shared/local \
@@ -72,7 +72,7 @@ BENCH_CONCURRENCY ?= 16
 BENCH_GO_FLAGS := $(if $(QUICK),-count=1 -benchtime=100x,-count=5)
 bench: ## benchmarks, not part of make test: prints the table, writes bench/results.json (QUICK=1: smaller counts)
 	@set -eo pipefail; mkdir -p $(BIN); \
-	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1); \
+	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	peers=; cleanup() { [ -z "$$peers" ] || bench/peers/services stop >/dev/null 2>&1; [ -n "$$was_up" ] || localstack/emulators stop; }; \
 	trap cleanup EXIT; \
