@@ -507,6 +507,11 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		if next.Status == task.StatusDead {
 			st.Dead++
 		}
+		if next.Status == task.StatusCancelled {
+			// Its cancel was accepted while it ran: it ends cancelled, never retried.
+			c.log.Info("cancelled task timed out; ended cancelled", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
+			continue
+		}
 		c.log.Warn("worker lost; task will run again", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts, "status", next.Status)
 	}
 	if err := c.flows(ctx, l, now); err != nil {
