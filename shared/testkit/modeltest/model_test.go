@@ -238,19 +238,19 @@ type worker struct {
 // machine is the model: what was scheduled, what each worker holds, what the store was last
 // seen to hold, and the history of accepted executions.
 type machine struct {
-	t       *rapid.T
-	sys     *system
-	tally   *tally
-	hist    *history
-	ids     []string             // scheduled tasks, in order
-	specs   map[string]task.Spec // their requests
-	seen    map[string]task.Task // each task as last read
-	claims  map[string]int       // accepted claims less accepted releases: the attempts a task must count
+	t      *rapid.T
+	sys    *system
+	tally  *tally
+	hist   *history
+	ids    []string             // scheduled tasks, in order
+	specs  map[string]task.Spec // their requests
+	seen   map[string]task.Task // each task as last read
+	claims map[string]int       // accepted claims less accepted releases: the attempts a task must count
 	// cancelled holds the tasks a cancel was accepted for: each must end cancelled, never otherwise.
 	cancelled map[string]bool
-	inbox   []task.Delivery      // received messages whose claim is not settled
-	workers []*worker
-	gates   map[string]string // by collection; "" is the lambda
+	inbox     []task.Delivery // received messages whose claim is not settled
+	workers   []*worker
+	gates     map[string]string // by collection; "" is the lambda
 	// claimGates are the gates as the status controller last read them, at claimGatesAt: a claim
 	// trusts what it read for status.GateAge.
 	claimGates   map[string]string
