@@ -72,11 +72,25 @@ func TestChaosCancelKill(t *testing.T) {
 	cancelled := make(chan struct{})
 	go func() {
 		defer close(cancelled)
-		for range cancels {
+		for i := range cancels {
+			// Half the cancels go to a task seen running, so that many race a run.
 			id := ids[rand.IntN(n)]
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			tk, err := current().Cancel(ctx, "rec", id)
-			cancel()
+			if i%2 == 1 {
+				if run, _, err := current().List(context.Background(), task.ListParams{Lambda: "rec", Status: task.StatusProcessing, Limit: 50}); err == nil && len(run) > 0 {
+					id = run[rand.IntN(len(run))].ID
+				}
+			}
+			var tk task.Task
+			var err error
+			for range 200 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				tk, err = current().Cancel(ctx, "rec", id)
+				cancel()
+				if !errors.Is(err, syscall.ECONNREFUSED) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // never sent: the process is starting again
+			}
 			var apiErr *client.Error
 			log.mu.Lock()
 			switch {
@@ -89,6 +103,9 @@ func TestChaosCancelKill(t *testing.T) {
 				log.refused++
 			default:
 				log.unknown[id] = true
+				if len(log.unknown) <= 3 {
+					t.Logf("cancel of %s: %v", id, err)
+				}
 			}
 			log.mu.Unlock()
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
