@@ -99,9 +99,12 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		if c := (Cancellation{}); errors.As(context.Cause(ctx), &c) && terminate(cmd.Process.Pid, c.Grace, waited) {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group, if any
-			return nil, fmt.Errorf("stopped by SIGTERM: %w", context.Cause(ctx))
+		if c := (Cancellation{}); errors.As(context.Cause(ctx), &c) {
+			// How it exited does not matter: its task was cancelled.
+			if exited, _ := terminate(cmd.Process.Pid, c.Grace, waited); exited {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group, if any
+				return nil, fmt.Errorf("stopped by SIGTERM: %w", context.Cause(ctx))
+			}
 		}
 		// SIGKILL cannot be caught: the group runs no more once it is sent. Wait reaps it in the
 		// background, since a pipe held by a process outside the group can keep it WaitDelay.
@@ -127,19 +130,19 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 }
 
 // terminate sends SIGTERM to the process group of pid and reports whether the program exited
-// (waited answered) within grace.
-func terminate(pid int, grace time.Duration, waited <-chan error) bool {
+// (waited answered) within grace, and how.
+func terminate(pid int, grace time.Duration, waited <-chan error) (exited bool, err error) {
 	if grace <= 0 {
-		return false
+		return false, nil
 	}
 	_ = syscall.Kill(-pid, syscall.SIGTERM) // fails only if the group is gone already
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-waited:
-		return true
+	case err := <-waited:
+		return true, err
 	case <-t.C:
-		return false
+		return false, nil
 	}
 }
 

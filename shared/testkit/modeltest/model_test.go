@@ -834,7 +834,7 @@ func (m *machine) heartbeat(w *worker, lostReply, predict bool) bool {
 	if errors.Is(err, task.ErrCancelled) {
 		// The task was cancelled while it ran: the executor stops its handler and reports so.
 		m.logf("%s heartbeats %s: cancelled", w.name, w.task)
-		if predict && !(holds(pre, w.lease) && pre.CancelRequested) {
+		if predict && (!holds(pre, w.lease) || !pre.CancelRequested) {
 			m.surprise("a heartbeat was answered cancelled for a task not cancelled: task %s by %s (%s)", w.task, w.name, pre.Status)
 		}
 		m.complete(w, status.Result{Outcome: status.Cancelled}, predict)
