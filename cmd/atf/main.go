@@ -38,6 +38,11 @@ Usage:
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
   atf list LAMBDA [--status S] [--collection C] [--limit N] [--cursor C]
   atf cancel LAMBDA ID
+      a waiting task ends cancelled; a running one is marked, and ends cancelled once its
+      executor has stopped it (a Go handler's context is cancelled, a program gets SIGTERM)
+  atf cancel LAMBDA [--collection C] [--status S] [--cursor C]
+      cancel every task of a collection, a status, or both, a page (100 tasks) per request;
+      prints the counts
   atf after LAMBDA ID REF...
       make a task that has not started wait for more tasks
   atf graph LAMBDA ID [--limit 200] [--depth N]
@@ -238,9 +243,7 @@ var clientCommands = map[string]clientCommand{
 			}
 			return taskPage{Tasks: tasks, NextCursor: next}, nil
 		}},
-	"cancel": {2, false, "LAMBDA ID", nil, func(ctx context.Context, c *client.Client, pos []string, _ flagValues) (any, error) {
-		return c.Cancel(ctx, pos[0], pos[1])
-	}},
+	"cancel": {1, true, "LAMBDA ID, or LAMBDA with --collection or --status", []string{"collection", "status", "cursor"}, runCancel},
 	"after": {3, true, "LAMBDA ID REF...", nil, func(ctx context.Context, c *client.Client, pos []string, _ flagValues) (any, error) {
 		refs, err := parseRefs(pos[2:])
 		if err != nil {
@@ -324,6 +327,9 @@ func printTable(out io.Writer, v any) error {
 		} {
 			line(kv[0]+":", kv[1])
 		}
+		if v.CancelRequested {
+			line("cancel_requested:", "yes: it ends cancelled once its executor has stopped it")
+		}
 		if len(v.After) > 0 {
 			line("after:", refList(v.After, 5))
 			line("trigger_rule:", v.TriggerRule())
@@ -339,6 +345,8 @@ func printTable(out io.Writer, v any) error {
 		}
 	case graphView:
 		printGraph(w, v)
+	case client.CancelPage:
+		printCancelPage(line, v)
 	case task.Gate:
 		line("lambda:", v.Lambda)
 		if v.Collection != "" {

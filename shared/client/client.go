@@ -152,7 +152,8 @@ func (c *Client) ListUpTo(ctx context.Context, p task.ListParams, maxPages int) 
 	return tasks, p.Cursor, nil
 }
 
-// Cancel cancels a waiting task.
+// Cancel cancels a task: a waiting one ends cancelled; a running one comes back marked
+// (CancelRequested) and ends cancelled once its executor has stopped it.
 func (c *Client) Cancel(ctx context.Context, lambda, id string) (t task.Task, err error) {
 	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/cancel", nil, &t)
 	return t, err

@@ -16,6 +16,9 @@ var (
 	ErrTooLarge   = errors.New("too large")      // payload or result over the limit
 	ErrNotDue     = errors.New("not due")        // the consumer saw a stale due-index entry
 	ErrThrottled  = errors.New("throttled, retry later")
+	// ErrCancelled answers a heartbeat of a task whose cancel was accepted while it ran: the
+	// executor stops its handler and reports the outcome cancelled (see CancelRunning).
+	ErrCancelled = errors.New("cancelled")
 	// ErrStorageFull: the store has no room left, such as SQLite on a full disk. Nothing was
 	// written; the call may be retried once there is room.
 	ErrStorageFull = errors.New("storage full")

@@ -107,6 +107,10 @@ type Task struct {
 	// collection: stores keep it out of the sweep's range, so a held backlog costs no reads.
 	// Every transition but Park clears it.
 	Parked bool `json:"-"`
+	// CancelRequested marks a running task whose cancel was accepted (Cancel): it stays running
+	// under its lease until its executor stops the handler, and then ends cancelled, whatever
+	// ends it (see CancelRunning). Every transition out of a running status clears it.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // Gate modes.

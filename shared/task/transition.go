@@ -20,6 +20,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
+		t.CancelRequested = false
 	}
 	return t
 }
@@ -154,19 +155,29 @@ func checkLease(t Task, lease, verb string) error {
 }
 
 // Heartbeat records that the lease holder is still running the task, renewing its lease (it
-// also starts a task left claimed by an older version).
+// also starts a task left claimed by an older version). A task whose cancel was accepted
+// (CancelRequested) fails with ErrCancelled, and its lease is not renewed: the holder must stop
+// its handler and report it (CancelRunning) before the lease it has runs out.
 func Heartbeat(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if err := checkLease(t, lease, "heartbeat"); err != nil {
 		return t, err
+	}
+	if t.CancelRequested {
+		return t, Errorf(ErrCancelled, "task %s was cancelled while running; stop its handler and report the outcome cancelled", t.ID)
 	}
 	return t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout))), nil
 }
 
 // Succeed ends the task with its handler's result. A result over the payload limit, or one that
 // CheckJSON refuses, ends the task as a fatal failure that says why: a retry would end the same.
+// A task whose cancel was accepted before (CancelRequested) ends cancelled instead, and the result
+// is not kept: see CancelRunning.
 func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Config) (Task, error) {
 	if err := checkLease(t, lease, "complete"); err != nil {
 		return t, err
+	}
+	if t.CancelRequested {
+		return t.endCancelled(now, "cancelled while running; the run's success came after the cancel and was discarded"), nil
 	}
 	if len(result) > c.PayloadLimit {
 		return fail(t, fmt.Sprintf("result is %d bytes; the limit is %d", len(result), c.PayloadLimit), false, now, c, 0), nil
@@ -183,10 +194,14 @@ func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Conf
 
 // Fail records a failed run. A fatal failure ends the task. A retriable one schedules another
 // attempt after a backoff, unless attempts or the deadline are used up: then the task is dead.
-// jitter is a random number in [0,1). The task keeps msg cut to MaxErrorBytes.
+// jitter is a random number in [0,1). The task keeps msg cut to MaxErrorBytes. A task whose
+// cancel was accepted before (CancelRequested) ends cancelled instead: see CancelRunning.
 func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, jitter float64) (Task, error) {
 	if err := checkLease(t, lease, "fail"); err != nil {
 		return t, err
+	}
+	if t.CancelRequested {
+		return t.endCancelled(now, TruncateError("cancelled while running; the run then failed: "+msg)), nil
 	}
 	return fail(t, msg, retriable, now, c, jitter), nil
 }
@@ -212,6 +227,9 @@ func Timeout(t Task, now time.Time, c Config, jitter float64) (Task, error) {
 	if !t.due(now) {
 		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NextTriggerAt)
 	}
+	if t.CancelRequested {
+		return t.endCancelled(now, "cancelled while running; its worker did not report within the heartbeat timeout"), nil
+	}
 	msg := "no heartbeat within the heartbeat timeout; the worker was lost"
 	if t.Status == StatusClaimed {
 		msg = "claimed but never started within the claim timeout; the worker was lost"
@@ -220,10 +238,14 @@ func Timeout(t Task, now time.Time, c Config, jitter float64) (Task, error) {
 }
 
 // Release hands a running task back untried, as when its executor shuts down: the attempt does
-// not count, and the task is due again at once.
+// not count, and the task is due again at once. A task whose cancel was accepted ends cancelled
+// instead.
 func Release(t Task, lease string, now time.Time) (Task, error) {
 	if err := checkLease(t, lease, "release"); err != nil {
 		return t, err
+	}
+	if t.CancelRequested {
+		return t.endCancelled(now, "cancelled while running; its executor handed it back"), nil
 	}
 	t = t.next(StatusNew, now, at(now))
 	t.Attempts--
@@ -239,15 +261,49 @@ func Expire(t Task, now time.Time) (Task, error) {
 	return t.next(t.Status, now, at(now)), nil
 }
 
-// Cancel ends a task that has not started.
+// Cancel cancels a task. A waiting task ends cancelled at once. A running one (claimed or
+// processing) is marked CancelRequested and stays running under its lease, with its trigger: see
+// CancelRunning. A running task already marked fails with ErrConflict, as does an ended one.
 func Cancel(t Task, now time.Time) (Task, error) {
 	if slices.Contains(Running, t.Status) {
-		return t, Errorf(ErrConflict, "task %s is running; only waiting tasks can be cancelled", t.ID)
+		if t.CancelRequested {
+			return t, Errorf(ErrConflict, "task %s is running and its cancel was already requested", t.ID)
+		}
+		t = t.next(t.Status, now, t.NextTriggerAt)
+		t.CancelRequested = true
+		return t, nil
 	}
 	if err := notFrom(t, "cancel", Waiting...); err != nil {
 		return t, err
 	}
 	return t.next(StatusCancelled, now, nil), nil
+}
+
+// CancelRunning ends a running task whose cancel was accepted, once its lease holder has stopped
+// the handler: the executor reports it so (the outcome cancelled) after a heartbeat answered
+// ErrCancelled.
+//
+// A cancel is accepted when Cancel's write of CancelRequested commits: every write of a task is
+// conditional on its version, so the mark and a run's result are ordered. A result written first
+// ends the task (success, a failure) and the cancel then fails with ErrConflict; a cancel written
+// first makes every way out of the run end the task cancelled: this report, a result (Succeed and
+// Fail discard it), a timeout (Timeout does not retry it), a release. So once a cancel is
+// accepted no success is written, and a task never both succeeds and is cancelled.
+func CancelRunning(t Task, lease string, now time.Time) (Task, error) {
+	if err := checkLease(t, lease, "end as cancelled"); err != nil {
+		return t, err
+	}
+	if !t.CancelRequested {
+		return t, Errorf(ErrConflict, "task %s was not cancelled; report how its run ended", t.ID)
+	}
+	return t.endCancelled(now, "cancelled while running; the handler was stopped"), nil
+}
+
+// endCancelled ends a running task whose cancel was accepted, saying how.
+func (t Task) endCancelled(now time.Time, why string) Task {
+	t = t.next(StatusCancelled, now, nil)
+	t.Error = why
+	return t
 }
 
 // Drop ends a waiting task because its gate is set to drop.

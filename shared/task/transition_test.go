@@ -72,6 +72,10 @@ func TestTransitions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, from := range Statuses {
+			if tc.name == "cancel" && slices.Contains(Running, from) {
+				// A cancel marks a running task rather than ending it: TestCancelRunning.
+				continue
+			}
 			in := inStatus(from)
 			before := in
 			out, err := tc.apply(in)
@@ -169,8 +173,71 @@ func TestDeadAndNotDue(t *testing.T) {
 	if got, _ := Succeed(inStatus(StatusProcessing), "L", big, now, cfg); got.Status != StatusFatalFailure {
 		t.Errorf("result over the limit: %s, want fatal_failure", got.Status)
 	}
-	if _, err := Cancel(inStatus(StatusProcessing), now); err == nil || !strings.Contains(err.Error(), "running") {
-		t.Errorf("cancel running: %v, want a conflict saying it runs", err)
+}
+
+// TestCancelRunning: a cancel of a running task marks it and leaves it running under its lease;
+// from then on every way out of the run ends it cancelled, and never writes a success.
+func TestCancelRunning(t *testing.T) {
+	for _, from := range Running {
+		in := inStatus(from)
+		in.NextTriggerAt = at(now.Add(10 * time.Second))
+		marked, err := Cancel(in, now)
+		switch {
+		case err != nil:
+			t.Fatalf("cancel %s: %v", from, err)
+		case !marked.CancelRequested || marked.Status != from || marked.Lease != "L" || marked.Version != in.Version+1:
+			t.Fatalf("cancel %s: %s, requested %t, lease %q, version %d; want it marked, still %s under L, version %d",
+				from, marked.Status, marked.CancelRequested, marked.Lease, marked.Version, from, in.Version+1)
+		case !marked.NextTriggerAt.Equal(*in.NextTriggerAt):
+			t.Errorf("cancel %s: trigger %s, want the lease's end %s kept", from, marked.NextTriggerAt, in.NextTriggerAt)
+		}
+		if _, err := Cancel(marked, now); !errors.Is(err, ErrConflict) {
+			t.Errorf("cancel %s twice: %v, want ErrConflict", from, err)
+		}
+		if _, err := Heartbeat(marked, "L", now, cfg); !errors.Is(err, ErrCancelled) {
+			t.Errorf("heartbeat of a cancelled %s task: %v, want ErrCancelled", from, err)
+		}
+		if _, err := Heartbeat(marked, "other", now, cfg); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("heartbeat with another lease: %v, want ErrStaleLease", err)
+		}
+		if _, err := CancelRunning(marked, "other", now); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("cancelled reported with another lease: %v, want ErrStaleLease", err)
+		}
+		if _, err := CancelRunning(in, "L", now); !errors.Is(err, ErrConflict) {
+			t.Errorf("cancelled reported for a task never cancelled: %v, want ErrConflict", err)
+		}
+		due := marked
+		due.NextTriggerAt = at(now.Add(-time.Second))
+		for name, end := range map[string]func() (Task, error){
+			"reported":        func() (Task, error) { return CancelRunning(marked, "L", now) },
+			"succeed":         func() (Task, error) { return Succeed(marked, "L", json.RawMessage(`{"ok":1}`), now, cfg) },
+			"fail retriable":  func() (Task, error) { return Fail(marked, "L", "boom", true, now, cfg, 0.5) },
+			"fail fatal":      func() (Task, error) { return Fail(marked, "L", "boom", false, now, cfg, 0.5) },
+			"timeout":         func() (Task, error) { return Timeout(due, now, cfg, 0.5) },
+			"release":         func() (Task, error) { return Release(marked, "L", now) },
+			"timeout, no cap": func() (Task, error) { d := due; d.Attempts = 1; return Timeout(d, now, cfg, 0.5) },
+		} {
+			out, err := end()
+			switch {
+			case err != nil:
+				t.Errorf("%s after cancel of %s: %v", name, from, err)
+			case out.Status != StatusCancelled || out.NextTriggerAt != nil || out.Lease != "" || out.CancelRequested:
+				t.Errorf("%s after cancel of %s: %s, trigger %v, lease %q, requested %t; want cancelled, ended, mark cleared",
+					name, from, out.Status, out.NextTriggerAt, out.Lease, out.CancelRequested)
+			case out.Result != nil || !strings.HasPrefix(out.Error, "cancelled while running"):
+				t.Errorf("%s after cancel of %s: result %s, error %q; want no result and why", name, from, out.Result, out.Error)
+			case out.Attempts != marked.Attempts:
+				t.Errorf("%s after cancel of %s: attempts %d, want %d", name, from, out.Attempts, marked.Attempts)
+			}
+		}
+	}
+	// A result written first ends the task: the cancel then finds it ended.
+	done, err := Succeed(inStatus(StatusProcessing), "L", json.RawMessage(`1`), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Cancel(done, now); !errors.Is(err, ErrConflict) {
+		t.Errorf("cancel after success: %v, want ErrConflict", err)
 	}
 }
 

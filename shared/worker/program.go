@@ -67,7 +67,9 @@ func (p Program) environ() []string {
 	})
 }
 
-// Handle runs the program once. When ctx ends, its whole process group is killed.
+// Handle runs the program once. When ctx ends, its whole process group is killed (SIGKILL). A
+// task cancelled while it runs (ctx's cause is a Cancellation) gets a gentler stop: SIGTERM to
+// the group, then SIGKILL after the cancellation's grace if the program has not exited by then.
 func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	cmd := exec.Command(p.Path)
 	cmd.Stdin = bytes.NewReader(t.Payload)
@@ -97,6 +99,13 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
+		if c := (Cancellation{}); errors.As(context.Cause(ctx), &c) {
+			// How it exited does not matter: its task was cancelled.
+			if exited, _ := terminate(cmd.Process.Pid, c.Grace, waited); exited {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group, if any
+				return nil, fmt.Errorf("stopped by SIGTERM: %w", context.Cause(ctx))
+			}
+		}
 		// SIGKILL cannot be caught: the group runs no more once it is sent. Wait reaps it in the
 		// background, since a pipe held by a process outside the group can keep it WaitDelay.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // fails only if the group is gone already
@@ -117,6 +126,23 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 		return nil, errors.New(stderr.message(err))
 	default:
 		return nil, Fatal(errors.New(stderr.message(err)))
+	}
+}
+
+// terminate sends SIGTERM to the process group of pid and reports whether the program exited
+// (waited answered) within grace, and how.
+func terminate(pid int, grace time.Duration, waited <-chan error) (exited bool, err error) {
+	if grace <= 0 {
+		return false, nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM) // fails only if the group is gone already
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-waited:
+		return true, err
+	case <-t.C:
+		return false, nil
 	}
 }
 

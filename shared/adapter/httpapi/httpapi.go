@@ -7,7 +7,12 @@
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task; ?wait=25s: once it ends, or as it
 //	                                              stands after the wait (at most 25 s)
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
-//	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
+//	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a task: a waiting one ends cancelled, a
+//	                                              running one is marked (cancel_requested) and
+//	                                              ends cancelled once its executor stops it
+//	POST /v1/lambdas/{lambda}/tasks/cancel        {"collection","status","limit","cursor"}: cancel
+//	                                              a page of the tasks matched (at most 100); the
+//	                                              counts and the next_cursor to go on
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //
@@ -70,6 +75,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks", a.list)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/cancel", a.cancel)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/cancel", a.cancelMatching)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/after", a.addUpstreams)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)

@@ -22,7 +22,9 @@
 //	{"v": 1, "task": {"id": "t1", "status": "processing", ...}, "lease": "Q7B2..."}
 //	{"v": 1, "error": {"code": "stale_lease", "message": "cannot heartbeat task t1: ..."}}
 //
-// Codes are not_found, conflict, stale_lease, invalid, too_large, throttled and internal; the
+// Codes are not_found, conflict, stale_lease, invalid, too_large, throttled, cancelled (a
+// heartbeat of a task cancelled while it runs: stop the handler and report the outcome
+// cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}) and internal; the
 // Client turns each back into its task sentinel, so errors.Is(err, task.ErrStaleLease) holds on
 // both sides of the call. A request of another version, or with an unknown op, gets invalid: the
 // function never guesses at a contract it does not speak, and a new version is a new number.
@@ -171,7 +173,14 @@ var errorCodes = []struct {
 	{task.ErrInvalid, codeInvalid},
 	{task.ErrTooLarge, "too_large"},
 	{task.ErrThrottled, "throttled"},
+	{task.ErrCancelled, codeCancelled},
 }
+
+// codeCancelled answers a heartbeat of a task cancelled while it runs (task.ErrCancelled): the
+// worker stops its handler and reports the outcome cancelled. A worker older than the code reads
+// it as a failed heartbeat, stops its handler after task.MaxMissedHeartbeats of them, and the task
+// ends cancelled at its timeout.
+const codeCancelled = "cancelled"
 
 // errorOf returns the Error that answers err. Sentinel messages are written for the caller;
 // anything else may carry internals, so it reads "internal error".

@@ -531,6 +531,11 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		if msg != nil {
 			retries = append(retries, *msg)
 		}
+		if next.Status == task.StatusCancelled {
+			// Its cancel was accepted while it ran: it ends cancelled, never retried.
+			c.log.Info("cancelled task timed out; ended cancelled", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
+			continue
+		}
 		c.log.Warn("worker lost; task will run again", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts, "status", next.Status)
 	}
 	c.sendAhead(retries, now)

@@ -54,14 +54,24 @@ type Config struct {
 	// ExitAbandoned (a Lambda invocation then fails and an ECS task is replaced); the other tasks
 	// the process held come back through their timeouts.
 	Abandon func(t task.Task)
+	// CancelGrace is how long a handler whose task was cancelled while it ran has to return: a
+	// program gets SIGTERM, then SIGKILL after it (worker.Cancellation). It is cut to what is
+	// left of the lease. Zero means DefaultCancelGrace.
+	CancelGrace time.Duration
 }
+
+// DefaultCancelGrace is the default Config.CancelGrace. With the default timings a heartbeat
+// that learns of a cancel leaves at least HeartbeatTimeout − LeaseMargin − HeartbeatInterval
+// (20 s) of the lease, so the grace is never cut.
+const DefaultCancelGrace = 10 * time.Second
 
 // Executor runs claimed tasks.
 type Executor struct {
-	status  Status
-	cfg     task.Config
-	log     *slog.Logger
-	abandon func(task.Task)
+	status      Status
+	cfg         task.Config
+	log         *slog.Logger
+	abandon     func(task.Task)
+	cancelGrace time.Duration
 }
 
 // New returns an Executor.
@@ -69,7 +79,10 @@ func New(s Status, c Config) *Executor {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon}
+	if c.CancelGrace <= 0 {
+		c.CancelGrace = DefaultCancelGrace
+	}
+	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -118,6 +131,12 @@ type beat struct {
 // shutting down: the handler is stopped (or never started) and the task released, untried, for
 // another worker.
 //
+// A heartbeat answered task.ErrCancelled (the task was cancelled while it ran) ends the
+// heartbeats, which could not renew the lease any more, and stops the handler: its context is
+// cancelled with a worker.Cancellation, whose grace (CancelGrace, cut to the lease) a program
+// gets between SIGTERM and SIGKILL. Once the handler returns, the executor reports the outcome
+// cancelled. A handler that ignores it is stopped when the lease ends, as any other.
+//
 // The claim started the task: the handler starts at once, and the first heartbeat comes a
 // heartbeat interval after the claim was sent. A claim that comes too late to run inside its
 // lease (Claimed.Sent + HeartbeatTimeout − LeaseMargin) is released, not run.
@@ -160,10 +179,11 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 	beats := make(chan beat, 1)
 	inFlight := false
 	missed := 0
+	cancelled := false // a heartbeat answered task.ErrCancelled: the handler is being stopped
 	for {
 		select {
 		case <-ticker.C:
-			if inFlight {
+			if inFlight || cancelled {
 				continue
 			}
 			ticker.Reset(e.cfg.HeartbeatInterval)
@@ -172,7 +192,7 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 				bctx, cancel := context.WithDeadline(ctx, until)
 				defer cancel()
 				err := e.status.Heartbeat(bctx, t.Lambda, t.ID, t.Lease)
-				if err != nil {
+				if err != nil && !errors.Is(err, task.ErrCancelled) {
 					// Logged here, so an answer that comes after the stop is still seen.
 					log.Warn("heartbeat failed", "err", err)
 				}
@@ -190,6 +210,13 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 				stopAt = e.stopAt(b.sent)
 				deadline.Reset(time.Until(stopAt))
 				continue
+			case errors.Is(b.err, task.ErrCancelled):
+				cancelled = true
+				ticker.Stop()
+				grace := max(min(e.cancelGrace, time.Until(stopAt)), 0)
+				log.Info("task cancelled while running; stopping its handler", "grace", grace)
+				stop(worker.Cancellation{Grace: grace})
+				continue
 			case errors.Is(b.err, task.ErrStaleLease):
 				missed = task.MaxMissedHeartbeats
 			default:
@@ -200,9 +227,19 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 				return
 			}
 		case <-deadline.C:
-			e.stop(log, t, stop, done, "no heartbeat succeeded in time")
+			if !cancelled {
+				e.stop(log, t, stop, done, "no heartbeat succeeded in time")
+			} else if e.stop(log, t, stop, done, "the handler ignored its task's cancel until its lease ended") {
+				// Still within the lease, by the margin: the report ends the task now rather than
+				// at its timeout, which would end it cancelled too.
+				e.reportCancelled(ctx, log, t)
+			}
 			return
 		case o := <-done:
+			if cancelled {
+				e.reportCancelled(ctx, log, t)
+				return
+			}
 			e.finish(ctx, log, t, o.result, o.err)
 			return
 		}
@@ -217,17 +254,34 @@ func (e *Executor) stopAt(sent time.Time) time.Time {
 
 // stop cancels the handler and waits for it half the lease margin; the other half covers the
 // clock skew between the status controller and the consumer. A handler still running then is
-// abandoned: it ignores its context, and the task may be claimed again soon.
-func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCauseFunc, done <-chan outcome, why string) {
+// abandoned: it ignores its context, and the task may be claimed again soon. It reports whether
+// the handler returned.
+func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCauseFunc, done <-chan outcome, why string) bool {
 	cancel(errLeaseLost)
 	grace := time.NewTimer(e.cfg.LeaseMargin / 2)
 	defer grace.Stop()
 	select {
 	case <-done:
 		log.Error("stopped handler: lease lost", "reason", why)
+		return true
 	case <-grace.C:
 		e.abandon(t)
+		return false
 	}
+}
+
+// reportCancelled reports that the handler of a task cancelled while it ran has stopped: the task
+// ends cancelled (task.CancelRunning). If the report fails, the task ends cancelled at its
+// timeout all the same.
+func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task.Task) {
+	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	stored, err := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, status.Result{Outcome: status.Cancelled})
+	if err != nil {
+		log.Warn("could not report the cancelled run; the task ends cancelled at its timeout", "err", err)
+		return
+	}
+	log.Info("task ran", "outcome", status.Cancelled, "status", stored.Status)
 }
 
 // finish reports how the handler ended. It runs even when ctx is done: a shutdown releases the

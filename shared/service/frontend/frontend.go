@@ -360,14 +360,14 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 	return s.store.List(ctx, p)
 }
 
-// Cancel ends a task that has not started yet.
+// Cancel cancels a task: one that has not started ends cancelled; a running one is marked for
+// cancellation and ends cancelled once its executor has stopped it (see cancel.go).
 func (s *Service) Cancel(ctx context.Context, lambda, id string) (task.Task, error) {
 	if _, err := s.Get(ctx, lambda, id); err != nil {
 		return task.Task{}, err
 	}
-	return task.Apply(ctx, s.store, lambda, id, func(t task.Task) (task.Task, error) {
-		return task.Cancel(t, s.now().UTC())
-	})
+	t, _, err := s.cancel(ctx, lambda, id)
+	return t, err
 }
 
 // SetGate opens, pauses or drops a lambda, or one collection of it.

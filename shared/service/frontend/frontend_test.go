@@ -497,7 +497,6 @@ func TestCancel(t *testing.T) {
 		kind       error
 	}{
 		{"echo", "waiting", task.ErrConflict}, // cancelled already
-		{"echo", "running", task.ErrConflict},
 		{"echo", "missing", task.ErrNotFound},
 		{"nope", "waiting", task.ErrNotFound},
 	} {
@@ -505,8 +504,17 @@ func TestCancel(t *testing.T) {
 			t.Errorf("cancel %s/%s: %v, want %v", tc.lambda, tc.id, err, tc.kind)
 		}
 	}
-	if got := f.stored("echo", "running"); got.Status != task.StatusProcessing || got.Version != running.Version || got.Lease != "lease" {
-		t.Fatalf("running task after a refused cancel: %s, version %d; want it processing as it was", got.Status, got.Version)
+	// A running task is marked, and stays running under its lease; a second cancel answers it
+	// again and writes nothing.
+	for range 2 {
+		marked, err := f.svc.Cancel(ctx, "echo", "running")
+		if err != nil || !marked.CancelRequested || marked.Status != task.StatusProcessing || marked.Version != running.Version+1 {
+			t.Fatalf("cancel of a running task: %s, requested %t, version %d, %v; want processing, marked, version %d",
+				marked.Status, marked.CancelRequested, marked.Version, err, running.Version+1)
+		}
+	}
+	if got := f.stored("echo", "running"); got.Status != task.StatusProcessing || got.Version != running.Version+1 || got.Lease != "lease" || !got.CancelRequested {
+		t.Fatalf("running task after its cancel: %s, version %d, requested %t; want it processing under its lease, marked once", got.Status, got.Version, got.CancelRequested)
 	}
 	if got := f.stored("echo", "waiting"); got.Version != tk.Version {
 		t.Fatalf("cancelled task changed by a second cancel: version %d, want %d", got.Version, tk.Version)

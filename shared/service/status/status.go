@@ -26,6 +26,9 @@ const (
 	Success   Outcome = "success"
 	Retriable Outcome = "retriable"
 	Fatal     Outcome = "fatal"
+	// Cancelled reports a run stopped because its task was cancelled: the heartbeat answered
+	// task.ErrCancelled and the handler was stopped (task.CancelRunning).
+	Cancelled Outcome = "cancelled"
 )
 
 // Result is what a worker reports when its handler returns.
@@ -114,9 +117,9 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	if err != nil {
 		return task.Task{}, err
 	}
-	again, gated := false, ""
+	again, gated, cancelled := false, "", false
 	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		again, gated = false, "" // Apply may call this again, on the task as it is then
+		again, gated, cancelled = false, "", false // Apply may call this again, on the task as it is then
 		if mode := task.GateMode(gates, lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
 			gated = mode
 			return task.Hold(t, now)
@@ -125,12 +128,19 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 			return task.Claim(t, task.NewLease(), now, c.cfg)
 		}
 		if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
+			if t.CancelRequested {
+				// Cancelled before the claim's answer got through: its handler never ran.
+				cancelled = true
+				return task.CancelRunning(t, t.Lease, now)
+			}
 			again = true
 			return task.Heartbeat(t, t.Lease, now, c.cfg)
 		}
 		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
 	})
 	switch {
+	case cancelled && err == nil:
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", id)
 	case gated != "" && err == nil:
 		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", lambda, "task_id", id, "gate", gated)
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", id, gated)
@@ -186,7 +196,9 @@ func (c *Controller) withInputs(ctx context.Context, t task.Task) (task.Task, er
 }
 
 // Heartbeat records that the lease holder is still running the task, renewing its lease.
-// It fails with task.ErrStaleLease once the lease is no longer the task's.
+// It fails with task.ErrStaleLease once the lease is no longer the task's, and with
+// task.ErrCancelled once a cancel of the task was accepted: the caller stops its handler and
+// reports the outcome Cancelled.
 func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) error {
 	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
 		return task.Heartbeat(t, lease, c.now().UTC(), c.cfg)
@@ -199,9 +211,15 @@ func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) er
 // task.MaxErrorBytes of r.Error. A result or error that the store cannot hold (over a DynamoDB
 // item's 400 KB) still ends the task, as a fatal failure whose error says so: retrying would end
 // the same way.
+//
+// A task whose cancel was accepted while it ran ends cancelled whatever the outcome: a result
+// reported after the cancel is refused (not kept), and the task returned says cancelled. The
+// outcome Cancelled is for such a task only (task.ErrConflict otherwise).
 func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
 	var fn func(task.Task) (task.Task, error)
 	switch r.Outcome {
+	case Cancelled:
+		fn = func(t task.Task) (task.Task, error) { return task.CancelRunning(t, lease, c.now().UTC()) }
 	case Success:
 		fn = func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }
 	case Retriable, Fatal:
@@ -209,7 +227,7 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
 		}
 	default:
-		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
+		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal, cancelled", r.Outcome)
 	}
 	fn, send := c.ahead(ctx, lambda, fn)
 	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)

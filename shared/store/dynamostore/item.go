@@ -42,6 +42,7 @@ const (
 	attrSpec        = "spec"
 	attrMode        = "mode"
 	attrParked      = "parked" // BOOL, present only when true
+	attrCancel      = "cxl"    // BOOL, present only when true: a running task's cancel was accepted
 	// Task flows (see flow.go); each present only on a task that has it.
 	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
 	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
@@ -159,6 +160,7 @@ var stateAttrs = []string{
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
+	attrCancel,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -190,6 +192,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	}
 	if t.Downstream {
 		item[attrDownstream] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if t.CancelRequested {
+		item[attrCancel] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
@@ -297,6 +302,9 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	}
 	if v, ok := item[attrDownstream].(*types.AttributeValueMemberBOOL); ok {
 		t.Downstream = v.Value
+	}
+	if v, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
+		t.CancelRequested = v.Value
 	}
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)
 	if t.ID == "" || t.Lambda == "" {

@@ -479,7 +479,7 @@ func TestMigrateFlows(t *testing.T) {
 	if _, err := s.w.ExecContext(ctx, `DROP TABLE deps;
 		ALTER TABLE tasks DROP COLUMN after_count; ALTER TABLE tasks DROP COLUMN trigger_rule;
 		ALTER TABLE tasks DROP COLUMN settled; ALTER TABLE tasks DROP COLUMN downstream;
-		ALTER TABLE tasks DROP COLUMN notify_cursor;
+		ALTER TABLE tasks DROP COLUMN notify_cursor; ALTER TABLE tasks DROP COLUMN cancel_requested;
 		DROP INDEX tasks_due_lane;
 		CREATE INDEX tasks_due_lane ON tasks (lambda, `+before+`, next_trigger_at, id, status, collection) WHERE next_trigger_at IS NOT NULL`); err != nil {
 		t.Fatal(err)

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	settled         BLOB,
 	downstream      INTEGER NOT NULL DEFAULT 0,
 	notify_cursor   TEXT    NOT NULL DEFAULT '',
+	cancel_requested INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -142,7 +143,7 @@ func laneOf(s task.Status, priority string) string {
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
-	after_count, trigger_rule, settled, downstream, notify_cursor`
+	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -268,7 +269,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -299,7 +300,7 @@ const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
-	settled = ?, downstream = ?, notify_cursor = ?
+	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateArgs are updateSQL's arguments for t written over version prev.
@@ -307,7 +308,7 @@ func updateArgs(t task.Task, prev int64) []any {
 	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-		blob(t.Settled), t.Downstream, t.NotifyCursor,
+		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested,
 		t.Lambda, t.ID, prev}
 }
 
@@ -445,7 +446,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
 			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor)
+			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -845,7 +846,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
-		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor)
+		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -913,7 +914,7 @@ func decodeCursor(c string) (int64, string, error) {
 }
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
-// columns of later versions (parked, the flow fields), and the counts table filled from the tasks, before the schema's indexes and
+// columns of later versions (parked, the flow fields, cancel_requested), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -937,6 +938,7 @@ func migrate(w *sql.DB) error {
 		{"settled", "BLOB"},
 		{"downstream", "INTEGER NOT NULL DEFAULT 0"},
 		{"notify_cursor", "TEXT NOT NULL DEFAULT ''"},
+		{"cancel_requested", "INTEGER NOT NULL DEFAULT 0"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"DueParked", testDueParked},
 		{"Counts", testCounts},
 		{"Gates", testGates},
+		{"CancelRequested", testCancelRequested},
 	}
 	cases = append(cases, flowCases(c)...)
 	for _, c := range cases {
@@ -130,6 +131,7 @@ func diff(want, got task.Task) []string {
 	check("Settled", bytes.Equal(want.Settled, got.Settled), want.Settled, got.Settled)
 	check("Downstream", want.Downstream == got.Downstream, want.Downstream, got.Downstream)
 	check("NotifyCursor", want.NotifyCursor == got.NotifyCursor, want.NotifyCursor, got.NotifyCursor)
+	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
 	return d
 }
 

@@ -93,15 +93,16 @@ type tally struct {
 	minGap                time.Duration
 	races, lostRaces      int // races, and conditional writes that lost one
 	restarts              int
+	runningCancels        int // cancels accepted while their task ran
 	ended                 map[task.Status]int
 }
 
 func (c *tally) String() string {
 	return fmt.Sprintf("%d checks, %d steps: %d claims accepted, %d refused; %d calls with a dead lease refused; "+
 		"%d tasks timed out, %d claimed again (the nearest %s after the silent execution's last call); "+
-		"%d races, %d conditional writes lost one; %d restarts; tasks ended %v",
+		"%d races, %d conditional writes lost one; %d restarts; %d cancels of running tasks; tasks ended %v",
 		c.checks, c.steps, c.claims, c.refusedClaims, c.staleCalls, c.timeouts, c.reclaims, c.minGap,
-		c.races, c.lostRaces, c.restarts, c.ended)
+		c.races, c.lostRaces, c.restarts, c.runningCancels, c.ended)
 }
 
 // dbDir returns a directory for the store: in /dev/shm where the machine has it, since the model
@@ -240,18 +241,20 @@ type worker struct {
 // machine is the model: what was scheduled, what each worker holds, what the store was last
 // seen to hold, and the history of accepted executions.
 type machine struct {
-	t       *rapid.T
-	sys     *system
-	tally   *tally
-	hist    *history
-	ids     []string             // scheduled tasks, in order
-	specs   map[string]task.Spec // their requests
-	seen    map[string]task.Task // each task as last read
-	claims  map[string]int       // accepted claims less accepted releases: the attempts a task must count
-	inbox   []task.Delivery      // received messages whose claim is not settled
-	workers []*worker
-	gates   map[string]string // by collection; "" is the lambda
-	step    int
+	t      *rapid.T
+	sys    *system
+	tally  *tally
+	hist   *history
+	ids    []string             // scheduled tasks, in order
+	specs  map[string]task.Spec // their requests
+	seen   map[string]task.Task // each task as last read
+	claims map[string]int       // accepted claims less accepted releases: the attempts a task must count
+	// cancelled holds the tasks a cancel was accepted for: each must end cancelled, never otherwise.
+	cancelled map[string]bool
+	inbox     []task.Delivery // received messages whose claim is not settled
+	workers   []*worker
+	gates     map[string]string // by collection; "" is the lambda
+	step      int
 	// What the current step met, reported by check: broken invariants, and calls whose outcome
 	// the model did not expect.
 	problems, surprises []string
@@ -259,7 +262,7 @@ type machine struct {
 
 func newMachine(t *rapid.T, s *system, c *tally) *machine {
 	m := &machine{t: t, sys: s, tally: c, specs: map[string]task.Spec{}, seen: map[string]task.Task{}, claims: map[string]int{},
-		gates: map[string]string{}}
+		gates: map[string]string{}, cancelled: map[string]bool{}}
 	m.hist = newHistory(task.MaxMissedHeartbeats*s.cfg.HeartbeatInterval, m.problem)
 	return m
 }
@@ -302,7 +305,7 @@ func kind(err error) string {
 		return "ok"
 	}
 	for _, k := range []error{task.ErrNotFound, task.ErrExists, task.ErrConflict, task.ErrStaleLease, task.ErrInvalid,
-		task.ErrTooLarge, task.ErrNotDue, task.ErrThrottled} {
+		task.ErrTooLarge, task.ErrNotDue, task.ErrThrottled, task.ErrCancelled} {
 		if errors.Is(err, k) {
 			return k.Error()
 		}
@@ -823,9 +826,20 @@ func (m *machine) heartbeat(w *worker, lostReply, predict bool) bool {
 	pre, _ := m.get(w.task)
 	m.hist.seen(w.task, running(pre.Status), pre.Lease)
 	err := m.sys.status.Heartbeat(m.sys.ctx(), m.sys.name(), w.task, w.lease)
+	if errors.Is(err, task.ErrCancelled) {
+		// The task was cancelled while it ran: the executor stops its handler and reports so.
+		m.logf("%s heartbeats %s: cancelled", w.name, w.task)
+		if predict && (!holds(pre, w.lease) || !pre.CancelRequested) {
+			m.surprise("a heartbeat was answered cancelled for a task not cancelled: task %s by %s (%s)", w.task, w.name, pre.Status)
+		}
+		m.complete(w, status.Result{Outcome: status.Cancelled}, predict)
+		return false
+	}
 	if err != nil {
 		m.logf("%s heartbeats %s: refused (%s)", w.name, w.task, kind(err))
 		switch {
+		case predict && holds(pre, w.lease) && pre.CancelRequested:
+			m.surprise("a heartbeat of a cancelled task was not answered cancelled: task %s by %s (%s)", w.task, w.name, kind(err))
 		case !errors.Is(err, task.ErrStaleLease):
 			m.unexpected("heartbeat of "+w.task, err)
 		case predict && holds(pre, w.lease):
@@ -837,6 +851,9 @@ func (m *machine) heartbeat(w *worker, lostReply, predict bool) bool {
 	}
 	m.hist.accepted(w.task, w.lease, "heartbeat", m.sys.now, false)
 	m.logf("%s heartbeats %s: accepted, reply lost %v", w.name, w.task, lostReply)
+	if predict && pre.CancelRequested {
+		m.surprise("a heartbeat of a cancelled task renewed its lease: task %s by %s", w.task, w.name)
+	}
 	if predict && !holds(pre, w.lease) {
 		m.surprise("a heartbeat with a stale lease was accepted: task %s by %s; the task is %s under another lease", w.task, w.name, pre.Status)
 	}
@@ -860,6 +877,11 @@ func (m *machine) complete(w *worker, r status.Result, predict bool) {
 		m.logf("%s reports %s of %s: refused (%s)", w.name, r.Outcome, w.task, kind(err))
 		m.tally.staleCalls++
 		switch {
+		case r.Outcome == status.Cancelled && errors.Is(err, task.ErrConflict):
+			// Reported for a task never cancelled: only a race that moved the task can lead here.
+			if predict {
+				m.surprise("a cancelled run of a cancelled task was refused: task %s by %s (%s)", w.task, w.name, kind(err))
+			}
 		case !errors.Is(err, task.ErrStaleLease):
 			m.unexpected("result of "+w.task, err)
 		case predict && holds(pre, w.lease):
@@ -882,6 +904,8 @@ func (m *machine) complete(w *worker, r status.Result, predict bool) {
 // after returns the statuses a task as read before a result may have after it.
 func (m *machine) after(pre task.Task, r status.Result) []task.Status {
 	switch {
+	case pre.CancelRequested || r.Outcome == status.Cancelled:
+		return []task.Status{task.StatusCancelled} // a result after an accepted cancel is not kept
 	case r.Outcome == status.Success && len(r.Result) > m.sys.cfg.PayloadLimit, r.Outcome == status.Fatal:
 		return []task.Status{task.StatusFatalFailure}
 	case r.Outcome == status.Success:
@@ -913,7 +937,11 @@ func (m *machine) release(w *worker, predict bool) {
 		}
 		return
 	}
-	m.claims[w.task]--
+	if after, _ := m.get(w.task); after.Status != task.StatusCancelled {
+		m.claims[w.task]-- // untried; a task cancelled while it ran ends cancelled, its attempt counted
+	} else if predict && !pre.CancelRequested {
+		m.surprise("a release ended a task cancelled that was not: task %s by %s", w.task, w.name)
+	}
 	m.hist.accepted(w.task, w.lease, "release", m.sys.now, true)
 	m.logf("%s releases %s: accepted", w.name, w.task)
 	if predict && !holds(pre, w.lease) {
@@ -930,13 +958,23 @@ func (m *machine) cancel(id string, predict bool) {
 		case !found && errors.Is(err, task.ErrNotFound):
 		case !errors.Is(err, task.ErrConflict):
 			m.unexpected("cancel of "+id, err)
-		case predict && waiting(pre.Status):
-			m.surprise("a cancel of a waiting task was refused: task %s (%s)", id, pre.Status)
+		case predict && (waiting(pre.Status) || running(pre.Status)):
+			m.surprise("a cancel of a waiting or running task was refused: task %s (%s)", id, pre.Status)
 		}
 		return
 	}
-	if predict && (!found || !waiting(pre.Status)) {
-		m.surprise("a task was cancelled while not waiting: task %s was %s", id, pre.Status)
+	m.cancelled[id] = true
+	if got.CancelRequested {
+		m.tally.runningCancels++
+	}
+	switch {
+	case !predict:
+	case !found || !waiting(pre.Status) && !running(pre.Status):
+		m.surprise("a task was cancelled after it had ended: task %s was %s", id, pre.Status)
+	case waiting(pre.Status) && got.Status != task.StatusCancelled:
+		m.surprise("a cancel of a waiting task did not end it: task %s was %s, is %s", id, pre.Status, got.Status)
+	case running(pre.Status) && (got.Status != pre.Status || !got.CancelRequested || got.Lease != pre.Lease):
+		m.surprise("a cancel of a running task did not mark it, running under its lease: task %s was %s, is %s (marked %t)", id, pre.Status, got.Status, got.CancelRequested)
 	}
 	m.look(got)
 }
@@ -1027,6 +1065,14 @@ func (m *machine) look(tk task.Task) {
 		}
 	}
 	m.seen[id] = tk
+
+	// An accepted cancel ends its task cancelled, whatever raced it; nothing else cancels a task.
+	switch {
+	case tk.Status.Terminal() && m.cancelled[id] && tk.Status != task.StatusCancelled:
+		m.problem("a task whose cancel was accepted ended otherwise: task %s is %s", id, tk.Status)
+	case tk.Status == task.StatusCancelled && !m.cancelled[id]:
+		m.problem("a task ended cancelled with no cancel accepted: task %s", id)
+	}
 
 	if tk.Attempts < 0 || tk.Attempts > tk.MaxAttempts {
 		m.problem("attempts above the maximum: task %s has %d attempts; its maximum is %d", id, tk.Attempts, tk.MaxAttempts)
