@@ -69,6 +69,8 @@ func TestTransitions(t *testing.T) {
 			Waiting, ErrConflict, StatusCancelled, nil},
 		{"drop", func(t Task) (Task, error) { return Drop(t, now) },
 			Waiting, ErrConflict, StatusDropped, nil},
+		{"redrive", func(t Task) (Task, error) { return Redrive(t, RedriveOptions{}, now, cfg) },
+			Failed, ErrConflict, StatusNew, at(now)},
 	}
 	for _, tc := range cases {
 		for _, from := range Statuses {
