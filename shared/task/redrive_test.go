@@ -116,3 +116,19 @@ func TestListParamsMatches(t *testing.T) {
 		t.Errorf("StatusSet repeats: %v", set)
 	}
 }
+
+func TestDeadLettered(t *testing.T) {
+	parked := inStatus(StatusEnqueued)
+	parked.Parked = true
+	if _, err := DeadLettered(parked, 1, now, cfg); !errors.Is(err, ErrConflict) {
+		t.Errorf("dead lettered while parked: %v, want a conflict", err)
+	}
+	dead, err := DeadLettered(inStatus(StatusEnqueued), MaxDeadLetterTrips, now, cfg)
+	if err != nil || dead.Status != StatusDead || !strings.Contains(dead.Error, "dead-letter queue 3 times") {
+		t.Errorf("at the last trip: %s %q %v", dead.Status, dead.Error, err)
+	}
+	// A dead-lettered task is a failed task like any other: it can be redriven.
+	if r, err := Redrive(dead, RedriveOptions{}, now, cfg); err != nil || r.Status != StatusNew {
+		t.Errorf("redrive of a dead-lettered task: %s %v", r.Status, err)
+	}
+}

@@ -181,6 +181,9 @@ type Message struct {
 	// whole seconds, and a worker that gets it early waits until RunAt to claim.
 	RunAt *time.Time    `json:"run_at,omitempty"`
 	Delay time.Duration `json:"-"`
+	// DeadLetterTrips counts the trips to a dead-letter queue of the messages that the drain
+	// sent again for this task, in a row (see DeadLettered); zero on every other message.
+	DeadLetterTrips int `json:"dlq_trips,omitempty"`
 }
 
 // Message returns the message that sends t to its queue now.
