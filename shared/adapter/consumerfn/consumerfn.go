@@ -55,9 +55,9 @@ type Config struct {
 	// runs in the first invocation after it (a cold start drains at once).
 	// consumer.DefaultDrainInterval if zero; never if negative.
 	DrainInterval time.Duration
-	Interval time.Duration // DefaultInterval if zero
-	Margin   time.Duration // DefaultMargin if zero
-	Now      func() time.Time
+	Interval      time.Duration // DefaultInterval if zero
+	Margin        time.Duration // DefaultMargin if zero
+	Now           func() time.Time
 	// Wait blocks for d or until ctx ends; tests replace it to advance a fake clock.
 	Wait   func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger

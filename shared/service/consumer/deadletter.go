@@ -142,11 +142,10 @@ func (c *Consumer) drainQueue(ctx context.Context, dl task.DeadLetterQueue, lamb
 // drainOne handles one message of a dead-letter queue, and deletes it unless that failed.
 func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task.DeadLetter, st *DrainStats) {
 	log := c.log.With("lambda", l.Lambda, "priority", l.Priority, "task_id", l.TaskID, "receive_count", l.ReceiveCount)
-	switch {
-	case l.TaskID == "":
+	if l.TaskID == "" {
 		log.Error("poison message in a dead-letter queue: it names no task of its queue; deleted", "body", l.Poison, "err", l.Why)
 		st.Poison++
-	default:
+	} else {
 		trips := l.DeadLetterTrips + 1
 		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, func(t task.Task) (task.Task, error) {
 			return task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
