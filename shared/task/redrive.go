@@ -80,6 +80,10 @@ func Redrive(t Task, o RedriveOptions, now time.Time, c Config) (Task, error) {
 	return t, nil
 }
 
+// MaxRedriveLimit is the largest page of a redrive by filter: each task of the page is read and
+// written, and the request must end well within the API's 29 s.
+const MaxRedriveLimit = 100
+
 // RedriveSkip says why a redrive by filter left a task as it was.
 type RedriveSkip struct {
 	ID     string `json:"id"`

@@ -90,7 +90,8 @@ func (a *api) redrive(w http.ResponseWriter, r *http.Request) {
 // redriveMatching redrives the failed tasks of one page of a filtered list and answers
 // {"redriven": n, "skipped": n, "skips": [{"id","reason"}], "next_cursor": "..."}; a caller goes
 // on with next_cursor until it is empty. The filters are a list's: status (dead, fatal_failure or
-// both, the default), collection, created_from, created_to, limit and cursor.
+// both, the default), collection, created_from, created_to, limit (at most, and by default,
+// task.MaxRedriveLimit) and cursor.
 func (a *api) redriveMatching(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		redriveOptions
@@ -102,10 +103,6 @@ func (a *api) redriveMatching(w http.ResponseWriter, r *http.Request) {
 		Cursor      string     `json:"cursor"`
 	}
 	if !a.decodeOptional(w, r, int64(a.svc.PayloadLimit())+envelopeLimit, &req) {
-		return
-	}
-	if req.Limit < 0 || req.Limit > task.MaxListLimit {
-		a.fail(w, task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, req.Limit))
 		return
 	}
 	p := task.ListParams{Lambda: r.PathValue("lambda"), Collection: req.Collection, Limit: req.Limit, Cursor: req.Cursor}

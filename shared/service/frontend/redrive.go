@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -30,6 +31,9 @@ func (s *Service) Redrive(ctx context.Context, lambda, id string, o task.Redrive
 	if errors.Is(err, task.ErrNotFound) {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
 	}
+	if err == nil && t.Status == task.StatusNew { // not sent ahead: the consumer's next sweep sends it
+		s.notify()
+	}
 	return t, err
 }
 
@@ -54,9 +58,6 @@ func (s *Service) redrive(ctx context.Context, lambda, id string, o task.Redrive
 		switch {
 		case err == nil:
 			s.send(ctx, msgs, now)
-			if len(msgs) == 0 {
-				s.notify()
-			}
 			return one[0], nil
 		case !errors.Is(err, task.ErrConflict) || t.Version == failed:
 			return t, err
@@ -70,7 +71,8 @@ func (s *Service) redrive(ctx context.Context, lambda, id string, o task.Redrive
 // tasks (both unless p names one of them), of a collection and a creation-time range if given.
 // It answers how many it redrove and skipped (with why), and the page's cursor: the caller goes
 // on with it until it is empty. The request reads what a page of the list reads, within its
-// budget (task.ListParams.ReadBudget), and redrives at most a page of tasks.
+// budget (task.ListParams.ReadBudget), and redrives at most a page of tasks, task.MaxRedriveLimit
+// (its default), a few at a time.
 //
 // A redriven task leaves the failed statuses, so a caller that starts again from the first page
 // finds only the tasks still failed: those skipped, and those that failed since.
@@ -91,25 +93,55 @@ func (s *Service) RedriveMatching(ctx context.Context, p task.ListParams, o task
 	if len(set) == 0 {
 		p.Status, p.Statuses = "", task.Failed
 	}
+	if p.Limit < 0 || p.Limit > task.MaxRedriveLimit {
+		return task.RedriveResult{}, task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxRedriveLimit, p.Limit)
+	}
+	if p.Limit == 0 {
+		p.Limit = task.MaxRedriveLimit
+	}
 	tasks, next, err := s.List(ctx, p)
 	if err != nil {
 		return task.RedriveResult{}, err
 	}
+	errs := make([]error, len(tasks))
+	left := make([]bool, len(tasks)) // redriven, and left to the consumer's sweep
+	slots := make(chan struct{}, redriveWorkers)
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			var next task.Task
+			next, errs[i] = s.redrive(ctx, t.Lambda, t.ID, o)
+			left[i] = errs[i] == nil && next.Status == task.StatusNew
+		})
+	}
+	wg.Wait()
+	if slices.Contains(left, true) {
+		s.notify()
+	}
 	r := task.RedriveResult{Next: next}
-	for _, t := range tasks {
-		switch _, err := s.redrive(ctx, t.Lambda, t.ID, o); {
+	var failed []error
+	for i, err := range errs {
+		switch {
 		case err == nil:
 			r.Redriven++
 		case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrTooLarge):
 			// The task's own business (downstreams, a deadline, a lost payload, a status that
 			// moved): the others go on.
 			r.Skipped++
-			r.Skips = append(r.Skips, task.RedriveSkip{ID: t.ID, Reason: err.Error()})
+			r.Skips = append(r.Skips, task.RedriveSkip{ID: tasks[i].ID, Reason: err.Error()})
 		default:
-			// The store failed: what was redriven stays so; the caller retries the page, whose
-			// redriven tasks are no longer listed.
-			return r, err
+			failed = append(failed, err)
 		}
+	}
+	if len(failed) > 0 {
+		// The store failed: what was redriven stays so; the caller sends the request again, and
+		// the page's redriven tasks are no longer listed.
+		return r, failed[0]
 	}
 	return r, nil
 }
+
+// redriveWorkers is how many tasks of a page a redrive by filter redrives at once.
+const redriveWorkers = 8
