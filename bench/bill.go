@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/consumer"
 )
 
 // Standing charges of an idle environment: list prices in us-east-1, on demand, in USD, read on
@@ -230,6 +233,7 @@ func idleBill(t *template, idle IdleResult) IdleBill {
 			add("secret", id, fmt.Sprintf("1 × $%g", SecretPerMonth), SecretPerMonth)
 		}
 		b.polls(t, add)
+		b.drains(t, add)
 	}
 	b.consumer(t, idle, add)
 	for _, l := range b.Lines {
@@ -356,6 +360,20 @@ func (b *IdleBill) polls(t *template, add func(kind, id, basis string, usd float
 		}
 		add("idle SQS polls of an event source mapping", name,
 			fmt.Sprintf("%s requests × $%g/M", num(pollsPerMonth), SQSStandardPerMillion), pollsPerMonth*SQSStandardPerMillion/1e6)
+	}
+}
+
+// drains bills the consumer's drain of each dead-letter queue (consumer.Drain): one receive per
+// queue every consumer.DefaultDrainInterval when the queue is empty.
+func (b *IdleBill) drains(t *template, add func(kind, id, basis string, usd float64)) {
+	receives := hoursPerMonth * 3600 / consumer.DefaultDrainInterval.Seconds()
+	for _, id := range t.ids("AWS::SQS::Queue") {
+		name := str(t.Resources[id].Properties["QueueName"])
+		if !strings.HasSuffix(name, sqsqueue.DLQSuffix) {
+			continue
+		}
+		add("idle receives of the dead-letter drain", name,
+			fmt.Sprintf("%s requests × $%g/M", num(receives), SQSStandardPerMillion), receives*SQSStandardPerMillion/1e6)
 	}
 }
 

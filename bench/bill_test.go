@@ -71,13 +71,14 @@ func TestIdleBill(t *testing.T) {
 		"dashboard D3":                       0,
 		"dashboard D4":                       CloudWatchDashboardPerMonth,
 		"KMS key Key":                        KMSKeyPerMonth,
-		"Fargate tasks (0.25 vCPU, 0.5 GB) Always":                      fargate,
-		"public IPv4 address of Fargate tasks Always":                   PublicIPv4PerHour * h,
-		"idle SQS polls of an event source mapping atf-dev-echo-normal": ESMIdlePollers * h * 3600 / SQSLongPollWaitSeconds * SQSStandardPerMillion / 1e6,
-		"consumer invocations Consumer":                                 43_800*LambdaRequestsPerMillion/1e6 + 43_800*GBSeconds(100, 128)*LambdaArmPerGBSecond,
-		"consumer reads Consumer":                                       43_800 * 50 * DynamoDBReadPerMillion / 1e6,
-		"consumer log ingestion Consumer":                               43_800 * 1000 / float64(1<<30) * CloudWatchLogsPerGB,
-		"log storage Consumer":                                          43_800 * 1000 / float64(1<<30) * 7 / 30.4 * CloudWatchLogsStoragePerGBMonth,
+		"Fargate tasks (0.25 vCPU, 0.5 GB) Always":                       fargate,
+		"public IPv4 address of Fargate tasks Always":                    PublicIPv4PerHour * h,
+		"idle SQS polls of an event source mapping atf-dev-echo-normal":  ESMIdlePollers * h * 3600 / SQSLongPollWaitSeconds * SQSStandardPerMillion / 1e6,
+		"idle receives of the dead-letter drain atf-dev-echo-normal-dlq": h * 12 * SQSStandardPerMillion / 1e6, // every 5 minutes
+		"consumer invocations Consumer":                                  43_800*LambdaRequestsPerMillion/1e6 + 43_800*GBSeconds(100, 128)*LambdaArmPerGBSecond,
+		"consumer reads Consumer":                                        43_800 * 50 * DynamoDBReadPerMillion / 1e6,
+		"consumer log ingestion Consumer":                                43_800 * 1000 / float64(1<<30) * CloudWatchLogsPerGB,
+		"log storage Consumer":                                           43_800 * 1000 / float64(1<<30) * 7 / 30.4 * CloudWatchLogsStoragePerGBMonth,
 	}
 	total := 0.0
 	for k, w := range want {

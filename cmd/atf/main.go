@@ -36,7 +36,13 @@ Usage:
       (all_success, the default) or ended (all_done)
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
-  atf list LAMBDA [--status S] [--collection C] [--limit N] [--cursor C]
+  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
+          [--created-to RFC3339] [--limit N] [--cursor C]
+  atf redrive LAMBDA ID [--payload JSON] [--priority P] [--max-attempts N]
+  atf redrive LAMBDA --all | [--status dead|fatal_failure] [--collection C]
+          [--created-from RFC3339] [--created-to RFC3339] [--limit N] [--payload JSON] ...
+      a dead or fatally failed task runs again with a fresh attempt budget; without ID, every
+      failed task the filters match (--all: every one), a page per request, with progress
   atf cancel LAMBDA ID
       a waiting task ends cancelled; a running one is marked, and ends cancelled once its
       executor has stopped it (a Go handler's context is cancelled, a program gets SIGTERM)
@@ -86,7 +92,11 @@ func run(args []string, out io.Writer) error {
 	token := fs.String("token", "", "the API's bearer token, if atf dev has one (default $ATF_TOKEN)")
 	opts := flagValues{}
 	for _, name := range cl.flags {
-		fs.Func(name, name, func(v string) error {
+		set := fs.Func
+		if boolFlags[name] {
+			set = fs.BoolFunc
+		}
+		set(name, name, func(v string) error {
 			opts[name] = append(opts[name], v)
 			return nil
 		})
@@ -228,10 +238,13 @@ var clientCommands = map[string]clientCommand{
 		}
 		return getWait(ctx, c, pos[0], pos[1], wait)
 	}},
-	"list": {1, false, "LAMBDA", []string{"status", "collection", "limit", "cursor"},
+	"list": {1, false, "LAMBDA", []string{"status", "collection", "limit", "cursor", "created-from", "created-to"},
 		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
-			p := task.ListParams{Lambda: pos[0], Status: task.Status(o.get("status")), Collection: o.get("collection"), Cursor: o.get("cursor")}
-			var err error
+			p := task.ListParams{Lambda: pos[0], Collection: o.get("collection"), Cursor: o.get("cursor")}
+			err := listFilterFlags(o, &p)
+			if err != nil {
+				return nil, err
+			}
 			if p.Limit, err = o.intFlag("limit", 0); err != nil {
 				return nil, err
 			}
@@ -271,6 +284,7 @@ var clientCommands = map[string]clientCommand{
 	"lambdas": {0, false, "", nil, func(ctx context.Context, c *client.Client, _ []string, _ flagValues) (any, error) {
 		return c.Lambdas(ctx)
 	}},
+	"redrive": {1, true, "LAMBDA [ID]", redriveFlags, redrive},
 }
 
 // waitFlag returns the duration of a command's --wait, zero without one.
@@ -347,6 +361,8 @@ func printTable(out io.Writer, v any) error {
 		printGraph(w, v)
 	case client.CancelPage:
 		printCancelPage(line, v)
+	case redriveView:
+		printRedrive(w, v)
 	case task.Gate:
 		line("lambda:", v.Lambda)
 		if v.Collection != "" {

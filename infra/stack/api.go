@@ -34,6 +34,8 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/tasks/batch", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}", "GET"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/cancel", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/{id}/redrive", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/redrive", "POST"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
 }
 

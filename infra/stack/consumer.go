@@ -21,9 +21,13 @@ const (
 	consumerMemoryMB = 128
 )
 
+// drainActions are what the consumer may do on the dead-letter queues, and nothing else: receive
+// and delete (and find a queue's URL by its name).
+var drainActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl"}
+
 // consumer is the store consumer (functions/consumer), invoked by an EventBridge rule every
 // minute. It reads and moves due tasks in the table and sends their messages to every lambda's
-// queues; it receives from none.
+// queues; it receives from none of them. It drains their dead-letter queues (drainActions).
 //
 // Overlapping invocations are harmless (every move is a conditional write), and kept rare: the
 // function's reserved concurrency is one, so a rule event that comes while the last minute's
@@ -44,6 +48,9 @@ func newConsumer(scope constructs.Construct, id string, d *deployment, s *store,
 	for _, l := range lambdas {
 		for _, p := range l.queues.priorities {
 			l.queues.queue[p].GrantSendMessages(c.role)
+			// The drain (consumer.Drain) reads the dead-letter queues and deletes what it handled;
+			// it sends the tasks it finds to their queues, as a sweep does.
+			l.queues.dlq[p].Grant(c.role, *jsii.Strings(drainActions...)...)
 		}
 	}
 	c.rule = awsevents.NewRule(scope, jsii.String(id+"Schedule"), &awsevents.RuleProps{

@@ -373,14 +373,15 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+	// The consumer receives and deletes on the dead-letter queues alone (TestConsumerDrainGrants).
 	actions, resources := grantsOf(s, "Consumer/Role/Resource")
 	for _, r := range resources {
-		if strings.Contains(r, "/Dlq-") || strings.HasPrefix(r, "Lambda-") && !strings.Contains(r, "/Queues/Queue-") {
+		if strings.HasPrefix(r, "Lambda-") && !strings.Contains(r, "/Queues/Queue-") && !strings.Contains(r, "/Queues/Dlq-") {
 			t.Errorf("the consumer may touch %s", r)
 		}
 	}
 	for _, a := range actions {
-		if a == "sqs:ReceiveMessage" || a == "sqs:DeleteMessage" || strings.HasPrefix(a, "lambda:") {
+		if strings.HasPrefix(a, "lambda:") {
 			t.Errorf("the consumer may %s", a)
 		}
 	}

@@ -112,15 +112,7 @@ func (c *Client) Wait(ctx context.Context, lambda, id string) (task.Task, error)
 // bounded part of the lambda's tasks, so with a filter it may hold fewer tasks than p.Limit, or
 // none, and still have a cursor: go on until the cursor is empty, or use ListUpTo.
 func (c *Client) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"status": string(p.Status), "collection": p.Collection, "cursor": p.Cursor} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	if p.Limit > 0 {
-		q.Set("limit", strconv.Itoa(p.Limit))
-	}
+	q := listQuery(p)
 	var page struct {
 		Tasks      []task.Task `json:"tasks"`
 		NextCursor string      `json:"next_cursor"`

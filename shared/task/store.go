@@ -42,6 +42,7 @@ type Store interface {
 	Close() error
 
 	FlowStore
+	RedriveStore
 }
 
 // FlowStore keeps what task flows need besides tasks (see flow.go). Create and CreateBatch store
@@ -65,6 +66,16 @@ type FlowStore interface {
 	// AddUpstreams writes t, the result of task.AddUpstreams from a task at version prev, like
 	// Update, and stores its After entries from index from on. ErrConflict if the version moved.
 	AddUpstreams(ctx context.Context, t Task, prev int64, from int) error
+}
+
+// RedriveStore writes redriven tasks (see Redrive).
+type RedriveStore interface {
+	// Redrive writes t, the result of task.Redrive from a task at version prev, like Update, and
+	// its Payload too (which may be new), so that the task lives again with its payload and its
+	// upstream list: a store that expires ended tasks keeps them for as long as the task lives.
+	// ErrConflict if the version moved, or if the task's payload is gone (a store's retention
+	// removed it) and t carries none: a new payload is then needed.
+	Redrive(ctx context.Context, t Task, prev int64) error
 }
 
 // MaxBatch is how many tasks one CreateBatch takes: as many as one DynamoDB transaction holds.
@@ -93,6 +104,12 @@ type ListParams struct {
 	Collection string
 	Limit      int    // at most MaxListLimit; zero means DefaultListLimit
 	Cursor     string // the next value of the previous page
+	// Statuses, if any, match a task in any of them, as well as Status (see StatusSet): dead
+	// letters are listed with both of Failed.
+	Statuses []Status
+	// CreatedFrom and CreatedTo, if set, bound the creation time: from inclusive, to exclusive.
+	// Lists are in creation order, so stores read the range alone: it costs no reads outside it.
+	CreatedFrom, CreatedTo time.Time
 }
 
 // PageSize is the number of tasks a page holds: Limit, within 1..MaxListLimit, or
@@ -164,6 +181,9 @@ type Message struct {
 	// whole seconds, and a worker that gets it early waits until RunAt to claim.
 	RunAt *time.Time    `json:"run_at,omitempty"`
 	Delay time.Duration `json:"-"`
+	// DeadLetterTrips counts the trips to a dead-letter queue of the messages that the drain
+	// sent again for this task, in a row (see DeadLettered); zero on every other message.
+	DeadLetterTrips int `json:"dlq_trips,omitempty"`
 }
 
 // Message returns the message that sends t to its queue now.

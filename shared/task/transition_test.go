@@ -69,6 +69,12 @@ func TestTransitions(t *testing.T) {
 			Waiting, ErrConflict, StatusCancelled, nil},
 		{"drop", func(t Task) (Task, error) { return Drop(t, now) },
 			Waiting, ErrConflict, StatusDropped, nil},
+		{"redrive", func(t Task) (Task, error) { return Redrive(t, RedriveOptions{}, now, cfg) },
+			Failed, ErrConflict, StatusNew, at(now)},
+		{"dead lettered", func(t Task) (Task, error) { return DeadLettered(t, 1, now, cfg) },
+			[]Status{StatusEnqueued}, ErrConflict, StatusEnqueued, at(now.Add(cfg.EnqueueTimeout))},
+		{"dead lettered for good", func(t Task) (Task, error) { return DeadLettered(t, MaxDeadLetterTrips, now, cfg) },
+			[]Status{StatusEnqueued}, ErrConflict, StatusDead, nil},
 	}
 	for _, tc := range cases {
 		for _, from := range Statuses {

@@ -43,11 +43,21 @@ type Runner interface {
 	Run(ctx context.Context, p consumer.RunParams) consumer.RunStats
 }
 
+// Drainer is a Sweeper that drains the dead-letter queues (consumer.Consumer.Drain). Handle
+// drains once in an invocation, beside its sweeps, at most once every Config.DrainInterval.
+type Drainer interface {
+	Drain(ctx context.Context) (consumer.DrainStats, error)
+}
+
 // Config configures a Handler.
 type Config struct {
-	Interval time.Duration // DefaultInterval if zero
-	Margin   time.Duration // DefaultMargin if zero
-	Now      func() time.Time
+	// DrainInterval is the least time between two drains of the dead-letter queues: the drain
+	// runs in the first invocation after it (a cold start drains at once).
+	// consumer.DefaultDrainInterval if zero; never if negative.
+	DrainInterval time.Duration
+	Interval      time.Duration // DefaultInterval if zero
+	Margin        time.Duration // DefaultMargin if zero
+	Now           func() time.Time
 	// Wait blocks for d or until ctx ends; tests replace it to advance a fake clock.
 	Wait   func(ctx context.Context, d time.Duration) error
 	Logger *slog.Logger
@@ -73,6 +83,9 @@ func Deployed(logger *slog.Logger) Config {
 type Handler struct {
 	sweeper Sweeper
 	cfg     Config
+	// lastDrain is when this instance of the function last drained (invocations of one
+	// instance never overlap).
+	lastDrain time.Time
 }
 
 // New returns a Handler that sweeps with s.
@@ -92,6 +105,9 @@ func New(s Sweeper, c Config) *Handler {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.DrainInterval == 0 {
+		c.DrainInterval = consumer.DefaultDrainInterval
+	}
 	return &Handler{sweeper: s, cfg: c}
 }
 
@@ -109,6 +125,8 @@ func (h *Handler) Handle(ctx context.Context, e events.EventBridgeEvent) error {
 	if d, ok := ctx.Deadline(); ok {
 		end = earliest(end, d.Add(-h.cfg.Margin))
 	}
+	drained := h.drain(ctx, start)
+	defer func() { <-drained }()
 	var total consumer.Stats
 	sweeps, failed := 0, 0
 	var lastErr error
@@ -143,6 +161,28 @@ func (h *Handler) Handle(ctx context.Context, e events.EventBridgeEvent) error {
 		return errors.Join(errors.New("every sweep failed"), lastErr)
 	}
 	return nil
+}
+
+// drain starts a drain of the dead-letter queues beside the sweeps if one is due, and returns a
+// channel closed once it is over (at once if there is none).
+func (h *Handler) drain(ctx context.Context, now time.Time) <-chan struct{} {
+	done := make(chan struct{})
+	d, ok := h.sweeper.(Drainer)
+	if !ok || h.cfg.DrainInterval < 0 || !h.lastDrain.IsZero() && now.Sub(h.lastDrain) < h.cfg.DrainInterval {
+		close(done)
+		return done
+	}
+	h.lastDrain = now
+	go func() {
+		defer close(done)
+		st, err := d.Drain(ctx)
+		if err != nil {
+			h.cfg.Logger.Error("drain of the dead-letter queues failed", "err", err)
+		}
+		h.cfg.Logger.Info("drained", "receives", st.Receives, "resent", st.Resent, "dead", st.Dead,
+			"stale", st.Stale, "poison", st.Poison, "failed", st.Failed)
+	}()
+	return done
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -13,6 +13,10 @@
 //	POST /v1/lambdas/{lambda}/tasks/cancel        {"collection","status","limit","cursor"}: cancel
 //	                                              a page of the tasks matched (at most 100); the
 //	                                              counts and the next_cursor to go on
+//	POST /v1/lambdas/{lambda}/tasks/{id}/redrive  a dead or fatally failed task runs again:
+//	                                              {"payload","priority","max_attempts"}, all optional
+//	POST /v1/lambdas/{lambda}/tasks/redrive       the same for a page of failed tasks: a list's
+//	                                              filters and cursor; answers counts and a cursor
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //
@@ -76,6 +80,8 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks", a.list)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/cancel", a.cancel)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/cancel", a.cancelMatching)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/redrive", a.redrive)
+	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/redrive", a.redriveMatching)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/after", a.addUpstreams)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
@@ -308,8 +314,11 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := task.ListParams{
-		Lambda: r.PathValue("lambda"), Status: task.Status(q.Get("status")),
-		Collection: q.Get("collection"), Cursor: q.Get("cursor"),
+		Lambda: r.PathValue("lambda"), Collection: q.Get("collection"), Cursor: q.Get("cursor"),
+	}
+	if err := listFilters(q, &p); err != nil {
+		a.fail(w, err)
+		return
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -50,6 +50,9 @@ type Config struct {
 	Workers     int           // DefaultWorkers if zero
 	PassTimeout time.Duration // DefaultPassTimeout if zero
 	SendTimeout time.Duration // DefaultSendTimeout if zero; must be below PassTimeout
+	// DrainInterval is how often Start drains the dead-letter queues (Drain), if the queue has
+	// them: DefaultDrainInterval if zero, never if negative.
+	DrainInterval time.Duration
 }
 
 // Consumer sweeps the store.
@@ -68,6 +71,7 @@ type Consumer struct {
 	workers     int
 	passTimeout time.Duration
 	sendTimeout time.Duration
+	drainEvery  time.Duration
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -100,6 +104,10 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
 		refilled: make(chan struct{}, 1),
 		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+		drainEvery: c.DrainInterval,
+	}
+	if cons.drainEvery == 0 {
+		cons.drainEvery = DefaultDrainInterval
 	}
 	for i, l := range c.Lambdas {
 		cons.byName[l.Name] = i
@@ -187,9 +195,14 @@ func (c *Consumer) Wake() {
 func (c *Consumer) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stop, c.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx, RunParams{}) })
+	if _, ok := c.queue.(task.DeadLetterQueue); ok && c.drainEvery > 0 {
+		wg.Go(func() { c.drainLoop(ctx) })
+	}
 	go func() {
 		defer close(c.done)
-		c.Run(ctx, RunParams{})
+		wg.Wait()
 	}()
 }
 

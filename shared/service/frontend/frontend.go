@@ -351,8 +351,10 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 	if _, err := s.lambda(p.Lambda); err != nil {
 		return nil, "", err
 	}
-	if p.Status != "" && !p.Status.Valid() {
-		return nil, "", task.Errorf(task.ErrInvalid, "status %q is not one of %v", task.Echo(string(p.Status)), task.Statuses)
+	for _, st := range p.StatusSet() {
+		if !st.Valid() {
+			return nil, "", task.Errorf(task.ErrInvalid, "status %q is not one of %v", task.Echo(string(st)), task.Statuses)
+		}
 	}
 	if p.Limit < 0 || p.Limit > task.MaxListLimit {
 		return nil, "", task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, p.Limit)

@@ -414,13 +414,25 @@ func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 // update is Update, setting extra attributes besides the state. It returns the task item as it
 // was before.
 func (st *Store) update(ctx context.Context, t task.Task, prev int64, extra map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	return st.updateItem(ctx, t, prev, extra, nil, "")
+}
+
+// updateItem is update, removing the attributes in remove too, and on the further condition
+// cond if it is not empty. A failed condition is task.ErrConflict, returned with the item as it
+// was.
+func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra map[string]types.AttributeValue, remove []string, cond string) (map[string]types.AttributeValue, error) {
 	if validKey(t.Lambda, t.ID) != nil {
 		return nil, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
 	state := st.marshalState(t)
 	names := make(map[string]string, len(stateAttrs))
 	values := map[string]types.AttributeValue{":prev": n(prev)}
-	var set, remove []string
+	var set []string
+	for i, name := range remove {
+		ph := "#r" + strconv.Itoa(i)
+		names[ph] = name
+		remove[i] = ph
+	}
 	for i, name := range stateAttrs {
 		ph := "#a" + strconv.Itoa(i)
 		names[ph] = name
@@ -440,10 +452,14 @@ func (st *Store) update(ctx context.Context, t task.Task, prev int64, extra map[
 	if len(remove) > 0 {
 		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
+	condition := "#a" + strconv.Itoa(slices.Index(stateAttrs, attrVersion)) + " = :prev"
+	if cond != "" {
+		condition += " AND " + cond
+	}
 	in := &dynamodb.UpdateItemInput{
 		TableName: &st.cfg.Table, Key: taskKey(t.Lambda, t.ID),
 		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#a" + strconv.Itoa(slices.Index(stateAttrs, attrVersion)) + " = :prev"),
+		ConditionExpression:       aws.String(condition),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
@@ -451,9 +467,18 @@ func (st *Store) update(ctx context.Context, t task.Task, prev int64, extra map[
 		// item needs a TTL; returning it costs no capacity.
 		ReturnValues: types.ReturnValueAllOld,
 	}
+	if cond != "" {
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
 	out, err := st.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
-		return nil, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		var failed *types.ConditionalCheckFailedException
+		errors.As(err, &failed)
+		var old map[string]types.AttributeValue
+		if failed != nil {
+			old = failed.Item
+		}
+		return old, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
 	if err != nil {
 		return nil, st.translate(err, "update %s/%s", t.Lambda, t.ID)

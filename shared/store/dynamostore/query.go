@@ -327,16 +327,27 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 	if task.ValidateName("lambda name", p.Lambda) != nil {
 		return nil, "", nil
 	}
+	// A range of creation times is a range of keys: "stamp" sorts before "stamp#id".
+	hi := ""
+	if !p.CreatedFrom.IsZero() {
+		lo = max(lo, stamp(p.CreatedFrom))
+	}
+	if !p.CreatedTo.IsZero() {
+		if hi = stamp(p.CreatedTo); lo > hi {
+			return nil, "", nil
+		}
+	}
 	keep := func(e entry) bool { return p.Collection == "" || e.coll == p.Collection }
 	// One match more than the page tells whether another page follows. With a status filter
 	// every entry of the collection is a candidate, and which are read is decided after the merge.
 	want := limit + 1
-	if p.Status != "" {
+	byStatus := len(p.StatusSet()) > 0
+	if byStatus {
 		want = p.ReadBudget()
 	}
 	reads := make([]shardRead, st.shards(p.Lambda))
 	err := parallel(len(reads), func(shard int) (err error) {
-		reads[shard], err = st.scanList(ctx, listPK(p.Lambda, shard), lo, want, p.ReadBudget(), keep)
+		reads[shard], err = st.scanList(ctx, listPK(p.Lambda, shard), lo, hi, want, p.ReadBudget(), keep)
 		return err
 	})
 	if err != nil {
@@ -360,7 +371,7 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 	var page []task.Task
 	var refs map[string]string
 	next := frontier
-	if p.Status != "" {
+	if byStatus {
 		page, refs, next, err = st.listByStatus(ctx, p, entries, frontier)
 	} else {
 		if len(entries) > limit {
@@ -396,7 +407,7 @@ func (st *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 func (st *Store) listByStatus(ctx context.Context, p task.ListParams, candidates []entry, frontier string) ([]task.Task, map[string]string, string, error) {
 	limit := p.PageSize()
 	page, refs, read, err := st.confirm(ctx, p.Lambda, candidates, limit+1, p.ReadBudget(), func(t task.Task) bool {
-		return t.Status == p.Status && (p.Collection == "" || t.Collection == p.Collection)
+		return p.Matches(t)
 	})
 	if err != nil {
 		return nil, nil, "", err
@@ -421,15 +432,19 @@ type shardRead struct {
 	done  bool
 }
 
-// scanList reads one shard of the list index after lo, in order, until it has want matches, has
-// read budget entries, or reaches the end.
-func (st *Store) scanList(ctx context.Context, pk, lo string, want, budget int, keep func(entry) bool) (shardRead, error) {
+// scanList reads one shard of the list index from lo (up to hi, if set), in order, until it has
+// want matches, has read budget entries, or reaches the end.
+func (st *Store) scanList(ctx context.Context, pk, lo, hi string, want, budget int, keep func(entry) bool) (shardRead, error) {
 	in := &dynamodb.QueryInput{
 		TableName: &st.cfg.Table, IndexName: aws.String(ListIndex),
 		KeyConditionExpression:    aws.String("#pk = :pk AND #sk >= :lo"),
 		ExpressionAttributeNames:  map[string]string{"#pk": attrListPK, "#sk": attrListSK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":lo": s(lo)},
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+	}
+	if hi != "" {
+		in.KeyConditionExpression = aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+		in.ExpressionAttributeValues[":hi"] = s(hi)
 	}
 	var r shardRead
 	for read, limit, sparse := 0, 0, false; ; {

@@ -174,6 +174,8 @@ type update struct {
 	t      task.Task
 	prev   int64
 	create []task.Task // a CreateBatch: these tasks, all or none
+	// payload writes t's payload too, in the same transaction (a Redrive).
+	payload bool
 	// done receives the outcome once the write is committed or has failed. The writer answers
 	// each update exactly once and done has room for that answer, so answering never blocks the
 	// writer, also when the caller has stopped waiting.
@@ -319,6 +321,12 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	return s.write(ctx, &update{t: t, prev: prev, done: make(chan error, 1)}, t)
 }
 
+// Redrive writes t like Update, and its payload with it, in one transaction (task.RedriveStore).
+// SQLite keeps ended tasks and their payloads until they are deleted, so none is ever gone.
+func (s *Store) Redrive(ctx context.Context, t task.Task, prev int64) error {
+	return s.write(ctx, &update{t: t, prev: prev, payload: true, done: make(chan error, 1)}, t)
+}
+
 // write hands u to the group writer and waits for its outcome.
 func (s *Store) write(ctx context.Context, u *update, t task.Task) error {
 	select {
@@ -426,6 +434,12 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		}
 		if n == 0 {
 			outcomes[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+			continue
+		}
+		if u.payload {
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET payload = ? WHERE lambda = ? AND id = ?`, blob(t.Payload), t.Lambda, t.ID); err != nil {
+				return nil, fmt.Errorf("sqlitestore: redrive %s/%s: %w", t.Lambda, t.ID, err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -488,6 +502,13 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 		}
 		after = &position{created, id}
 	}
+	switch set := p.StatusSet(); len(set) {
+	case 0:
+	case 1:
+		p.Status, p.Statuses = set[0], nil
+	default:
+		return s.listStatuses(ctx, p, set)
+	}
 	if p.Status != "" && p.Collection != "" {
 		return s.listBoth(ctx, p, after)
 	}
@@ -501,6 +522,7 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 		q += ` AND collection = ?`
 		args = append(args, p.Collection)
 	}
+	q, args = createdRange(q, args, p)
 	if after != nil {
 		q += ` AND (created_at, id) > (?, ?)`
 		args = append(args, after.created, after.id)
@@ -526,6 +548,75 @@ type position struct {
 	id      string
 }
 
+func (a position) before(b position) bool {
+	return a.created < b.created || (a.created == b.created && a.id < b.id)
+}
+
+// createdRange adds p's bounds on the creation time to a list query: every index a list reads
+// is ordered by created_at after its equalities, so the bounds narrow the range it reads.
+func createdRange(q string, args []any, p task.ListParams) (string, []any) {
+	if !p.CreatedFrom.IsZero() {
+		q += ` AND created_at >= ?`
+		args = append(args, nanos(p.CreatedFrom))
+	}
+	if !p.CreatedTo.IsZero() {
+		q += ` AND created_at < ?`
+		args = append(args, nanos(p.CreatedTo))
+	}
+	return q, args
+}
+
+// listStatuses answers a list filtered by several statuses: it lists a page of each status (so
+// each reads tasks_by_status in order, within the page's budget) and merges them, as a store
+// that shards its index merges its shards. The merge keeps the tasks up to the frontier, the
+// smallest cursor of a status that has more: every status's page holds all its matches up to
+// there, so none is skipped. The cursor is the last task of a full page, else the frontier.
+func (s *Store) listStatuses(ctx context.Context, p task.ListParams, set []task.Status) ([]task.Task, string, error) {
+	limit := p.PageSize()
+	var all []task.Task
+	var frontier *position
+	for _, status := range set {
+		one := p
+		one.Status, one.Statuses = status, nil
+		tasks, next, err := s.List(ctx, one)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, tasks...)
+		if next != "" {
+			created, id, err := decodeCursor(next)
+			if err != nil {
+				return nil, "", err
+			}
+			if pos := (position{created, id}); frontier == nil || pos.before(*frontier) {
+				frontier = &pos
+			}
+		}
+	}
+	at := func(t task.Task) position { return position{t.CreatedAt.UnixNano(), t.ID} }
+	slices.SortFunc(all, func(a, b task.Task) int {
+		switch pa, pb := at(a), at(b); {
+		case pa.before(pb):
+			return -1
+		case pb.before(pa):
+			return 1
+		}
+		return 0
+	})
+	if frontier != nil {
+		all = slices.DeleteFunc(all, func(t task.Task) bool { return frontier.before(at(t)) })
+	}
+	switch {
+	case len(all) > limit:
+		all = all[:limit]
+		last := at(all[limit-1])
+		return all, encodeCursor(last.created, last.id), nil
+	case frontier != nil:
+		return all, encodeCursor(frontier.created, frontier.id), nil
+	}
+	return all, "", nil
+}
+
 // listBoth answers a list filtered by status and collection. It reads the status's entries of
 // tasks_by_status in order, at most p.ReadBudget() of them, and checks each one's collection,
 // until one more than the page matches. The tasks that match are then read by key. The cursor is
@@ -535,6 +626,7 @@ func (s *Store) listBoth(ctx context.Context, p task.ListParams, after *position
 	limit := p.PageSize()
 	q := `SELECT created_at, id, collection = ? FROM tasks WHERE lambda = ? AND status = ?`
 	args := []any{p.Collection, p.Lambda, string(p.Status)}
+	q, args = createdRange(q, args, p)
 	if after != nil {
 		q += ` AND (created_at, id) > (?, ?)`
 		args = append(args, after.created, after.id)

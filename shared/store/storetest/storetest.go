@@ -46,6 +46,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"Counts", testCounts},
 		{"Gates", testGates},
 		{"CancelRequested", testCancelRequested},
+		{"Redrive", testRedrive},
 	}
 	cases = append(cases, flowCases(c)...)
 	for _, c := range cases {
@@ -421,6 +422,13 @@ func testList(t *testing.T, s task.Store) {
 		{"collection", task.ListParams{Collection: "red"}, []string{"a", "b", "e", "f", "i"}},
 		{"both", task.ListParams{Status: task.StatusNew, Collection: "red"}, []string{"a", "f", "i"}},
 		{"none", task.ListParams{Status: task.StatusDead}, nil},
+		{"statuses", task.ListParams{Statuses: []task.Status{task.StatusEnqueued, task.StatusSuccess}}, []string{"h", "b", "e"}},
+		{"status and statuses", task.ListParams{Status: task.StatusSuccess, Statuses: []task.Status{task.StatusEnqueued}}, []string{"h", "b", "e"}},
+		{"statuses and collection", task.ListParams{Statuses: []task.Status{task.StatusNew, task.StatusSuccess}, Collection: "red"}, []string{"a", "e", "f", "i"}},
+		{"created range", task.ListParams{CreatedFrom: now.Add(time.Second), CreatedTo: now.Add(3 * time.Second)}, []string{"b", "c", "d", "e"}},
+		{"created from, status", task.ListParams{Status: task.StatusNew, CreatedFrom: now.Add(time.Second)}, []string{"c", "d", "f", "g", "i"}},
+		{"created to, statuses, collection", task.ListParams{Statuses: []task.Status{task.StatusNew, task.StatusEnqueued}, Collection: "red", CreatedTo: now.Add(3 * time.Second)}, []string{"a", "b"}},
+		{"empty range", task.ListParams{CreatedFrom: now.Add(3 * time.Second), CreatedTo: now.Add(time.Second)}, nil},
 	} {
 		for _, limit := range []int{task.MaxListLimit, 1, 2, 4} {
 			p := c.p

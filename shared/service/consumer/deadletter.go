@@ -1,0 +1,182 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// The drain of the dead-letter queues. A task's message goes to its queue's dead-letter queue
+// once received MaxReceiveCount times without a claim settled (a claim settled either way
+// deletes it): workers crashed on it, or its claims failed again and again. Its task is then
+// still enqueued, and the resend lane would send it again after its enqueue timeout anyway, but
+// the message would stay in the dead-letter queue for its retention. Drain reads those messages:
+//
+//   - a task still enqueued runs again: its message is sent again at once, counting its trip
+//     (task.DeadLettered), so that a task whose messages keep going there ends dead after
+//     task.MaxDeadLetterTrips trips in a row, saying why, rather than loop;
+//   - a message whose task moved on (claimed, ended, enqueued again by a gate) or is gone is stale;
+//   - a body that is no task message of its queue is poison: logged at error level, with its head;
+//
+// and deletes each once handled. A message whose handling failed (the store or the queue did) is
+// left for the next drain.
+
+// Drain settings.
+const (
+	// DrainBatches bounds the receives from one dead-letter queue in one drain: at most
+	// DrainBatches × 10 messages. An idle queue costs one receive.
+	DrainBatches = 10
+	// DrainWait is the long poll of a drain's first receive from a queue: a short one, since
+	// every queue is read at once. (A receive without a wait samples only some of SQS's
+	// servers, and may miss the few messages of a dead-letter queue.)
+	DrainWait = time.Second
+	// drainVisibility hides a message received by a drain while it handles it.
+	drainVisibility = 30 * time.Second
+	// drainTimeout bounds one drain.
+	drainTimeout = 30 * time.Second
+	// DefaultDrainInterval is how often a consumer drains: a drain of an idle environment costs
+	// one receive per dead-letter queue (docs/capacity.md).
+	DefaultDrainInterval = 5 * time.Minute
+)
+
+// drainLoop drains at once, then every drain interval, until ctx ends.
+func (c *Consumer) drainLoop(ctx context.Context) {
+	t := time.NewTicker(c.drainEvery)
+	defer t.Stop()
+	for {
+		if st, err := c.Drain(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("drain of the dead-letter queues failed", "err", err)
+		} else if st.Resent+st.Dead+st.Stale+st.Poison+st.Failed > 0 {
+			c.log.Info("drained the dead-letter queues", "resent", st.Resent, "dead", st.Dead, "stale", st.Stale, "poison", st.Poison, "failed", st.Failed)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// DrainStats counts what one drain did with the messages it read.
+type DrainStats struct {
+	Resent int // tasks still enqueued, whose message was sent again
+	Dead   int // tasks ended dead, their messages having gone there too often
+	Stale  int // messages whose task moved on or is gone
+	Poison int // bodies that are no task message
+	Failed int // messages left for the next drain: the store or the queue failed
+	// Receives counts the receives from dead-letter queues, what an idle environment pays for.
+	Receives int
+}
+
+func (s *DrainStats) add(o DrainStats) {
+	s.Resent += o.Resent
+	s.Dead += o.Dead
+	s.Stale += o.Stale
+	s.Poison += o.Poison
+	s.Failed += o.Failed
+	s.Receives += o.Receives
+}
+
+// Drain reads the dead-letter queues of every lambda's priorities once, a few at a time, and
+// handles what it finds (see above). It does nothing for a queue without dead-letter queues
+// (one that is not a task.DeadLetterQueue, such as the embedded one). It returns the errors of
+// the queues it could not read.
+func (c *Consumer) Drain(ctx context.Context) (DrainStats, error) {
+	dl, ok := c.queue.(task.DeadLetterQueue)
+	if !ok {
+		return DrainStats{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	type lane struct{ lambda, priority string }
+	var lanes []lane
+	for _, l := range c.lambdas {
+		for _, p := range l.Priorities {
+			lanes = append(lanes, lane{l.Name, p})
+		}
+	}
+	stats := make([]DrainStats, len(lanes))
+	errs := make([]error, len(lanes))
+	slots := make(chan struct{}, c.workers)
+	var wg sync.WaitGroup
+	for i, ln := range lanes {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			stats[i], errs[i] = c.drainQueue(ctx, dl, ln.lambda, ln.priority)
+		})
+	}
+	wg.Wait()
+	var st DrainStats
+	for _, s := range stats {
+		st.add(s)
+	}
+	return st, errors.Join(errs...)
+}
+
+// drainQueue reads one dead-letter queue, a batch at a time, until a batch comes short or it has
+// read DrainBatches.
+func (c *Consumer) drainQueue(ctx context.Context, dl task.DeadLetterQueue, lambda, priority string) (DrainStats, error) {
+	var st DrainStats
+	wait := DrainWait
+	for range DrainBatches {
+		st.Receives++
+		letters, err := dl.ReceiveDead(ctx, task.ReceiveParams{Lambda: lambda, Priority: priority, Max: 10, Wait: wait, Visibility: drainVisibility})
+		if err != nil {
+			return st, err
+		}
+		for _, l := range letters {
+			c.drainOne(ctx, dl, l, &st)
+		}
+		if len(letters) < 10 {
+			return st, nil
+		}
+		wait = 0 // more are there: no need to wait for them
+	}
+	return st, nil
+}
+
+// drainOne handles one message of a dead-letter queue, and deletes it unless that failed.
+func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task.DeadLetter, st *DrainStats) {
+	log := c.log.With("lambda", l.Lambda, "priority", l.Priority, "task_id", l.TaskID, "receive_count", l.ReceiveCount)
+	if l.TaskID == "" {
+		log.Error("poison message in a dead-letter queue: it names no task of its queue; deleted", "body", l.Poison, "err", l.Why)
+		st.Poison++
+	} else {
+		trips := l.DeadLetterTrips + 1
+		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, func(t task.Task) (task.Task, error) {
+			return task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
+		})
+		switch {
+		case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
+			log.Debug("stale message in a dead-letter queue; deleted", "reason", err)
+			st.Stale++
+		case err != nil:
+			log.Warn("could not handle a message of a dead-letter queue; the next drain tries again", "err", err)
+			st.Failed++
+			return
+		case t.Status == task.StatusDead:
+			// "status": "dead" is what the dead tasks' metric counts.
+			log.Warn("task dead: its messages keep going to the dead-letter queue", "status", t.Status, "trips", trips)
+			st.Dead++
+		default:
+			m := t.Message()
+			m.DeadLetterTrips = trips
+			if err := c.queue.Send(ctx, m); err != nil {
+				// The task is enqueued, due for a resend after its enqueue timeout: the resend
+				// lane sends it if the next drain cannot either.
+				log.Warn("could not send a dead-lettered task again; the next drain tries again", "err", err)
+				st.Failed++
+				return
+			}
+			log.Info("dead-lettered task sent again", "trips", trips)
+			st.Resent++
+		}
+	}
+	if err := dl.DeleteDead(ctx, l.Delivery); err != nil {
+		log.Warn("could not delete a message of a dead-letter queue; the next drain sees it again", "err", err)
+	}
+}
