@@ -107,6 +107,10 @@ type Task struct {
 	// collection: stores keep it out of the sweep's range, so a held backlog costs no reads.
 	// Every transition but Park clears it.
 	Parked bool `json:"-"`
+	// From is the status the latest transition moved the task from (the status it had as read),
+	// set by every transition and never stored: empty on a task as read or as created. A write's
+	// (From, Status) says what happened, as lifecycle events need, without reading the task again.
+	From Status `json:"-"`
 }
 
 // Gate modes.

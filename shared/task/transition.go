@@ -15,7 +15,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	if s.Terminal() && t.Downstream {
 		trigger = at(now) // the consumer tells the downstreams (see flow.go)
 	}
-	t.Status, t.UpdatedAt, t.NextTriggerAt = s, now, trigger
+	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++
 	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
