@@ -1,14 +1,18 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/eventschema"
 )
 
 var (
@@ -144,6 +148,7 @@ func TestWritten(t *testing.T) {
 			return ok(t)(task.Notified(tk, "", true, t0))
 		}, ""},
 	}
+	schemas := loadSchemas(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tk := tc.write(t)
@@ -163,6 +168,7 @@ func TestWritten(t *testing.T) {
 			if e.Status != tk.Status || e.PreviousStatus != tk.From || e.Attempt != tk.Attempts || e.MaxAttempts != tk.MaxAttempts || !e.Time.Equal(tk.UpdatedAt) {
 				t.Errorf("event %+v does not describe the write %s → %s, attempt %d", e, tk.From, tk.Status, tk.Attempts)
 			}
+			validate(t, schemas, e)
 			switch e.Type {
 			case lifecycle.Retried:
 				if e.RunAt == nil || !e.RunAt.Equal(*tk.NextTriggerAt) || e.Error == "" {
@@ -198,6 +204,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // TestCreated: a created task's event is scheduled, with its run time and deadline, whatever
 // status it was created in, and no previous status.
 func TestCreated(t *testing.T) {
+	schemas := loadSchemas(t)
 	tk := newTask(t, "a", 3)
 	deadline := t0.Add(time.Hour)
 	tk.Deadline = &deadline
@@ -207,8 +214,48 @@ func TestCreated(t *testing.T) {
 	}
 	for _, tk := range []task.Task{tk, ahead} {
 		e := lifecycle.Created(tk)
+		validate(t, schemas, e)
 		if e.Type != lifecycle.Scheduled || e.Status != tk.Status || e.PreviousStatus != "" || e.RunAt == nil || !e.RunAt.Equal(t0) || e.Deadline == nil || !e.Deadline.Equal(deadline) {
 			t.Errorf("created %s: event %+v", tk.Status, e)
+		}
+	}
+}
+
+func loadSchemas(t *testing.T) eventschema.Schemas {
+	t.Helper()
+	s, err := eventschema.Load(schemaDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// validate writes e as `atf dev --events stdout` does, and checks the line against its schema.
+func validate(t *testing.T, schemas eventschema.Schemas, e lifecycle.Event) {
+	t.Helper()
+	var buf bytes.Buffer
+	detail, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.NewWriterSink(&buf).Put(t.Context(), []lifecycle.Entry{{DetailType: e.Type.DetailType(), Detail: detail, Time: e.Time}}); err != nil {
+		t.Fatal(err)
+	}
+	dt, err := schemas.Validate(buf.Bytes())
+	if err != nil {
+		t.Errorf("%s", err)
+	}
+	if dt != e.Type.DetailType() {
+		t.Errorf("event %s written as detail-type %s", e.Type, dt)
+	}
+	// Another type's schema refuses it.
+	for other, s := range schemas {
+		if other == dt {
+			continue
+		}
+		v, _ := jsonschema.UnmarshalJSON(bytes.NewReader(buf.Bytes()))
+		if s.Validate(v) == nil {
+			t.Errorf("the schema of %s takes a %s event", other, dt)
 		}
 	}
 }
