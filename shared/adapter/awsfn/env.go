@@ -23,6 +23,8 @@ import (
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/lifecycle/eventbus"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -37,6 +39,9 @@ const (
 	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
 	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
 	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
+	// EnvEventBus names the EventBridge bus (name or ARN) that the functions writing the table
+	// put lifecycle events on (package lifecycle); none are published if it is unset.
+	EnvEventBus = "ATF_EVENT_BUS"
 )
 
 // LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
@@ -71,6 +76,7 @@ type Env struct {
 	Lambdas        []task.Lambda
 	Lambda         string // empty for functions that serve every lambda
 	StatusFunction string
+	EventBus       string      // empty: no lifecycle events
 	Task           task.Config // with defaults
 }
 
@@ -81,7 +87,7 @@ func LoadEnv() (Env, error) { return ParseEnv(os.Getenv) }
 func ParseEnv(getenv func(string) string) (Env, error) {
 	e := Env{
 		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
-		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction),
+		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 	}
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
@@ -146,6 +152,19 @@ type Clients struct {
 	DB    *dynamodb.Client
 	Store *dynamostore.Store
 	Queue *sqsqueue.Queue
+	// Events publishes the lifecycle events of the writes made through TaskStore, to the bus
+	// of ATF_EVENT_BUS; nil without one. A handler flushes it before its invocation returns
+	// (lifecycle.FlushAfter).
+	Events *lifecycle.Publisher
+}
+
+// TaskStore is the store the services write through: Store, publishing lifecycle events when
+// the function has a bus.
+func (c Clients) TaskStore() task.Store {
+	if c.Events == nil {
+		return c.Store
+	}
+	return lifecycle.Wrap(c.Store, c.Events)
 }
 
 // Open builds the clients of e from the standard AWS environment (region, credentials and, for
@@ -174,7 +193,17 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	return Clients{AWS: cfg, DB: db, Store: store, Queue: queue}, nil
+	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue}
+	if e.EventBus != "" {
+		sink, err := eventbus.New(eventbus.NewClient(cfg), e.EventBus)
+		if err != nil {
+			return Clients{}, err
+		}
+		if c.Events, err = lifecycle.NewPublisher(lifecycle.Config{Sink: sink, Logger: log}); err != nil {
+			return Clients{}, err
+		}
+	}
+	return c, nil
 }
 
 // Emulated reports whether the environment points service (such as DYNAMODB) at an endpoint
@@ -196,7 +225,7 @@ func Status(e Env, c Clients, log *slog.Logger) executor.Status {
 	if e.StatusFunction != "" {
 		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
 	}
-	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log})
+	local := status.New(c.TaskStore(), status.Config{Task: e.Task, Logger: log})
 	h := statusfn.NewHandler(local, log)
 	if e.Lambda != "" {
 		h = statusfn.NewLambdaHandler(local, e.Lambda, log)
