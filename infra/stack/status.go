@@ -38,7 +38,7 @@ type status struct {
 }
 
 func newStatus(scope constructs.Construct, id string, d *deployment, e registry.Entry, s *store) *status {
-	env := d.commonEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
+	env := d.writerEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
 	st := &status{newFunction(scope, id, d, functionProps{
 		asset: "status", description: "atf-" + d.name + ": claims, heartbeats and results of the tasks of lambda " + e.Name,
@@ -48,6 +48,7 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 	s.grantLambda(st.role, e.Name, statusActions...)
 	s.grantUpstreamReads(st.role)
 	s.grantGateReads(st.role)
+	d.grantPublish(st.role)
 	return st
 }
 
