@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/openatf/atf/shared/service/lifecycle"
-	"github.com/openatf/atf/shared/service/lifecycle/eventbus"
+	"github.com/openatf/atf/shared/adapter/eventbus"
 )
 
 // eventSink returns the sink of `atf dev --events MODE`: none for "", JSON lines on out for

@@ -17,7 +17,7 @@ import (
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/service/lifecycle"
-	"github.com/openatf/atf/shared/service/lifecycle/eventbus"
+	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
 	"github.com/openatf/atf/shared/testkit/chaostest"

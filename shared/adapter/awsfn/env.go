@@ -24,7 +24,7 @@ import (
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/lifecycle"
-	"github.com/openatf/atf/shared/service/lifecycle/eventbus"
+	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
