@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/adapter/eventbus"
+	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
 // eventSink returns the sink of `atf dev --events MODE`: none for "", JSON lines on out for

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/service/lifecycle"
-	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
 	"github.com/openatf/atf/shared/testkit/chaostest"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/adapter/eventbus"
+	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
 	"github.com/openatf/atf/shared/testkit/eventschema"
