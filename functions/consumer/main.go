@@ -15,5 +15,5 @@ func main() {
 	env, clients, logger := awsfn.Setup()
 	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
 	handler := consumerfn.New(c, consumerfn.Deployed(logger)).Handle
-	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, lifecycle.DefaultFlushTimeout))
+	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush))
 }

@@ -20,5 +20,5 @@ func main() {
 	}
 	hsc := status.New(clients.TaskStore(), status.Config{Task: env.Task, Logger: logger})
 	handler := statusfn.NewLambdaHandler(hsc, env.Lambda, logger).Handle
-	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, lifecycle.DefaultFlushTimeout))
+	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
 }

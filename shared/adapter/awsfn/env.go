@@ -42,6 +42,11 @@ const (
 	// EnvEventBus names the EventBridge bus (name or ARN) that the functions writing the table
 	// put lifecycle events on (package lifecycle); none are published if it is unset.
 	EnvEventBus = "ATF_EVENT_BUS"
+	// EnvEventsFlush bounds how long a function's invocation waits, after its handler, for the
+	// lifecycle events not yet sent (a Go duration) [lifecycle.DefaultFlushTimeout]. 0 waits
+	// not at all: events still in flight go when the function next runs, or are lost if AWS
+	// retires it first (docs/guarantees.md).
+	EnvEventsFlush = "ATF_EVENTS_FLUSH"
 )
 
 // LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
@@ -76,8 +81,9 @@ type Env struct {
 	Lambdas        []task.Lambda
 	Lambda         string // empty for functions that serve every lambda
 	StatusFunction string
-	EventBus       string      // empty: no lifecycle events
-	Task           task.Config // with defaults
+	EventBus       string        // empty: no lifecycle events
+	EventsFlush    time.Duration // ATF_EVENTS_FLUSH
+	Task           task.Config   // with defaults
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -101,6 +107,14 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 			return Env{}, fmt.Errorf("%s=%q: %w", EnvShards, v, err)
 		}
 		e.Shards = n
+	}
+	e.EventsFlush = lifecycle.DefaultFlushTimeout
+	if v := getenv(EnvEventsFlush); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Env{}, fmt.Errorf("%s=%q: want a Go duration, 0 or more", EnvEventsFlush, v)
+		}
+		e.EventsFlush = d
 	}
 	if v := getenv(EnvHeartbeat); v != "" {
 		d, err := time.ParseDuration(v)

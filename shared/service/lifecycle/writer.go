@@ -55,9 +55,9 @@ func (s *WriterSink) Put(_ context.Context, batch []Entry) ([]Failure, error) {
 // freezes the process once the handler returns, senders and all. The events go out while the
 // handler runs, as its writes publish them; the flush waits only for those still in flight. An
 // event the flush did not see out goes when the process next runs, or is lost with it (see
-// docs/guarantees.md). With a nil p it returns handler.
+// docs/guarantees.md). With a nil p, or a timeout of 0, it returns handler.
 func FlushAfter[In, Out any](handler func(context.Context, In) (Out, error), p *Publisher, timeout time.Duration) func(context.Context, In) (Out, error) {
-	if p == nil {
+	if p == nil || timeout <= 0 {
 		return handler
 	}
 	return func(ctx context.Context, in In) (Out, error) {
@@ -69,7 +69,7 @@ func FlushAfter[In, Out any](handler func(context.Context, In) (Out, error), p *
 
 // FlushAfterErr is FlushAfter for a handler that returns only an error.
 func FlushAfterErr[In any](handler func(context.Context, In) error, p *Publisher, timeout time.Duration) func(context.Context, In) error {
-	if p == nil {
+	if p == nil || timeout <= 0 {
 		return handler
 	}
 	return func(ctx context.Context, in In) error {
