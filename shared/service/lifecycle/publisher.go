@@ -142,18 +142,20 @@ func (p *Publisher) Publish(e Event) {
 		return
 	}
 	p.published.Add(1)
+	// The append happens under the lock (it never blocks), so that Close, which takes the lock
+	// to close, finds every event published before it in the buffer.
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		p.drop(e, "the publisher is closed")
 		return
 	}
-	p.pending++
-	p.mu.Unlock()
 	select {
 	case p.queue <- e:
+		p.pending++
+		p.mu.Unlock()
 	default:
-		p.done(1)
+		p.mu.Unlock()
 		p.drop(e, "the buffer is full")
 	}
 }
