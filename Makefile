@@ -116,7 +116,7 @@ lint: golangci-lint ## go vet, gofmt and golangci-lint (.golangci.yml), on the r
 	$(GOLANGCI_LINT) run ./...
 	cd infra && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 
-emulators: ## start DynamoDB Local and moto (SQS) without Docker; prints the AWS_* env to export
+emulators: ## start DynamoDB Local and moto (SQS, EventBridge) without Docker; prints the AWS_* env to export
 	@localstack/emulators start
 
 emulators-stop: ## stop the emulators

@@ -52,6 +52,8 @@ func dev(args []string) error {
 	enqueueTimeout := fs.Duration("enqueue-timeout", task.DefaultEnqueueTimeout, "how long a task may wait in its queue unclaimed before it is enqueued again (it covers a message lost, as when atf dev dies between enqueuing a task and sending its message)")
 	maxAttempts := fs.Int("max-attempts", task.DefaultMaxAttempts, "default max attempts of a task")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	events := fs.String("events", "", "publish the tasks' lifecycle events: stdout (JSON lines, as a rule's target gets them) or eventbridge (PutEvents on --event-bus, from the AWS environment variables)")
+	eventBus := fs.String("event-bus", "atf-dev", "the EventBridge event bus of --events eventbridge (a name or ARN)")
 	token := fs.String("token", "", "if set, every API request must carry it as \"Authorization: Bearer TOKEN\"; required to listen beyond loopback (default $ATF_TOKEN)")
 	if pos, err := parse(fs, args); err != nil {
 		return err
@@ -80,6 +82,11 @@ func dev(args []string) error {
 		},
 		Logger: log, Token: cmp.Or(*token, os.Getenv("ATF_TOKEN")),
 	}
+	sink, err := eventSink(ctx, *events, *eventBus, os.Stdout)
+	if err != nil {
+		return err
+	}
+	cfg.Events = sink
 	if *registryFile != "" {
 		reg, err := registry.Load(*registryFile)
 		if err != nil {

@@ -79,6 +79,25 @@ type devProcess struct {
 	client *client.Client
 	done   chan struct{}
 	log    func() string // what it logged so far
+	stdout *lockedBuffer // what it wrote to stdout (atf dev --events stdout)
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 var upLine = regexp.MustCompile(`api=(http://\S+)`)
@@ -103,6 +122,8 @@ func startDev(t *testing.T, handlers string, store []string, extra ...string) *d
 	t.Helper()
 	args := slices.Concat([]string{"dev", "--addr", "127.0.0.1:0", "--handlers", handlers, "--heartbeat", "200ms"}, store, extra)
 	cmd := exec.Command(atfBin, args...)
+	stdout := &lockedBuffer{}
+	cmd.Stdout = stdout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +131,7 @@ func startDev(t *testing.T, handlers string, store []string, extra ...string) *d
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &devProcess{cmd: cmd, done: make(chan struct{})}
+	p := &devProcess{cmd: cmd, done: make(chan struct{}), stdout: stdout}
 	endpoint := make(chan string, 1)
 	var logMu sync.Mutex
 	var log strings.Builder

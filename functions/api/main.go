@@ -1,5 +1,6 @@
 // Command api is the API function: API Gateway (HTTP API, IAM auth) → the v1 HTTP API. It sends
-// the tasks due within 15 minutes to their queues itself (frontend.Config.Queue).
+// the tasks due within 15 minutes to their queues itself (frontend.Config.Queue). With ATF_EVENT_BUS it
+// publishes the lifecycle events of its writes (scheduled, cancelled) before each invocation returns.
 package main
 
 import (
@@ -7,10 +8,12 @@ import (
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/httpapi"
 	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
 func main() {
 	env, clients, logger := awsfn.Setup()
-	svc := frontend.New(clients.Store, frontend.Config{Lambdas: env.Lambdas, Task: env.Task, Queue: clients.Queue, Logger: logger})
-	awsfn.Start(apifn.New(httpapi.New(svc, logger), logger).Handle)
+	svc := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: env.Lambdas, Task: env.Task, Queue: clients.Queue, Logger: logger})
+	handler := apifn.New(httpapi.New(svc, logger), logger).Handle
+	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
 }

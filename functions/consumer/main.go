@@ -1,15 +1,19 @@
 // Command consumer is the consumer function: EventBridge invokes it every minute, and it sweeps
-// the store about every second for the minute (consumerfn.Deployed).
+// the store about every second for the minute (consumerfn.Deployed). With ATF_EVENT_BUS it publishes the
+// lifecycle events of its writes (retried and dead on timeouts, dead past deadlines, dropped,
+// unblocked, upstream_failed) as it goes, and flushes them before the invocation returns.
 package main
 
 import (
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/consumerfn"
 	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
 func main() {
 	env, clients, logger := awsfn.Setup()
-	c := consumer.New(clients.Store, clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
-	awsfn.Start(consumerfn.New(c, consumerfn.Deployed(logger)).Handle)
+	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
+	handler := consumerfn.New(c, consumerfn.Deployed(logger)).Handle
+	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush))
 }

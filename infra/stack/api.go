@@ -54,9 +54,10 @@ type api struct {
 func newAPI(scope constructs.Construct, id string, d *deployment, s *store, lambdas []*lambdaResources) *api {
 	a := &api{function: newFunction(scope, id+"Function", d, functionProps{
 		asset: "api", description: "atf-" + d.name + ": the v1 HTTP API behind API Gateway",
-		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.commonEnv(d.lambdasJSON, s.table.TableName()),
+		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.writerEnv(d.lambdasJSON, s.table.TableName()),
 	})}
 	s.grant(a.role, apiActions...)
+	d.grantPublish(a.role)
 	// A task due within 15 minutes is sent to its queue by the request that schedules it.
 	for _, l := range lambdas {
 		for _, p := range l.queues.priorities {

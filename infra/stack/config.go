@@ -54,6 +54,17 @@ type Environment struct {
 	// StatusConcurrency is the status function's reserved concurrency; optional, sized from the
 	// registry if zero (see statusReserved).
 	StatusConcurrency int `json:"status_concurrency,omitempty"`
+	// Events, optional: nil (or absent) publishes no lifecycle events. Set, the stack makes the
+	// environment's event bus (events.go) and the functions that write the table publish every
+	// task's events to it, at $1.00 per million events (docs/capacity.md).
+	Events *Events `json:"events,omitempty"`
+}
+
+// Events configures the lifecycle events of an environment.
+type Events struct {
+	// ArchiveRetentionDays keeps every event in the bus's archive this long, for replay: at
+	// least 1.
+	ArchiveRetentionDays int `json:"archive_retention_days"`
 }
 
 // DefaultAccountConcurrency is AWS Lambda's default concurrency limit of an account and region.
@@ -156,6 +167,9 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, minUnreservedConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
 	case e.StatusConcurrency < 0:
 		return fmt.Errorf("environment %s: status_concurrency must not be negative, got %d", name, e.StatusConcurrency)
+	}
+	if e.Events != nil && e.Events.ArchiveRetentionDays < 1 {
+		return fmt.Errorf("environment %s: events.archive_retention_days must be at least 1, got %d", name, e.Events.ArchiveRetentionDays)
 	}
 	if a := e.Alarms; a != nil {
 		switch {

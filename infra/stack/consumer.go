@@ -41,10 +41,11 @@ type consumer struct {
 func newConsumer(scope constructs.Construct, id string, d *deployment, s *store, lambdas []*lambdaResources) *consumer {
 	c := &consumer{function: newFunction(scope, id, d, functionProps{
 		asset: "consumer", description: "atf-" + d.name + ": sweeps due tasks into their queues, every second",
-		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.commonEnv(d.lambdasJSON, s.table.TableName()),
+		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.writerEnv(d.lambdasJSON, s.table.TableName()),
 		reserved: 1, dropStaleEvents: true, maxEventAge: consumerfn.Period,
 	})}
 	s.grant(c.role, consumerActions...)
+	d.grantPublish(c.role)
 	for _, l := range lambdas {
 		for _, p := range l.queues.priorities {
 			l.queues.queue[p].GrantSendMessages(c.role)

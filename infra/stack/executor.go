@@ -130,7 +130,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 			"!"+filepath.ToSlash(filepath.Join(assets, "executor", "bootstrap")),
 			"!"+filepath.ToSlash(filepath.Join(assets, "workers-"+e.Handler, "bootstrap"))),
 	})
-	env := d.commonEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
+	env := d.writerEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
 	x.task.AddContainer(jsii.String("executor"), &awsecs.ContainerDefinitionOptions{
 		Image:       image,
@@ -152,6 +152,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 	s.grantLambda(x.task.TaskRole(), e.Name, statusActions...)
 	s.grantUpstreamReads(x.task.TaskRole())
 	s.grantGateReads(x.task.TaskRole())
+	d.grantPublish(x.task.TaskRole())
 	suppress(x.task, "AwsSolutions-ECS2", "The environment holds the executor's configuration (table, queue prefix, lambda): names, no secrets.")
 	suppress(x.task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken has no resource-level permissions: it takes Resource *.", "Resource::*")
 	props := &awsecs.FargateServiceProps{

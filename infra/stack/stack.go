@@ -9,6 +9,7 @@
 //	queues.go    a lambda's queues: one per priority, each with a dead-letter queue
 //	worker.go    a function lambda's worker function and its SQS event sources
 //	executor.go  an ecs lambda's Fargate service running functions/executor (and the cluster)
+//	events.go    the lifecycle events' bus, its archive and an example rule (if the environment has events)
 //	alarms.go    the metrics the functions' logs feed, and the alarms on them
 //	dashboard.go the CloudWatch dashboard
 //	nag.go       cdk-nag's AwsSolutions checks and every suppression, with its reason
@@ -77,6 +78,8 @@ type deployment struct {
 	// reserved is the reserved concurrency of the stack's functions, and eventSources the
 	// MaximumConcurrency of its event source mappings, summed as they are made.
 	reserved, eventSources int
+	// events is the lifecycle events' bus; nil if the environment has none.
+	events *events
 }
 
 // New returns the stack of one environment. It panics with a message for people on a bad
@@ -117,6 +120,9 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	awscdk.Tags_Of(d.stack).Add(jsii.String("atf:environment"), jsii.String(p.Name), nil)
 
 	store := newStore(d.stack, "Store", d)
+	if p.Env.Events != nil {
+		d.events = newEvents(d.stack, "Events", d)
+	}
 	var lambdas []*lambdaResources
 	var cluster *executorCluster
 	for i, e := range p.Registry.Lambdas {
@@ -150,6 +156,10 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	output(d.stack, "ApiUrl", api.stage.Url())
 	output(d.stack, "TableName", store.table.TableName())
 	output(d.stack, "QueuePrefix", jsii.String(d.prefix))
+	if d.events != nil {
+		output(d.stack, "EventBusName", d.events.bus.EventBusName())
+		output(d.stack, "EventsFailedQueueUrl", d.events.queue.QueueUrl())
+	}
 	applyNag(d)
 	return d.stack
 }

@@ -70,8 +70,11 @@ func TestQueues(t *testing.T) {
 				}
 			}
 		}
+		if mustEnvs(t)[name].Events != nil {
+			want++ // the example rule's queue (events_test.go)
+		}
 		if len(queues) != want {
-			t.Errorf("%s: %d queues, want %d (lambdas × priorities, and a DLQ each)", name, len(queues), want)
+			t.Errorf("%s: %d queues, want %d (lambdas × priorities, and a DLQ each; the events' example queue)", name, len(queues), want)
 		}
 		// Every queue refuses requests without TLS.
 		secured := map[string]bool{}
@@ -357,7 +360,7 @@ func TestLeastPrivilege(t *testing.T) {
 			want = append(want, "Lambda-"+e.Name+"/Worker/Logs/Resource", "Lambda-"+e.Name+"/Status/Function/Resource")
 		case registry.KindECS:
 			role = "Lambda-" + e.Name + "/Executor/Task/TaskRole/Resource"
-			want = append(want, "Store/Table/Resource")
+			want = append(want, "Store/Table/Resource", eventBusPath) // staging publishes lifecycle events (events_test.go)
 		}
 		actions, resources := grantsOf(s, role)
 		slices.Sort(want)
@@ -365,7 +368,7 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s may touch %v\nwant %v", role, resources, want)
 		}
 		for _, a := range actions {
-			if !strings.HasPrefix(a, "sqs:") && !strings.HasPrefix(a, "logs:") && a != "lambda:InvokeFunction" && !slices.Contains(statusActions, a) && !slices.Contains(upstreamReadActions, a) {
+			if !strings.HasPrefix(a, "sqs:") && !strings.HasPrefix(a, "logs:") && a != "lambda:InvokeFunction" && !slices.Contains(statusActions, a) && !slices.Contains(upstreamReadActions, a) && (a != putEvents || e.Kind != registry.KindECS) {
 				t.Errorf("%s may %s", role, a)
 			}
 			if a == "sqs:SendMessage" && e.Kind == registry.KindFunction {
@@ -395,7 +398,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	for _, a := range actions {
 		sends := a == "sqs:SendMessage" || a == "sqs:GetQueueUrl" || a == "sqs:GetQueueAttributes"
-		if !sends && !strings.HasPrefix(a, "logs:") && !slices.Contains(apiActions, a) {
+		if !sends && !strings.HasPrefix(a, "logs:") && !slices.Contains(apiActions, a) && a != putEvents {
 			t.Errorf("the API function may %s", a)
 		}
 	}
@@ -406,8 +409,8 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		role := "Lambda-" + e.Name + "/Status/Role/Resource"
 		allowed := append(slices.Clone(statusActions), upstreamReadActions...)
-		allowed = append(allowed, "sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes")
-		want := []string{"Lambda-" + e.Name + "/Status/Logs/Resource", "Store/Table/Resource"}
+		allowed = append(allowed, "sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", putEvents)
+		want := []string{eventBusPath, "Lambda-" + e.Name + "/Status/Logs/Resource", "Store/Table/Resource"}
 		for _, p := range e.Priorities {
 			want = append(want, "Lambda-"+e.Name+"/Queues/Queue-"+p+"/Resource")
 		}

@@ -39,7 +39,7 @@ type status struct {
 }
 
 func newStatus(scope constructs.Construct, id string, d *deployment, e registry.Entry, s *store, q *queues) *status {
-	env := d.commonEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
+	env := d.writerEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
 	st := &status{newFunction(scope, id, d, functionProps{
 		asset: "status", description: "atf-" + d.name + ": claims, heartbeats and results of the tasks of lambda " + e.Name,
@@ -53,6 +53,7 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 	for _, p := range q.priorities {
 		q.queue[p].GrantSendMessages(st.role)
 	}
+	d.grantPublish(st.role)
 	return st
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/openatf/atf/shared/service/controller"
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/service/taskend"
 	"github.com/openatf/atf/shared/store/sqlitestore"
@@ -61,6 +62,10 @@ type Config struct {
 	Token string
 	// HTTP bounds the API listener's connections; zero fields take DefaultHTTPLimits'.
 	HTTP HTTPLimits
+	// Events, if set, receives the lifecycle events of every task write (package lifecycle):
+	// `atf dev --events stdout|eventbridge`. They are sent in the background; Stop sends what
+	// is left, for at most EventsCloseTimeout.
+	Events lifecycle.Sink
 	// NoSendAhead makes the API create every task new, for the consumer's sweep to enqueue, as
 	// before tasks were sent ahead (frontend.Config.Queue): for the chaos scenarios of the sweep.
 	NoSendAhead bool
@@ -104,6 +109,7 @@ type Stack struct {
 	log         *slog.Logger
 	store       task.Store
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
+	events      *lifecycle.Publisher
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -146,6 +152,18 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		// that ends a task goes through this wrapper, which wakes the waits for its result.
 		ends := taskend.Wrap(s.store)
 		s.store, s.ends, changes = ends, ends, ends
+	}
+	if c.Events != nil {
+		pub, err := lifecycle.NewPublisher(lifecycle.Config{Sink: c.Events, Logger: c.Logger})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		// Every service of the stack writes through s.store (c.Store with Functions).
+		s.events, s.store = pub, lifecycle.Wrap(s.store, pub)
+		if c.Store != nil {
+			c.Store = s.store
+		}
 	}
 	if c.Functions != nil {
 		if c.Store == nil {
@@ -359,7 +377,20 @@ func (s *Stack) openEmbedded(path string) error {
 	return nil
 }
 
+// EventsCloseTimeout bounds the wait at Stop for the lifecycle events not sent yet.
+const EventsCloseTimeout = 5 * time.Second
+
 func (s *Stack) close() {
+	if s.events != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), EventsCloseTimeout)
+		if err := s.events.Close(ctx); err != nil {
+			s.log.Warn("lifecycle events not sent before atf dev stopped", "err", err)
+		}
+		cancel()
+		if st := s.events.Stats(); st.Dropped+st.Failed > 0 {
+			s.log.Warn("lifecycle events lost", "dropped", st.Dropped, "failed", st.Failed, "sent", st.Sent)
+		}
+	}
 	if s.closeStore {
 		s.store.Close()
 		s.lock.Close()

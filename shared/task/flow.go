@@ -227,7 +227,7 @@ func Notified(t Task, cursor string, done bool, now time.Time) (Task, error) {
 	if done {
 		trigger, cursor = nil, ""
 	}
-	t.UpdatedAt, t.NextTriggerAt = now, trigger
+	t.From, t.UpdatedAt, t.NextTriggerAt = t.Status, now, trigger
 	t.Version++
 	t.NotifyCursor = cursor
 	return t, nil

@@ -111,6 +111,14 @@ type Task struct {
 	// under its lease until its executor stops the handler, and then ends cancelled, whatever
 	// ends it (see CancelRunning). Every transition out of a running status clears it.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// From is the status the latest transition moved the task from (the status it had as read),
+	// set by every transition and never stored: empty on a task as read or as created. A write's
+	// (From, Status) says what happened, as lifecycle events need, without reading the task again.
+	From Status `json:"-"`
+	// SentAheadFor is the run time of a task that EnqueueAhead moved into its queue before it was
+	// due (its message delayed to it), set by that transition and never stored: lifecycle events
+	// give a retry sent ahead its retry time, which the stored trigger (the resend) no longer is.
+	SentAheadFor *time.Time `json:"-"`
 }
 
 // Gate modes.

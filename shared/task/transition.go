@@ -15,7 +15,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	if s.Terminal() && t.Downstream {
 		trigger = at(now) // the consumer tells the downstreams (see flow.go)
 	}
-	t.Status, t.UpdatedAt, t.NextTriggerAt = s, now, trigger
+	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++
 	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
@@ -100,7 +100,12 @@ func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
 	if t.pastDeadline(runAt) {
 		return t, Message{}, Errorf(ErrNotDue, "task %s would be past its deadline when due", t.ID)
 	}
+	from := t.From
 	next := t.next(StatusEnqueued, now, at(runAt.Add(c.EnqueueTimeout)))
+	if from != "" {
+		next.From = from // in the write of the transition before it (a retry): what happened is that
+	}
+	next.SentAheadFor = &runAt
 	m := next.Message()
 	m.Delay = runAt.Sub(now)
 	if runAt.After(now) {

@@ -106,6 +106,8 @@ func TestTransitions(t *testing.T) {
 			switch {
 			case out.Status != want:
 				t.Errorf("%s: status %s, want %s", name, out.Status, want)
+			case out.From != from:
+				t.Errorf("%s: From %q, want the status it moved from, %s", name, out.From, from)
 			case out.Version != in.Version+1 || !out.UpdatedAt.Equal(now):
 				t.Errorf("%s: version %d updated %s, want %d and now", name, out.Version, out.UpdatedAt, in.Version+1)
 			case (tc.trigger == nil) != (out.NextTriggerAt == nil) || tc.trigger != nil && !tc.trigger.Equal(*out.NextTriggerAt):

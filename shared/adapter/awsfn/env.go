@@ -20,9 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -37,6 +39,14 @@ const (
 	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
 	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
 	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
+	// EnvEventBus names the EventBridge bus (name or ARN) that the functions writing the table
+	// put lifecycle events on (package lifecycle); none are published if it is unset.
+	EnvEventBus = "ATF_EVENT_BUS"
+	// EnvEventsFlush bounds how long a function's invocation waits, after its handler, for the
+	// lifecycle events not yet sent (a Go duration) [lifecycle.DefaultFlushTimeout]. 0 waits
+	// not at all: events still in flight go when the function next runs, or are lost if AWS
+	// retires it first (docs/guarantees.md).
+	EnvEventsFlush = "ATF_EVENTS_FLUSH"
 )
 
 // LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
@@ -71,7 +81,9 @@ type Env struct {
 	Lambdas        []task.Lambda
 	Lambda         string // empty for functions that serve every lambda
 	StatusFunction string
-	Task           task.Config // with defaults
+	EventBus       string        // empty: no lifecycle events
+	EventsFlush    time.Duration // ATF_EVENTS_FLUSH
+	Task           task.Config   // with defaults
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -81,7 +93,7 @@ func LoadEnv() (Env, error) { return ParseEnv(os.Getenv) }
 func ParseEnv(getenv func(string) string) (Env, error) {
 	e := Env{
 		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
-		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction),
+		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 	}
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
@@ -95,6 +107,14 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 			return Env{}, fmt.Errorf("%s=%q: %w", EnvShards, v, err)
 		}
 		e.Shards = n
+	}
+	e.EventsFlush = lifecycle.DefaultFlushTimeout
+	if v := getenv(EnvEventsFlush); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return Env{}, fmt.Errorf("%s=%q: want a Go duration, 0 or more", EnvEventsFlush, v)
+		}
+		e.EventsFlush = d
 	}
 	if v := getenv(EnvHeartbeat); v != "" {
 		d, err := time.ParseDuration(v)
@@ -146,6 +166,19 @@ type Clients struct {
 	DB    *dynamodb.Client
 	Store *dynamostore.Store
 	Queue *sqsqueue.Queue
+	// Events publishes the lifecycle events of the writes made through TaskStore, to the bus
+	// of ATF_EVENT_BUS; nil without one. A handler flushes it before its invocation returns
+	// (lifecycle.FlushAfter).
+	Events *lifecycle.Publisher
+}
+
+// TaskStore is the store the services write through: Store, publishing lifecycle events when
+// the function has a bus.
+func (c Clients) TaskStore() task.Store {
+	if c.Events == nil {
+		return c.Store
+	}
+	return lifecycle.Wrap(c.Store, c.Events)
 }
 
 // Open builds the clients of e from the standard AWS environment (region, credentials and, for
@@ -174,7 +207,17 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	return Clients{AWS: cfg, DB: db, Store: store, Queue: queue}, nil
+	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue}
+	if e.EventBus != "" {
+		sink, err := eventbus.New(eventbus.NewClient(cfg), e.EventBus)
+		if err != nil {
+			return Clients{}, err
+		}
+		if c.Events, err = lifecycle.NewPublisher(lifecycle.Config{Sink: sink, Logger: log}); err != nil {
+			return Clients{}, err
+		}
+	}
+	return c, nil
 }
 
 // Emulated reports whether the environment points service (such as DYNAMODB) at an endpoint
@@ -196,7 +239,7 @@ func Status(e Env, c Clients, log *slog.Logger) executor.Status {
 	if e.StatusFunction != "" {
 		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
 	}
-	local := status.New(c.Store, status.Config{Task: e.Task, Logger: log, Queue: c.Queue})
+	local := status.New(c.TaskStore(), status.Config{Task: e.Task, Logger: log, Queue: c.Queue})
 	h := statusfn.NewHandler(local, log)
 	if e.Lambda != "" {
 		h = statusfn.NewLambdaHandler(local, e.Lambda, log)

@@ -170,9 +170,19 @@ func Serve(ctx context.Context, stop func(), cfg Config, log *slog.Logger) error
 	drain, cancel := context.WithTimeout(context.Background(), cfg.Drain)
 	defer cancel()
 	ctl.Stop(drain)
+	// The lifecycle events of the last writes (ATF_EVENT_BUS), in the time ECS leaves after the
+	// drain (executorStopTimeout in infra).
+	closing, cancelClose := context.WithTimeout(context.Background(), eventsCloseTimeout)
+	defer cancelClose()
+	if err := clients.Events.Close(closing); err != nil {
+		log.Warn("lifecycle events not sent before the executor stopped", "err", err)
+	}
 	log.Info("executor stopped", "took", time.Since(begin).Round(time.Millisecond).String(), "drain_expired", drain.Err() != nil)
 	return nil
 }
+
+// eventsCloseTimeout bounds the wait for the last lifecycle events at shutdown.
+const eventsCloseTimeout = 5 * time.Second
 
 func or(s, def string) string {
 	if s == "" {

@@ -8,9 +8,8 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// A run that ends with a retry due within task.MaxSendAhead (a backoff of seconds to minutes), or
-// a task handed back untried, goes back to its queue from here, in the write that records the end
-// (task.EnqueueAhead): no sweep has to find it, and the enqueue costs no write of its own. A task
+// A run that ends with a retry due within task.MaxSendAhead (a backoff of seconds to minutes) goes
+// back to its queue from here, in the write that records the end (task.EnqueueAhead): no sweep has to find it, and the enqueue costs no write of its own. A task
 // that a gate holds, or any when the gates cannot be read, is left to the consumer as before.
 
 // ahead wraps the transition fn so that a task it leaves waiting for a retry, and that no gate
@@ -30,7 +29,7 @@ func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task
 		mu.Lock()
 		defer mu.Unlock()
 		msg = nil // Apply may call this again, on the task as it is then
-		if err != nil || (next.Status != task.StatusRetriableFailure && next.Status != task.StatusNew) {
+		if err != nil || next.Status != task.StatusRetriableFailure {
 			return next, err
 		}
 		now = c.now().UTC()

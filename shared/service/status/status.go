@@ -252,12 +252,8 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 
 // Release hands a task back untried, as when its executor shuts down.
 func (c *Controller) Release(ctx context.Context, lambda, id, lease string) error {
-	fn, send := c.ahead(ctx, lambda, func(t task.Task) (task.Task, error) {
+	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
 		return task.Release(t, lease, c.now().UTC())
 	})
-	_, err := task.ApplyState(ctx, c.store, lambda, id, fn)
-	if err == nil {
-		send(ctx)
-	}
 	return err
 }

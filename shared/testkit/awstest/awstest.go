@@ -1,6 +1,6 @@
 // Package awstest gives integration tests an AWS SDK config for the emulators (DynamoDB Local and
 // moto, started by `make emulators`), LocalStack, or any AWS endpoint, read from the standard SDK
-// environment: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL, AWS_REGION and
+// environment: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_EVENTBRIDGE or AWS_ENDPOINT_URL, AWS_REGION and
 // credentials.
 //
 // Without an endpoint the tests skip, saying why, unless ATF_AWS_TESTS=require, as `make test`
