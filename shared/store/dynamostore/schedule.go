@@ -222,4 +222,3 @@ func (st *Store) DueSchedules(ctx context.Context, lambda string, before time.Ti
 	})
 	return due, nil
 }
-
