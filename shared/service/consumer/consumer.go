@@ -50,6 +50,11 @@ type Config struct {
 	Workers     int           // DefaultWorkers if zero
 	PassTimeout time.Duration // DefaultPassTimeout if zero
 	SendTimeout time.Duration // DefaultSendTimeout if zero; must be below PassTimeout
+	// Scheduler creates the tasks of periodic schedules' firings (see schedule.go): the API's
+	// frontend.Service, which sends a task due soon to its queue itself, so that a pass fires a
+	// schedule a poll interval ahead and its task runs on time. Nil: the consumer creates them in
+	// the store, and a pass fires what is due by its start.
+	Scheduler Scheduler
 }
 
 // Consumer sweeps the store.
@@ -68,6 +73,8 @@ type Consumer struct {
 	workers     int
 	passTimeout time.Duration
 	sendTimeout time.Duration
+	scheduler   Scheduler
+	sendsAhead  bool // scheduler sends tasks ahead: schedules fire a poll interval early
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -100,6 +107,10 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
 		refilled: make(chan struct{}, 1),
 		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+	}
+	cons.scheduler, cons.sendsAhead = c.Scheduler, c.Scheduler != nil
+	if cons.scheduler == nil {
+		cons.scheduler = storeScheduler{cons}
 	}
 	for i, l := range c.Lambdas {
 		cons.byName[l.Name] = i
@@ -155,9 +166,12 @@ type Stats struct {
 	Unblocked, UpstreamFailed int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
-	// Seen counts the tasks a pass's reads returned, moved or not: a pass that saw none found
-	// its lambda idle.
+	// Seen counts the tasks (and schedules) a pass's reads returned, moved or not: a pass that
+	// saw none found its lambda idle.
 	Seen int
+	// Fired counts the tasks periodic schedules created; FiringsSkipped the firings that made
+	// none (overlap skip while the previous firing's task runs, or a template refused).
+	Fired, FiringsSkipped int
 }
 
 func (s *Stats) add(o Stats) {
@@ -172,6 +186,8 @@ func (s *Stats) add(o Stats) {
 	s.UpstreamFailed += o.UpstreamFailed
 	s.Full = s.Full || o.Full
 	s.Seen += o.Seen
+	s.Fired += o.Fired
+	s.FiringsSkipped += o.FiringsSkipped
 }
 
 // Wake makes a running consumer sweep now rather than at its next poll, as when a task was just
@@ -438,6 +454,14 @@ func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(cont
 			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
 		}
 	}
+	// A schedule fires whatever the gates: its next firing, less the lead, keeps the lambda awake.
+	due, err := c.store.DueSchedules(ctx, l.Name, before.Add(c.scheduleLead()), 1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(due) > 0 {
+		return time.Now().Add(due[0].NextFire.Add(-c.scheduleLead()).Sub(c.now())), nil
+	}
 	for _, lane := range lanes {
 		lane.Lambda, lane.Before, lane.Limit = l.Name, before, 1
 		found, err := c.store.Due(ctx, lane)
@@ -510,6 +534,9 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		c.log.Warn("worker lost; task will run again", "lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts, "status", next.Status)
 	}
 	if err := c.flows(ctx, l, now); err != nil {
+		return err
+	}
+	if err := c.fireSchedules(ctx, l, now); err != nil {
 		return err
 	}
 
