@@ -10,6 +10,7 @@
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a waiting task
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
+//	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
 // not know read "internal error" and are logged, never sent.
@@ -74,6 +75,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
+	a.routeSchedules()
 	return a
 }
 
