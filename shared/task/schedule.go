@@ -90,7 +90,7 @@ type Schedule struct {
 	Overlap  string   `json:"overlap"`
 	State    string   `json:"state"`
 	// Anchor is where a rate schedule counts from: it fires at Anchor + k × rate.
-	Anchor time.Time `json:"anchor"`
+	Anchor time.Time `json:"anchor,omitzero"`
 	// NextFire is the earliest firing not yet made. A paused schedule keeps it, but no store
 	// returns a paused schedule as due.
 	NextFire time.Time `json:"next_fire"`
