@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -70,13 +71,33 @@ func (c *passState) fireSchedules(ctx context.Context, l task.Lambda, now time.T
 	}
 	c.st.Seen += len(due)
 	c.st.Full = c.st.Full || len(due) == MaxSchedulesPerPass
+	slots := make(chan struct{}, scheduleWriters)
+	var wg sync.WaitGroup
 	for _, sc := range due {
-		if err := ctx.Err(); err != nil {
-			return err
+		if ctx.Err() != nil {
+			break
 		}
-		c.fire(ctx, sc, now, horizon)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			c.fire(ctx, sc, now, horizon)
+		})
 	}
-	return nil
+	wg.Wait()
+	return ctx.Err()
+}
+
+// scheduleWriters is how many schedules a pass fires at once: each firing is a create and an
+// advance, round trips that one at a time would hold a pass of 100 due schedules for seconds on
+// DynamoDB.
+const scheduleWriters = 16
+
+// countFirings adds to the pass's firing stats, which schedules fired in parallel share.
+func (c *passState) countFirings(fired, skipped int) {
+	c.mu.Lock()
+	c.st.Fired += fired
+	c.st.FiringsSkipped += skipped
+	c.mu.Unlock()
 }
 
 // fire makes the firings of one schedule due by horizon, then advances it. A firing whose create
@@ -92,14 +113,14 @@ func (c *passState) fire(ctx context.Context, sc task.Schedule, now, horizon tim
 	last := sc.LastFire
 	for _, at := range fires {
 		if sc.Overlap == task.OverlapSkip && last != nil && c.running(ctx, sc, *last) {
-			c.st.FiringsSkipped++
+			c.countFirings(0, 1)
 			continue
 		}
 		_, created, err := c.scheduler.Schedule(ctx, sc.Lambda, sc.TaskSpec(at))
 		switch {
 		case err == nil:
 			if created {
-				c.st.Fired++
+				c.countFirings(1, 0)
 			}
 		case errors.Is(err, task.ErrConflict):
 			// A task with the firing's id exists from another request: the firing was made.
@@ -108,7 +129,7 @@ func (c *passState) fire(ctx context.Context, sc task.Schedule, now, horizon tim
 			// The template no longer makes a task (a priority or the lambda gone): this firing
 			// cannot be made, now or later.
 			log.Error("a firing's task is refused; the firing is skipped", "task_id", task.FireID(sc.ID, at), "err", err)
-			c.st.FiringsSkipped++
+			c.countFirings(0, 1)
 			continue
 		default:
 			log.Warn("could not create a firing's task; the next pass makes it again", "task_id", task.FireID(sc.ID, at), "err", err)
