@@ -243,3 +243,25 @@ func TestScheduleSendsAhead(t *testing.T) {
 		t.Fatalf("task %s run at %s, want enqueued ahead at its fire time", tk.Status, tk.RunAt)
 	}
 }
+
+// TestStopWhenIdleWaitsForSchedule: a schedule's next firing before the run's end keeps its
+// lambda sweeping, as a task due then would, so that a consumer that stops when idle fires it on
+// time; the run ends once nothing else comes due.
+func TestStopWhenIdleWaitsForSchedule(t *testing.T) {
+	e := newRealEnv(t, "a")
+	sc, err := task.NewSchedule(task.ScheduleSpec{ID: "soon", Rate: "2s"}, e.ls["a"], time.Now(), task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.CreateSchedule(t.Context(), sc); err != nil {
+		t.Fatal(err)
+	}
+	// The first firing is 1 to 2 s away, the second after the run's end.
+	rs := e.cons.Run(t.Context(), consumer.RunParams{Interval: 20 * time.Millisecond, Until: sc.NextFire.Add(time.Second), StopWhenIdle: true})
+	if rs.Fired != 1 || rs.Stopped != 1 || rs.Failed != 0 {
+		t.Fatalf("run: %+v; want the firing made, then the lambda stopped", rs)
+	}
+	if _, err := e.store.Get(t.Context(), "a", task.FireID(sc.ID, sc.NextFire)); err != nil {
+		t.Fatal(err)
+	}
+}
