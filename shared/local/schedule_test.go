@@ -171,50 +171,66 @@ func TestScheduleTwoStacksOneTable(t *testing.T) {
 }
 
 // TestScheduleCatchUpAfterStop: a stack stopped for 10 s fires on its start again what its
-// schedule's catch-up says: the latest missed firing (skip), or each (all).
+// schedule's catch-up says: the latest missed firing (skip), or each (all); on the embedded store
+// (the same file opened again) and on one emulated DynamoDB table.
 func TestScheduleCatchUpAfterStop(t *testing.T) {
-	for _, tc := range []struct {
-		catchUp string
-		missed  int // firings run for the 10 s stop
-	}{{task.CatchUpSkip, 1}, {task.CatchUpAll, 5}} {
-		t.Run(tc.catchUp, func(t *testing.T) {
-			t.Parallel()
-			db := filepath.Join(t.TempDir(), "atf.db")
-			r := &runs{}
-			cfg := local.Config{Addr: "127.0.0.1:0", Mux: r.mux("tick"), DBPath: db, Task: chaostest.Timing(false), Logger: slog.New(slog.DiscardHandler)}
-			s, err := local.Start(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
+	for _, aws := range []bool{false, true} {
+		for _, tc := range []struct {
+			catchUp string
+			missed  int // firings run for the 10 s stop
+		}{{task.CatchUpSkip, 1}, {task.CatchUpAll, 5}} {
+			name := tc.catchUp
+			if aws {
+				name += "/aws"
 			}
-			c := &client.Client{Endpoint: "http://" + s.Addr()}
-			sc := createRate(t, c, "tick", task.ScheduleSpec{ID: "c", CatchUp: tc.catchUp})
-			r.waitFirings(1, sc.NextFire.Add(firingSlack))
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Stop(ctx)
-			cancel()
-			r.mu.Lock()
-			before := len(r.ran)
-			r.mu.Unlock()
-			stopped := time.Now()
-			time.Sleep(10 * time.Second)
-			s, err = local.Start(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Stop(context.Background())
-			restarted := time.Now()
-			// The firings due while stopped, and none after the restart: wait out one more.
-			r.waitFirings(before+tc.missed, restarted.Add(firingSlack))
-			time.Sleep(time.Second)
-			var missed int
-			for _, f := range r.firings(t, sc.ID) {
-				if f.After(stopped) && !f.After(restarted) {
-					missed++
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				r := &runs{}
+				cfg := local.Config{Addr: "127.0.0.1:0", Mux: r.mux("tick"), Task: chaostest.Timing(aws), Logger: slog.New(slog.DiscardHandler)}
+				if aws {
+					b := awstest.NewBackend(t, "atf-catchup", task.Lambda{Name: "tick"}.WithDefaults())
+					cfg.Store, cfg.Queue = b.Store, b.Queue
+				} else {
+					cfg.DBPath = filepath.Join(t.TempDir(), "atf.db")
 				}
-			}
-			if missed != tc.missed {
-				t.Fatalf("%s: %d firings of the stop ran, want %d", tc.catchUp, missed, tc.missed)
-			}
-		})
+				testCatchUp(t, r, cfg, tc.catchUp, tc.missed)
+			})
+		}
+	}
+}
+
+func testCatchUp(t *testing.T, r *runs, cfg local.Config, catchUp string, wantMissed int) {
+	s, err := local.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client.Client{Endpoint: "http://" + s.Addr()}
+	sc := createRate(t, c, "tick", task.ScheduleSpec{ID: "c", CatchUp: catchUp})
+	r.waitFirings(1, sc.NextFire.Add(firingSlack))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.Stop(ctx)
+	cancel()
+	r.mu.Lock()
+	before := len(r.ran)
+	r.mu.Unlock()
+	stopped := time.Now()
+	time.Sleep(10 * time.Second)
+	s, err = local.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	restarted := time.Now()
+	// The firings due while stopped, then a second for any more that should not come.
+	r.waitFirings(before+wantMissed, restarted.Add(firingSlack))
+	time.Sleep(time.Second)
+	var missed int
+	for _, f := range r.firings(t, sc.ID) {
+		if f.After(stopped) && !f.After(restarted) {
+			missed++
+		}
+	}
+	if missed != wantMissed {
+		t.Fatalf("%s: %d firings of the stop ran, want %d", catchUp, missed, wantMissed)
 	}
 }
