@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,7 +108,7 @@ type Schedule struct {
 	NextFires []time.Time `json:"next_fires,omitempty"`
 }
 
-// ScheduleRef names a schedule.
+// String names the schedule: lambda/id.
 func (s Schedule) String() string { return s.Lambda + "/" + s.ID }
 
 var ratePattern = regexp.MustCompile(`^(?:rate\()?([1-9][0-9]{0,8})\s*(s|m|h)\)?$`)
@@ -373,7 +374,7 @@ func (s Schedule) Firings(now, horizon time.Time) (fires []time.Time, next time.
 		if !from.After(s.NextFire) {
 			from = s.NextFire
 		}
-		fires, next, err = s.between(from, horizon, keep)
+		fires, next, err = s.between(from, horizon)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -393,16 +394,18 @@ func (s Schedule) Firings(now, horizon time.Time) (fires []time.Time, next time.
 	}
 }
 
-// between returns the fire times in [from, to], at most the latest maxMissed+(those after now)
-// of them in practice (bounded by maxFires), and the first one after to.
-func (s Schedule) between(from, to time.Time, keep int) ([]time.Time, time.Time, error) {
+// between returns the fire times in [from, to] and the first one after to. Past maxFires it
+// drops the earliest, down to the latest half: Firings wants at most the latest MaxCatchUp before
+// now and the few after it, and its window keeps the count near that anyway; this bounds memory
+// whatever the window.
+func (s Schedule) between(from, to time.Time) ([]time.Time, time.Time, error) {
 	const maxFires = 10 * MaxCatchUp
 	var fires []time.Time
 	t, err := s.Next(from.Add(-time.Nanosecond))
 	for err == nil && !t.After(to) {
 		fires = append(fires, t)
 		if len(fires) > maxFires {
-			fires = fires[len(fires)-keep:]
+			fires = slices.Clone(fires[len(fires)-maxFires/2:])
 		}
 		t, err = s.Next(t)
 	}
