@@ -36,12 +36,16 @@ type sizes struct {
 	costTasks       int // tasks per AWS cost case
 	idleInvocations int // of the idle consumer function
 	scheduleConc    int
-	waiters         int // concurrent waits for a result
+	waiters         int           // concurrent waits for a result
+	periodic        time.Duration // how long the periodic schedules fire
 }
 
+// periodicSchedules is how many rate(1s) schedules the periodic part runs.
+const periodicSchedules = 50
+
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, periodic: 30 * time.Second}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, periodic: 10 * time.Second}
 )
 
 func main() {
@@ -53,7 +57,7 @@ func main() {
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
 	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, aws, idle")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, periodic, aws, idle")
 	flag.Parse()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
@@ -107,6 +111,12 @@ func main() {
 			log.Fatalf("embedded wait: %v", err)
 		}
 		r.AtfEmbeddedWaitP99MS = r.Wait.Latency.P99
+	}
+	if part("periodic") {
+		log.Printf("embedded periodic schedules: %d rate(1s) for %s", periodicSchedules, sz.periodic)
+		if r.Periodic, err = embeddedPeriodic(ctx, periodicSchedules, sz.periodic, *concurrency); err != nil {
+			log.Fatalf("embedded periodic: %v", err)
+		}
 	}
 	r.AWSNote = "not asked for"
 	if part("aws") {

@@ -39,6 +39,7 @@ type Results struct {
 	Emulated   *LatencyRun  `json:"emulated_latency"`
 	Schedule   ScheduleRun  `json:"schedule"`
 	Wait       WaitRun      `json:"embedded_wait"`
+	Periodic   PeriodicRun  `json:"embedded_periodic"`
 	Cases      []CaseResult `json:"aws_cases"`
 	Idle       *IdleResult  `json:"idle"`
 	IdleBill   *IdleBill    `json:"idle_bill"`
@@ -106,7 +107,8 @@ type Target struct {
 // The targets of the issue.
 const (
 	targetP99MS           = 100.0
-	targetWaitMS          = 100.0 // every waiter's answer after its task's end
+	targetWaitMS          = 100.0  // every waiter's answer after its task's end
+	targetFiringP95MS     = 1000.0 // a periodic schedule's firing runs within 1 s of its time
 	targetRiverRatio      = 1.0
 	targetAsynqRatio      = 1.5
 	targetUSDPerMillion   = 2.50
@@ -144,7 +146,12 @@ func (r *Results) judge() {
 	if r.Wait.Waiters > 0 {
 		wait.Got, wait.Met = fmt.Sprintf("%.0f ms", r.Wait.Latency.Max), verdict(r.Wait.Latency.Max <= targetWaitMS && r.Wait.Missing == 0)
 	}
-	r.Targets = append(r.Targets, river, asynq, wait, cost, idle)
+	firing := Target{Name: "embedded periodic schedules: a firing's run after its time, p95, and none twice", Want: fmt.Sprintf("≤ %.0f ms, 0 duplicates", targetFiringP95MS), Got: "not measured"}
+	if r.Periodic.Schedules > 0 {
+		firing.Got = fmt.Sprintf("%.0f ms, %d duplicates", r.Periodic.Lateness.P95, r.Periodic.Duplicates)
+		firing.Met = verdict(r.Periodic.Lateness.P95 <= targetFiringP95MS && r.Periodic.Duplicates == 0)
+	}
+	r.Targets = append(r.Targets, river, asynq, wait, cost, idle, firing)
 }
 
 // num formats a number with thousands separators and no decimals.

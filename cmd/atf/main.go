@@ -56,7 +56,7 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-
+` + schedulesUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
@@ -363,6 +363,8 @@ func printTable(out io.Writer, v any) error {
 		printCancelPage(line, v)
 	case redriveView:
 		printRedrive(w, v)
+	case scheduleView, schedulePage, deleted:
+		printSchedules(w, v)
 	case task.Gate:
 		line("lambda:", v.Lambda)
 		if v.Collection != "" {

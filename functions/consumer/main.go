@@ -9,11 +9,14 @@ import (
 	"github.com/openatf/atf/shared/adapter/consumerfn"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/frontend"
 )
 
 func main() {
 	env, clients, logger := awsfn.Setup()
-	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger})
+	// Schedules fire through the API's schedule path, which sends a task due soon to its queue.
+	firings := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: env.Lambdas, Task: env.Task, Queue: clients.Queue, Logger: logger})
+	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger, Scheduler: firings})
 	handler := consumerfn.New(c, consumerfn.Deployed(logger)).Handle
 	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush))
 }

@@ -37,6 +37,13 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/tasks/{id}/redrive", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/redrive", "POST"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
+	// Periodic schedules.
+	{"/v1/lambdas/{lambda}/schedules", "GET"},
+	{"/v1/lambdas/{lambda}/schedules", "POST"},
+	{"/v1/lambdas/{lambda}/schedules/{id}", "GET"},
+	{"/v1/lambdas/{lambda}/schedules/{id}", "DELETE"},
+	{"/v1/lambdas/{lambda}/schedules/{id}/pause", "POST"},
+	{"/v1/lambdas/{lambda}/schedules/{id}/resume", "POST"},
 }
 
 // api is an API Gateway HTTP API ($1.00 a million requests; a REST API costs $3.50 and gives

@@ -191,7 +191,8 @@ func TestTableGrantsCarryKeyConditions(t *testing.T) {
 }
 
 // TestDeleteItemOnlyWhereUsed: the API function, whose creates tidy up rejected payload items and
-// whose gates open by deleting, is the one role allowed dynamodb:DeleteItem.
+// whose gates and schedules are deleted so, and the consumer, whose schedules' firings create
+// tasks as the API does, are the roles allowed dynamodb:DeleteItem.
 func TestDeleteItemOnlyWhereUsed(t *testing.T) {
 	for name, s := range environments(t) {
 		var deleters []string
@@ -200,8 +201,8 @@ func TestDeleteItemOnlyWhereUsed(t *testing.T) {
 				deleters = append(deleters, g.roles...)
 			}
 		}
-		if deleters = slices.Compact(slices.Sorted(slices.Values(deleters))); !slices.Equal(deleters, []string{"ApiFunction/Role/Resource"}) {
-			t.Errorf("%s: roles with DeleteItem %v, want the API function's only", name, deleters)
+		if deleters = slices.Compact(slices.Sorted(slices.Values(deleters))); !slices.Equal(deleters, []string{"ApiFunction/Role/Resource", "Consumer/Role/Resource"}) {
+			t.Errorf("%s: roles with DeleteItem %v, want the API function's and the consumer's only", name, deleters)
 		}
 	}
 }

@@ -388,6 +388,10 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("the consumer may %s", a)
 		}
 	}
+	// Periodic schedules: a firing creates its task (PutItem) and advances its schedule.
+	if !slices.Contains(actions, "dynamodb:PutItem") {
+		t.Errorf("the consumer may not PutItem: schedules cannot fire")
+	}
 	// The API function sends the tasks due within 15 minutes to their queues: it may send to
 	// every lambda's queues, and receive or delete nothing.
 	actions, resources = grantsOf(s, "ApiFunction/Role/Resource")

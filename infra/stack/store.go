@@ -85,7 +85,10 @@ var (
 	// consumerActions: sweeps query the due index and the gates, lists the list index (Query),
 	// re-read hits and counters (BatchGetItem), and move tasks and counters (UpdateItem).
 	// Task flows add GetItem: a downstream's after-list chunk, to check an edge.
-	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}
+	// Periodic schedules add PutItem and DeleteItem: a firing creates its task as the API does
+	// (PutItem; DeleteItem tidies the payload item of a create that found the firing's task made
+	// by another consumer) and advances its schedule (a conditional PutItem).
+	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}
 	// statusActions: a status controller (a lambda's status function, an ecs lambda's executor)
 	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem).
 	// Task flows add Query: a claimed task's after-list chunks, under its own key.

@@ -251,5 +251,8 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		}
 		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
+	if out == nil { // an answer without a body (204)
+		return resp.StatusCode, nil
+	}
 	return resp.StatusCode, json.Unmarshal(data, out)
 }

@@ -58,7 +58,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 		}
 	}
 
-	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
+	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(c.Store, lambdas, c.Queue, nil)})
 	sched := eventsource.Schedule{Period: consumerfn.Period, Timeout: consumerfn.Period, Logger: c.Logger,
 		Handler: consumerfn.New(cons, consumerfn.Config{Logger: c.Logger}).Handle}
 	s.loops.Go(func() { _ = sched.Run(quit) })

@@ -176,7 +176,10 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		c.Logger.Info("atf dev is up, running the function handlers", "api", "http://"+s.addr, "lambdas", names(lambdas))
 		return s, nil
 	}
-	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
+	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
+	// acts on both at once.
+	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
+	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates)})
 	if c.Store == nil {
 		// The in-memory queue and the executors died with the previous process: run what they
 		// held again now, rather than after its timeouts.
@@ -187,9 +190,6 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
 		}
 	}
-	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
-	// acts on both at once.
-	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
 	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
 	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
@@ -209,6 +209,16 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	}
 	c.Logger.Info("atf dev is up", "api", "http://"+s.addr, "lambdas", names(lambdas))
 	return s, nil
+}
+
+// firings is what creates the tasks of periodic schedules' firings for the consumer: the schedule
+// path, which sends them ahead to q, so that they run on time; unless c.NoSendAhead, when the
+// consumer creates them for its sweep (consumer.Config.Scheduler).
+func (c Config) firings(store task.Store, lambdas []task.Lambda, q task.Queue, gates *task.GateSnapshot) consumer.Scheduler {
+	if c.NoSendAhead {
+		return nil
+	}
+	return frontend.New(store, frontend.Config{Lambdas: lambdas, Task: c.Task, Queue: q, Gates: gates, Logger: c.Logger})
 }
 
 // aheadQueue is the queue the API sends tasks ahead to: q, unless c.NoSendAhead.

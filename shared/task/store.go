@@ -43,6 +43,28 @@ type Store interface {
 
 	FlowStore
 	RedriveStore
+	ScheduleStore
+}
+
+// ScheduleStore keeps periodic schedules (see schedule.go).
+type ScheduleStore interface {
+	// CreateSchedule stores a new schedule. It returns ErrExists if the lambda already has a
+	// schedule with its id.
+	CreateSchedule(ctx context.Context, s Schedule) error
+	// GetSchedule returns one schedule, read strongly, or ErrNotFound.
+	GetSchedule(ctx context.Context, lambda, id string) (Schedule, error)
+	// ListSchedules returns a page of at most limit (1..MaxListLimit) schedules of one lambda in
+	// id order, and the cursor of the next page, empty after the last.
+	ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]Schedule, string, error)
+	// UpdateSchedule writes s if the stored schedule's version is still prev, and ErrConflict
+	// otherwise, also when it is missing: of racing updates from one version, exactly one wins.
+	UpdateSchedule(ctx context.Context, s Schedule, prev int64) error
+	// DeleteSchedule removes a schedule; ErrNotFound if there is none. The tasks it created stay.
+	DeleteSchedule(ctx context.Context, lambda, id string) error
+	// DueSchedules returns at most limit active schedules of one lambda whose NextFire is at or
+	// before before, earliest first. It reads no more than that, whatever the lambda's other
+	// schedules: paused ones and those not due are out of its range.
+	DueSchedules(ctx context.Context, lambda string, before time.Time, limit int) ([]Schedule, error)
 }
 
 // FlowStore keeps what task flows need besides tasks (see flow.go). Create and CreateBatch store

@@ -19,6 +19,7 @@
 //	                                              filters and cursor; answers counts and a cursor
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
+//	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
 // not know read "internal error" and are logged, never sent.
@@ -86,6 +87,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
+	a.routeSchedules()
 	return a
 }
 

@@ -53,6 +53,11 @@ type Config struct {
 	// DrainInterval is how often Start drains the dead-letter queues (Drain), if the queue has
 	// them: DefaultDrainInterval if zero, never if negative.
 	DrainInterval time.Duration
+	// Scheduler creates the tasks of periodic schedules' firings (see schedule.go): the API's
+	// frontend.Service, which sends a task due soon to its queue itself, so that a pass fires a
+	// schedule a poll interval ahead and its task runs on time. Nil: the consumer creates them in
+	// the store, and a pass fires what is due by its start.
+	Scheduler Scheduler
 }
 
 // Consumer sweeps the store.
@@ -72,6 +77,8 @@ type Consumer struct {
 	passTimeout time.Duration
 	sendTimeout time.Duration
 	drainEvery  time.Duration
+	scheduler   Scheduler
+	sendsAhead  bool // scheduler sends tasks ahead: schedules fire a poll interval early
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -108,6 +115,10 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	}
 	if cons.drainEvery == 0 {
 		cons.drainEvery = DefaultDrainInterval
+	}
+	cons.scheduler, cons.sendsAhead = c.Scheduler, c.Scheduler != nil
+	if cons.scheduler == nil {
+		cons.scheduler = storeScheduler{cons}
 	}
 	for i, l := range c.Lambdas {
 		cons.byName[l.Name] = i
@@ -163,9 +174,12 @@ type Stats struct {
 	Unblocked, UpstreamFailed int
 	// Full reports that a lambda used its whole enqueue quota: more of its tasks may be due.
 	Full bool
-	// Seen counts the tasks a pass's reads returned, moved or not: a pass that saw none found
-	// its lambda idle.
+	// Seen counts the tasks (and schedules) a pass's reads returned, moved or not: a pass that
+	// saw none found its lambda idle.
 	Seen int
+	// Fired counts the tasks periodic schedules created; FiringsSkipped the firings that made
+	// none (overlap skip while the previous firing's task runs, or a template refused).
+	Fired, FiringsSkipped int
 }
 
 func (s *Stats) add(o Stats) {
@@ -180,6 +194,8 @@ func (s *Stats) add(o Stats) {
 	s.UpstreamFailed += o.UpstreamFailed
 	s.Full = s.Full || o.Full
 	s.Seen += o.Seen
+	s.Fired += o.Fired
+	s.FiringsSkipped += o.FiringsSkipped
 }
 
 // Wake makes a running consumer sweep now rather than at its next poll, as when a task was just
@@ -453,6 +469,14 @@ func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(cont
 			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
 		}
 	}
+	// A schedule fires whatever the gates: its next firing, less the lead, keeps the lambda awake.
+	due, err := c.store.DueSchedules(ctx, l.Name, before.Add(c.scheduleLead()), 1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(due) > 0 {
+		return time.Now().Add(due[0].NextFire.Add(-c.scheduleLead()).Sub(c.now())), nil
+	}
 	for _, lane := range lanes {
 		inFlight := !lane.Before.IsZero()
 		if !inFlight {
@@ -553,6 +577,9 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 	}
 	c.sendAhead(retries, now)
 	if err := c.flows(ctx, l, now); err != nil {
+		return err
+	}
+	if err := c.fireSchedules(ctx, l, now); err != nil {
 		return err
 	}
 

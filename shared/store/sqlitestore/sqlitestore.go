@@ -106,6 +106,20 @@ CREATE TABLE IF NOT EXISTS deps (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deps_by_up ON deps (up_lambda, up_id, down_lambda, down_id, idx);
 
+-- Periodic schedules (task/schedule.go): body is the schedule as JSON; state, next_fire and
+-- version are columns for the consumer's due read and the conditional writes.
+CREATE TABLE IF NOT EXISTS schedules (
+	lambda    TEXT    NOT NULL,
+	id        TEXT    NOT NULL,
+	state     TEXT    NOT NULL,
+	next_fire INTEGER NOT NULL,
+	version   INTEGER NOT NULL,
+	body      BLOB    NOT NULL,
+	PRIMARY KEY (lambda, id)
+) WITHOUT ROWID;
+-- The due read: active schedules only, in fire order.
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (lambda, next_fire, id) WHERE state = 'active';
+
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
 	collection TEXT NOT NULL,

@@ -49,6 +49,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"Redrive", testRedrive},
 	}
 	cases = append(cases, flowCases(c)...)
+	cases = append(cases, scheduleCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,64 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Periodic schedules (see the README's "Periodic schedules").
+
+func schedulePath(lambda, id string) string {
+	return "/v1/lambdas/" + url.PathEscape(lambda) + "/schedules/" + url.PathEscape(id)
+}
+
+// CreateSchedule creates a schedule; created is false for a replay of the same request.
+func (c *Client) CreateSchedule(ctx context.Context, lambda string, spec task.ScheduleSpec) (sc task.Schedule, created bool, err error) {
+	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules", spec, &sc)
+	return sc, code == http.StatusCreated, err
+}
+
+// GetSchedule returns a schedule with its next five fire times (NextFires).
+func (c *Client) GetSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
+	_, err = c.do(ctx, http.MethodGet, schedulePath(lambda, id), nil, &sc)
+	return sc, err
+}
+
+// ListSchedules returns a page of a lambda's schedules in id order and the next page's cursor,
+// empty after the last. A limit of 0 takes the server's default.
+func (c *Client) ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]task.Schedule, string, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var page struct {
+		Schedules  []task.Schedule `json:"schedules"`
+		NextCursor string          `json:"next_cursor"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules?"+q.Encode(), nil, &page)
+	return page.Schedules, page.NextCursor, err
+}
+
+// PauseSchedule stops a schedule's firings.
+func (c *Client) PauseSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
+	_, err = c.do(ctx, http.MethodPost, schedulePath(lambda, id)+"/pause", nil, &sc)
+	return sc, err
+}
+
+// ResumeSchedule makes a paused schedule fire again, from its next fire time on.
+func (c *Client) ResumeSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
+	_, err = c.do(ctx, http.MethodPost, schedulePath(lambda, id)+"/resume", nil, &sc)
+	return sc, err
+}
+
+// DeleteSchedule removes a schedule; the tasks it made stay.
+func (c *Client) DeleteSchedule(ctx context.Context, lambda, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, schedulePath(lambda, id), nil, nil)
+	return err
+}

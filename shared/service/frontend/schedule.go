@@ -1,0 +1,138 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Periodic schedules (task/schedule.go): the API keeps them in the store; the consumer fires them.
+
+// CreateSchedule creates a schedule. Like Schedule it is idempotent on the id: the same request
+// again returns the stored schedule with created false; a different one with a taken id fails
+// with task.ErrConflict.
+func (s *Service) CreateSchedule(ctx context.Context, lambda string, spec task.ScheduleSpec) (sc task.Schedule, created bool, err error) {
+	l, err := s.lambda(lambda)
+	if err != nil {
+		return task.Schedule{}, false, err
+	}
+	now := s.now().UTC()
+	sc, err = task.NewSchedule(spec, l, now, s.cfg)
+	if err != nil {
+		return task.Schedule{}, false, err
+	}
+	switch err := s.store.CreateSchedule(ctx, sc); {
+	case errors.Is(err, task.ErrExists):
+		old, err := s.store.GetSchedule(ctx, lambda, sc.ID)
+		if err != nil {
+			return task.Schedule{}, false, err
+		}
+		if old.Spec != sc.Spec {
+			return task.Schedule{}, false, task.Errorf(task.ErrConflict, "schedule %q already exists with a different request", sc.ID)
+		}
+		return s.withNextFires(old), false, nil
+	case err != nil:
+		return task.Schedule{}, false, err
+	}
+	s.notify() // a local consumer looks ahead again: the first firing may be before its next look
+	return s.withNextFires(sc), true, nil
+}
+
+// withNextFires sets the next fire times an answer shows.
+func (s *Service) withNextFires(sc task.Schedule) task.Schedule {
+	sc.NextFires = sc.Upcoming(s.now().UTC(), task.NextFiresShown)
+	return sc
+}
+
+// GetSchedule returns a schedule with its next five fire times.
+func (s *Service) GetSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
+	if _, err := s.lambda(lambda); err != nil {
+		return task.Schedule{}, err
+	}
+	if err := task.ValidateID("schedule id", id); err != nil {
+		return task.Schedule{}, err
+	}
+	sc, err := s.store.GetSchedule(ctx, lambda, id)
+	if err != nil {
+		return task.Schedule{}, err
+	}
+	return s.withNextFires(sc), nil
+}
+
+// ListSchedules returns a page of a lambda's schedules in id order, each with its next fire times.
+func (s *Service) ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]task.Schedule, string, error) {
+	if _, err := s.lambda(lambda); err != nil {
+		return nil, "", err
+	}
+	if limit < 0 || limit > task.MaxListLimit {
+		return nil, "", task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, limit)
+	}
+	if limit == 0 {
+		limit = task.DefaultListLimit
+	}
+	if cursor != "" {
+		if err := task.ValidateID("cursor", cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	list, next, err := s.store.ListSchedules(ctx, lambda, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range list {
+		list[i] = s.withNextFires(list[i])
+	}
+	return list, next, nil
+}
+
+// PauseSchedule stops a schedule from firing; pausing a paused one changes nothing.
+func (s *Service) PauseSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
+	return s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
+		return task.PauseSchedule(sc, s.now()), nil
+	})
+}
+
+// ResumeSchedule makes a paused schedule fire again from its next fire time after now.
+func (s *Service) ResumeSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
+	return s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
+		return task.ResumeSchedule(sc, s.now())
+	})
+}
+
+// applySchedule reads a schedule, changes it with fn and writes it conditionally, again if a
+// firing moved it in between.
+func (s *Service) applySchedule(ctx context.Context, lambda, id string, fn func(task.Schedule) (task.Schedule, error)) (task.Schedule, error) {
+	for range 5 {
+		sc, err := s.GetSchedule(ctx, lambda, id)
+		if err != nil {
+			return task.Schedule{}, err
+		}
+		next, err := fn(sc)
+		if err != nil {
+			return task.Schedule{}, err
+		}
+		if next.Version == sc.Version {
+			return sc, nil // no change
+		}
+		switch err := s.store.UpdateSchedule(ctx, next, sc.Version); {
+		case err == nil:
+			s.notify()
+			return s.withNextFires(next), nil
+		case !errors.Is(err, task.ErrConflict):
+			return task.Schedule{}, err
+		}
+	}
+	return task.Schedule{}, task.Errorf(task.ErrConflict, "schedule %s/%s keeps changing; try again", lambda, id)
+}
+
+// DeleteSchedule removes a schedule; the tasks it created stay.
+func (s *Service) DeleteSchedule(ctx context.Context, lambda, id string) error {
+	if _, err := s.lambda(lambda); err != nil {
+		return err
+	}
+	if err := task.ValidateID("schedule id", id); err != nil {
+		return err
+	}
+	return s.store.DeleteSchedule(ctx, lambda, id)
+}

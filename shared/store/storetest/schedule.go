@@ -1,0 +1,219 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+func scheduleCases() []struct {
+	name string
+	fn   func(*testing.T, task.Store)
+} {
+	return []struct {
+		name string
+		fn   func(*testing.T, task.Store)
+	}{
+		{"ScheduleRoundTrip", testScheduleRoundTrip},
+		{"ScheduleList", testScheduleList},
+		{"ScheduleDue", testScheduleDue},
+		{"ScheduleAdvanceRace", testScheduleAdvanceRace},
+	}
+}
+
+// schedule returns an active rate schedule of lambda with its next firing at next.
+func schedule(lambda, id string, next time.Time) task.Schedule {
+	now := next.Add(-time.Minute)
+	return task.Schedule{
+		ID: id, Lambda: lambda, Rate: "1m", CatchUp: task.CatchUpAll, Overlap: task.OverlapSkip, State: task.ScheduleActive,
+		Task:   task.Template{Payload: []byte(`{"report":"daily"}`), Priority: "high", Collection: "reports", MaxAttempts: 3},
+		Anchor: now.Truncate(time.Second), NextFire: next, CreatedAt: now, UpdatedAt: now, Version: 1, Spec: "spec-" + id,
+	}
+}
+
+func scheduleDiff(want, got task.Schedule) string {
+	w, g := fmt.Sprintf("%+v", want), fmt.Sprintf("%+v", got)
+	if w != g || !want.NextFire.Equal(got.NextFire) {
+		return fmt.Sprintf("got  %s\nwant %s", g, w)
+	}
+	return ""
+}
+
+func testScheduleRoundTrip(t *testing.T, s task.Store) {
+	ctx := context.Background()
+	l := lambdaName()
+	now := base()
+	sc := schedule(l, "nightly", now.Add(time.Minute))
+	if err := s.CreateSchedule(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSchedule(ctx, sc); !errors.Is(err, task.ErrExists) {
+		t.Fatalf("create again: got %v, want ErrExists", err)
+	}
+	got, err := s.GetSchedule(ctx, l, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := scheduleDiff(sc, got); d != "" {
+		t.Fatal(d)
+	}
+	if _, err := s.GetSchedule(ctx, l, "missing"); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("get missing: got %v, want ErrNotFound", err)
+	}
+	// Paused, then fired: every field round-trips, and a stale version conflicts.
+	paused := task.PauseSchedule(sc, now)
+	if err := s.UpdateSchedule(ctx, paused, sc.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateSchedule(ctx, paused, sc.Version); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("stale update: got %v, want ErrConflict", err)
+	}
+	last := now.Add(time.Minute)
+	fired := task.Fire(paused, &last, now.Add(2*time.Minute), now)
+	if err := s.UpdateSchedule(ctx, fired, paused.Version); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSchedule(ctx, l, "nightly"); scheduleDiff(fired, got) != "" {
+		t.Fatal(scheduleDiff(fired, got))
+	}
+	if err := s.DeleteSchedule(ctx, l, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSchedule(ctx, l, "nightly"); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("delete again: got %v, want ErrNotFound", err)
+	}
+	if err := s.UpdateSchedule(ctx, fired, fired.Version); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("update deleted: got %v, want ErrConflict", err)
+	}
+}
+
+func testScheduleList(t *testing.T, s task.Store) {
+	ctx := context.Background()
+	l, other := lambdaName(), lambdaName()
+	now := base()
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("s%02d", i)
+		want = append(want, id)
+		if err := s.CreateSchedule(ctx, schedule(l, id, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateSchedule(ctx, schedule(other, "s00", now)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 7 {
+			t.Fatal("the cursor never ends")
+		}
+		page, next, err := s.ListSchedules(ctx, l, cursor, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 3 {
+			t.Fatalf("a page of %d, limit 3", len(page))
+		}
+		for _, sc := range page {
+			got = append(got, sc.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+}
+
+func testScheduleDue(t *testing.T, s task.Store) {
+	ctx := context.Background()
+	l := lambdaName()
+	now := base()
+	for i, at := range []time.Duration{-3 * time.Second, -time.Second, -2 * time.Second, time.Second, time.Hour} {
+		if err := s.CreateSchedule(ctx, schedule(l, fmt.Sprintf("d%d", i), now.Add(at))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := task.PauseSchedule(schedule(l, "paused", now.Add(-time.Hour)), now)
+	if err := s.CreateSchedule(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	due := func(before time.Time, limit int) string {
+		t.Helper()
+		// The index of a store may lag its writes: wait for what must be there.
+		var got []task.Schedule
+		for range 50 {
+			var err error
+			if got, err = s.DueSchedules(ctx, l, before, limit); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == min(limit, 3) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var ids []string
+		for _, sc := range got {
+			ids = append(ids, sc.ID)
+		}
+		return fmt.Sprint(ids)
+	}
+	if got := due(now, 10); got != "[d0 d2 d1]" {
+		t.Fatalf("due by now: %s, want [d0 d2 d1], earliest first, none paused or later", got)
+	}
+	if got := due(now, 2); got != "[d0 d2]" {
+		t.Fatalf("due by now, 2: %s", got)
+	}
+	// Fired: its next firing moves out of the range.
+	d0, err := s.GetSchedule(ctx, l, "d0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateSchedule(ctx, task.Fire(d0, &d0.NextFire, now.Add(time.Minute), now), d0.Version); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if got, _ := s.DueSchedules(ctx, l, now, 10); len(got) == 2 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("a schedule fired is still due")
+}
+
+// testScheduleAdvanceRace: consumers that read the same version of a due schedule race to fire
+// it; one advance wins.
+func testScheduleAdvanceRace(t *testing.T, s task.Store) {
+	ctx := context.Background()
+	l := lambdaName()
+	now := base()
+	sc := schedule(l, "race", now)
+	if err := s.CreateSchedule(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			next := task.Fire(sc, &sc.NextFire, now.Add(time.Duration(i+1)*time.Minute), now)
+			errs[i] = s.UpdateSchedule(ctx, next, sc.Version)
+		})
+	}
+	wg.Wait()
+	winner := oneWinner(t, "advance", "won", errs)
+	got, err := s.GetSchedule(ctx, l, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(time.Duration(winner+1) * time.Minute); !got.NextFire.Equal(want) || got.Version != sc.Version+1 {
+		t.Fatalf("stored next %s version %d, want %s and %d", got.NextFire, got.Version, want, sc.Version+1)
+	}
+}

@@ -1,0 +1,447 @@
+package task
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Periodic schedules: a Schedule creates one task of its lambda at each of its fire times, from a
+// template. Its kind is cron (five fields, read in a time zone) or rate (every N seconds, minutes
+// or hours). The store keeps it with the time of its next firing (NextFire); the consumer's pass
+// reads the schedules due (ScheduleStore.DueSchedules), creates each firing's task and moves
+// NextFire on with a write conditional on the schedule's version (Fire).
+//
+// One task per firing: a firing's task id is FireID(schedule, fire time), and creating a task is
+// idempotent on its id, so a firing seen twice (two consumers, a retry, a crash between the create
+// and the advance) finds its task there and creates none. The advance is conditional, so of two
+// consumers that read the same version, one moves it.
+
+// Schedule policies.
+const (
+	// CatchUpSkip (the default): of the firings missed while nothing fired (the consumer stopped,
+	// or the schedule's pass was late), only the latest runs.
+	CatchUpSkip = "skip"
+	// CatchUpAll: every missed firing runs, the latest MaxCatchUp of them at most.
+	CatchUpAll = "all"
+	// OverlapAllow (the default): a firing creates its task whatever the previous one's state.
+	OverlapAllow = "allow"
+	// OverlapSkip: a firing creates no task while the previous firing's task has not ended.
+	OverlapSkip = "skip"
+)
+
+// Schedule states.
+const (
+	ScheduleActive = "active"
+	SchedulePaused = "paused"
+)
+
+// Schedule limits.
+const (
+	// MaxCatchUp bounds the missed firings that catch-up "all" runs at once: the latest ones.
+	MaxCatchUp = 100
+	// MaxSchedulePayload bounds a template's payload: every firing rewrites the schedule, and on
+	// DynamoDB a write costs a unit per KB of the item (docs/capacity.md).
+	MaxSchedulePayload = 16 << 10
+	// MinRate and MaxRate bound a rate schedule's period.
+	MinRate = time.Second
+	MaxRate = 366 * 24 * time.Hour
+	// maxScheduleIDLength leaves room in a task id (128 characters) for the fire time (FireID).
+	maxScheduleIDLength = 100
+	// NextFiresShown is how many fire times a schedule's answer lists.
+	NextFiresShown = 5
+)
+
+// Template is what each firing's task is made of.
+type Template struct {
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Priority    string          `json:"priority,omitempty"`
+	Collection  string          `json:"collection,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+}
+
+// ScheduleSpec is a request to create a schedule, as a client sends it.
+type ScheduleSpec struct {
+	ID       string   `json:"id,omitempty"`
+	Cron     string   `json:"cron,omitempty"`
+	TimeZone string   `json:"time_zone,omitempty"`
+	Rate     string   `json:"rate,omitempty"`
+	Task     Template `json:"task"`
+	CatchUp  string   `json:"catch_up,omitempty"`
+	Overlap  string   `json:"overlap,omitempty"`
+}
+
+// Schedule is a stored periodic schedule.
+type Schedule struct {
+	ID       string   `json:"id"`
+	Lambda   string   `json:"lambda"`
+	Cron     string   `json:"cron,omitempty"`
+	TimeZone string   `json:"time_zone,omitempty"`
+	Rate     string   `json:"rate,omitempty"`
+	Task     Template `json:"task"`
+	CatchUp  string   `json:"catch_up"`
+	Overlap  string   `json:"overlap"`
+	State    string   `json:"state"`
+	// Anchor is where a rate schedule counts from: it fires at Anchor + k × rate.
+	Anchor time.Time `json:"anchor,omitzero"`
+	// NextFire is the earliest firing not yet made. A paused schedule keeps it, but no store
+	// returns a paused schedule as due.
+	NextFire time.Time `json:"next_fire"`
+	// LastFire is the latest firing that created a task (zero before the first): overlap "skip"
+	// reads its task, FireID(ID, LastFire).
+	LastFire  *time.Time `json:"last_fire,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Version   int64      `json:"version"`
+	// Spec fingerprints the create request, so that a replay is told from another request that
+	// reuses the id.
+	Spec string `json:"-"`
+	// NextFires are the next fire times, set on an answer, never stored.
+	NextFires []time.Time `json:"next_fires,omitempty"`
+}
+
+// String names the schedule: lambda/id.
+func (s Schedule) String() string { return s.Lambda + "/" + s.ID }
+
+var ratePattern = regexp.MustCompile(`^(?:rate\()?([1-9][0-9]{0,8})\s*(s|m|h)\)?$`)
+
+// cronParser reads the five standard fields; a time zone is a field of the schedule, not a
+// CRON_TZ prefix, and descriptors (@daily) are left out so that every schedule reads alike.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+
+// ParseRate reads a rate: a positive count of s, m or h, such as "30s", "5m", "1h" or "rate(2s)".
+func ParseRate(s string) (time.Duration, error) {
+	m := ratePattern.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, Errorf(ErrInvalid, "rate %q: give a count and a unit, s, m or h, such as 30s, 5m or 1h", Echo(s))
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
+	d := time.Duration(n) * unit
+	if d < MinRate || d > MaxRate {
+		return 0, Errorf(ErrInvalid, "rate %q: must be within %s and %s", Echo(s), MinRate, MaxRate)
+	}
+	return d, nil
+}
+
+// NewSchedule validates spec for lambda l and returns the schedule it describes, active, its
+// first firing the first fire time after now.
+func NewSchedule(spec ScheduleSpec, l Lambda, now time.Time, c Config) (Schedule, error) {
+	now = now.UTC()
+	s := Schedule{
+		ID: spec.ID, Lambda: l.Name, Cron: strings.TrimSpace(spec.Cron), TimeZone: spec.TimeZone, Rate: strings.TrimSpace(spec.Rate),
+		Task: spec.Task, CatchUp: spec.CatchUp, Overlap: spec.Overlap, State: ScheduleActive,
+		CreatedAt: now, UpdatedAt: now, Version: 1,
+	}
+	if s.ID == "" {
+		s.ID = NewID(now)
+	} else if err := ValidateID("schedule id", s.ID); err != nil {
+		return Schedule{}, err
+	} else if len(s.ID) > maxScheduleIDLength {
+		return Schedule{}, Errorf(ErrInvalid, "schedule id: at most %d characters, got %d", maxScheduleIDLength, len(s.ID))
+	}
+	switch {
+	case s.Cron != "" && s.Rate != "":
+		return Schedule{}, Errorf(ErrInvalid, "give cron or rate, not both")
+	case s.Cron == "" && s.Rate == "":
+		return Schedule{}, Errorf(ErrInvalid, "give cron (five fields, and a time_zone) or rate (such as 30s, 5m, 1h)")
+	case s.Rate != "" && s.TimeZone != "":
+		return Schedule{}, Errorf(ErrInvalid, "time_zone is for a cron schedule; a rate counts real seconds")
+	case s.Rate != "":
+		if _, err := ParseRate(s.Rate); err != nil {
+			return Schedule{}, err
+		}
+		m := ratePattern.FindStringSubmatch(s.Rate)
+		s.Rate = m[1] + m[2] // one spelling: "rate(2s)" and "2 s" are stored as "2s"
+		s.Anchor = now.Truncate(time.Second)
+	default:
+		if s.TimeZone == "" {
+			s.TimeZone = "UTC"
+		}
+		if _, err := s.cron(); err != nil {
+			return Schedule{}, err
+		}
+	}
+	switch s.CatchUp {
+	case "":
+		s.CatchUp = CatchUpSkip
+	case CatchUpSkip, CatchUpAll:
+	default:
+		return Schedule{}, Errorf(ErrInvalid, "catch_up %q is not one of %s, %s", Echo(s.CatchUp), CatchUpSkip, CatchUpAll)
+	}
+	switch s.Overlap {
+	case "":
+		s.Overlap = OverlapAllow
+	case OverlapAllow, OverlapSkip:
+	default:
+		return Schedule{}, Errorf(ErrInvalid, "overlap %q is not one of %s, %s", Echo(s.Overlap), OverlapAllow, OverlapSkip)
+	}
+	if len(s.Task.Payload) > MaxSchedulePayload {
+		return Schedule{}, Errorf(ErrTooLarge, "a schedule's payload is %d bytes; the limit is %d", len(s.Task.Payload), MaxSchedulePayload)
+	}
+	if len(s.Task.Payload) > 0 {
+		if err := CheckJSON("payload", s.Task.Payload); err != nil {
+			return Schedule{}, err
+		}
+		var b bytes.Buffer
+		_ = json.Compact(&b, s.Task.Payload)
+		s.Task.Payload = b.Bytes()
+	}
+	// The template must make a valid task: check it as the firing will build it.
+	if _, err := New(s.TaskSpec(now), l, now, c); err != nil {
+		return Schedule{}, err
+	}
+	next, err := s.Next(now)
+	if err != nil {
+		return Schedule{}, err
+	}
+	s.NextFire = next
+	s.Spec = spec.fingerprint(s)
+	return s, nil
+}
+
+func (spec ScheduleSpec) fingerprint(s Schedule) string {
+	b, _ := json.Marshal([]any{s.Lambda, s.ID, s.Cron, s.TimeZone, s.Rate, s.Task, s.CatchUp, s.Overlap})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// cronSchedule is a parsed cron expression in its time zone.
+type cronSchedule struct {
+	spec *cron.SpecSchedule
+	loc  *time.Location
+	// everyHour: the hour field takes every hour, so the schedule counts real hours across a
+	// DST change (see next).
+	everyHour bool
+}
+
+func (s Schedule) cron() (cronSchedule, error) {
+	if strings.HasPrefix(s.Cron, "TZ=") || strings.HasPrefix(s.Cron, "CRON_TZ=") {
+		return cronSchedule{}, Errorf(ErrInvalid, "cron %q: give the time zone as time_zone", Echo(s.Cron))
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil || s.TimeZone == "Local" {
+		return cronSchedule{}, Errorf(ErrInvalid, "time_zone %q is not an IANA time zone name, such as Europe/Berlin or UTC", Echo(s.TimeZone))
+	}
+	parsed, err := cronParser.Parse(s.Cron)
+	if err != nil {
+		return cronSchedule{}, Errorf(ErrInvalid, "cron %q: %v (five fields: minute hour day-of-month month day-of-week)", Echo(s.Cron), err)
+	}
+	spec := parsed.(*cron.SpecSchedule)
+	spec.Location = loc
+	const hours = 1<<24 - 1
+	return cronSchedule{spec: spec, loc: loc, everyHour: spec.Hour&hours == hours}, nil
+}
+
+// next returns the first fire time strictly after t, or zero if there is none within five years
+// (as for February 30th).
+//
+// Across a DST change: a schedule whose hour field takes every hour fires by real time, every
+// real hour's matching minutes, both of a repeated hour and none of a skipped one (there is none).
+// One with fixed hours fires each matching wall-clock time once: a time that comes twice when
+// clocks go back fires at its first coming, and a time that a change skips fires at the change
+// (02:30 in Berlin on the day clocks go forward fires at 03:00 CEST), as cron does.
+func (c cronSchedule) next(t time.Time) time.Time {
+	if c.everyHour {
+		return c.spec.Next(t).UTC()
+	}
+	// Walk wall-clock times: the library's Next in UTC over t's wall clock, mapped back.
+	local := t.In(c.loc)
+	wall := time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), local.Nanosecond(), time.UTC)
+	utcSpec := *c.spec
+	utcSpec.Location = time.UTC
+	for range 1000 {
+		w := utcSpec.Next(wall)
+		if w.IsZero() {
+			return time.Time{}
+		}
+		at := c.fromWall(w)
+		if at.After(t) {
+			return at.UTC()
+		}
+		wall = w // at or before t: a time that came twice, or a skipped one mapped onto t
+	}
+	return time.Time{}
+}
+
+// fromWall returns the first instant whose wall clock in c.loc reads w (given in UTC), or, for a
+// wall clock that a change skips, the instant of the change.
+func (c cronSchedule) fromWall(w time.Time) time.Time {
+	at := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), c.loc)
+	start, _ := at.ZoneBounds()
+	if sameWall(at, w) {
+		// Clocks went back at start: if the same wall clock came before it, take that.
+		if !start.IsZero() {
+			_, before := start.Add(-time.Nanosecond).Zone()
+			_, after := at.Zone()
+			if diff := time.Duration(before-after) * time.Second; diff > 0 && at.Sub(start) < diff {
+				return at.Add(-diff)
+			}
+		}
+		return at
+	}
+	return start // skipped: its zone began at the change
+}
+
+func sameWall(at, w time.Time) bool {
+	return at.Hour() == w.Hour() && at.Minute() == w.Minute() && at.Day() == w.Day()
+}
+
+// Next returns the first fire time of s strictly after t.
+func (s Schedule) Next(t time.Time) (time.Time, error) {
+	if s.Rate != "" {
+		d, err := ParseRate(s.Rate)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t.Before(s.Anchor) {
+			return s.Anchor, nil
+		}
+		k := t.Sub(s.Anchor)/d + 1
+		return s.Anchor.Add(k * d).UTC(), nil
+	}
+	c, err := s.cron()
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := c.next(t)
+	if next.IsZero() {
+		return time.Time{}, Errorf(ErrInvalid, "cron %q never fires", Echo(s.Cron))
+	}
+	return next, nil
+}
+
+// Upcoming returns the next n fire times from the schedule's next firing on (NextFire included),
+// or from after now for a paused schedule, which fires from then on once resumed.
+func (s Schedule) Upcoming(now time.Time, n int) []time.Time {
+	t := s.NextFire
+	if s.State == SchedulePaused {
+		var err error
+		if t, err = s.Next(now); err != nil {
+			return nil
+		}
+	}
+	out := make([]time.Time, 0, n)
+	for len(out) < n && !t.IsZero() {
+		out = append(out, t)
+		next, err := s.Next(t)
+		if err != nil {
+			break
+		}
+		t = next
+	}
+	return out
+}
+
+// FireID is the id of the task that schedule id creates at its firing at: the schedule's id and
+// the fire time to the second, such as nightly:20261125T023000Z. Ids of one schedule sort by time.
+func FireID(scheduleID string, at time.Time) string {
+	return scheduleID + ":" + at.UTC().Format("20060102T150405Z")
+}
+
+// TaskSpec is the request that creates the task of the firing at.
+func (s Schedule) TaskSpec(at time.Time) Spec {
+	at = at.UTC()
+	return Spec{
+		ID: FireID(s.ID, at), Payload: s.Task.Payload, RunAt: &at, Priority: s.Task.Priority,
+		Collection: s.Task.Collection, MaxAttempts: s.Task.MaxAttempts,
+	}
+}
+
+// Firings returns the fire times of s that a pass at now makes, those from NextFire to horizon
+// (now, or a little after it when the pass creates tasks ahead of their time), and the next fire
+// time after them. Catch-up decides among those before now: skip keeps the latest, all the latest
+// MaxCatchUp; those after now are all kept. It reads at most a bounded number of fire times,
+// whatever the time since NextFire: a window before horizon that doubles until it holds enough.
+func (s Schedule) Firings(now, horizon time.Time) (fires []time.Time, next time.Time, err error) {
+	if s.NextFire.After(horizon) {
+		return nil, s.NextFire, nil
+	}
+	keep := 1
+	if s.CatchUp == CatchUpAll {
+		keep = MaxCatchUp
+	}
+	for window := time.Minute; ; window *= 2 {
+		from := horizon.Add(-window)
+		if !from.After(s.NextFire) {
+			from = s.NextFire
+		}
+		fires, next, err = s.between(from, horizon)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		var missed int
+		for _, f := range fires {
+			if !f.After(now) {
+				missed++
+			}
+		}
+		if missed >= keep || from.Equal(s.NextFire) {
+			// Drop the missed firings that catch-up leaves out: all but the latest keep.
+			if missed > keep {
+				fires = fires[missed-keep:]
+			}
+			return fires, next, nil
+		}
+	}
+}
+
+// between returns the fire times in [from, to] and the first one after to. Past maxFires it
+// drops the earliest, down to the latest half: Firings wants at most the latest MaxCatchUp before
+// now and the few after it, and its window keeps the count near that anyway; this bounds memory
+// whatever the window.
+func (s Schedule) between(from, to time.Time) ([]time.Time, time.Time, error) {
+	const maxFires = 10 * MaxCatchUp
+	var fires []time.Time
+	t, err := s.Next(from.Add(-time.Nanosecond))
+	for err == nil && !t.After(to) {
+		fires = append(fires, t)
+		if len(fires) > maxFires {
+			fires = slices.Clone(fires[len(fires)-maxFires/2:])
+		}
+		t, err = s.Next(t)
+	}
+	return fires, t, err
+}
+
+// Fire returns s after the pass that made fires, those of Firings, of which the last that
+// created a task (or found it there) was last (nil if none did), its next firing next.
+func Fire(s Schedule, last *time.Time, next, now time.Time) Schedule {
+	if last != nil {
+		l := last.UTC()
+		s.LastFire = &l
+	}
+	s.NextFire, s.UpdatedAt, s.Version = next, now.UTC(), s.Version+1
+	return s
+}
+
+// PauseSchedule stops s from firing until ResumeSchedule.
+func PauseSchedule(s Schedule, now time.Time) Schedule {
+	if s.State == SchedulePaused {
+		return s
+	}
+	s.State, s.UpdatedAt, s.Version = SchedulePaused, now.UTC(), s.Version+1
+	return s
+}
+
+// ResumeSchedule makes a paused s fire again, from its first fire time after now: firings that
+// fell while it was paused do not run.
+func ResumeSchedule(s Schedule, now time.Time) (Schedule, error) {
+	if s.State == ScheduleActive {
+		return s, nil
+	}
+	next, err := s.Next(now)
+	if err != nil {
+		return Schedule{}, err
+	}
+	s.State, s.NextFire, s.UpdatedAt, s.Version = ScheduleActive, next, now.UTC(), s.Version+1
+	return s, nil
+}

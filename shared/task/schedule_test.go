@@ -1,0 +1,186 @@
+package task_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+var schedLambda = task.Lambda{Name: "report"}.WithDefaults()
+
+func newSchedule(t *testing.T, spec task.ScheduleSpec, now time.Time) task.Schedule {
+	t.Helper()
+	s, err := task.NewSchedule(spec, schedLambda, now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UTC()
+}
+
+func fires(t *testing.T, s task.Schedule, from time.Time, n int) []string {
+	t.Helper()
+	var out []string
+	for at := from; len(out) < n; {
+		next, err := s.Next(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, next.Format(time.RFC3339))
+		at = next
+	}
+	return out
+}
+
+func equal(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	}
+}
+
+// TestCronBerlinDST: a cron in Europe/Berlin across both changes of 2026 (clocks forward on
+// 29 March at 02:00 CET, back on 25 October at 03:00 CEST).
+func TestCronBerlinDST(t *testing.T) {
+	created := utc("2026-03-27T12:00:00Z")
+	daily := newSchedule(t, task.ScheduleSpec{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}, created)
+	// 02:30 on 29 March does not exist: it fires at the change, 03:00 CEST (01:00 UTC), once.
+	equal(t, "daily in spring", fires(t, daily, created, 4), []string{
+		"2026-03-28T01:30:00Z", // 02:30 CET
+		"2026-03-29T01:00:00Z", // skipped wall clock: at the change
+		"2026-03-30T00:30:00Z", // 02:30 CEST
+		"2026-03-31T00:30:00Z",
+	})
+	// 02:30 on 25 October comes twice: it fires at the first, 02:30 CEST (00:30 UTC), once.
+	equal(t, "daily in autumn", fires(t, daily, utc("2026-10-23T12:00:00Z"), 4), []string{
+		"2026-10-24T00:30:00Z", // 02:30 CEST
+		"2026-10-25T00:30:00Z", // the first 02:30
+		"2026-10-26T01:30:00Z", // 02:30 CET
+		"2026-10-27T01:30:00Z",
+	})
+	// An hourly cron counts real hours: no hour in spring (there is no 02:00), both in autumn.
+	hourly := newSchedule(t, task.ScheduleSpec{Cron: "0 * * * *", TimeZone: "Europe/Berlin"}, created)
+	equal(t, "hourly in spring", fires(t, hourly, utc("2026-03-28T23:30:00Z"), 3), []string{
+		"2026-03-29T00:00:00Z", // 01:00 CET
+		"2026-03-29T01:00:00Z", // 03:00 CEST
+		"2026-03-29T02:00:00Z", // 04:00 CEST
+	})
+	equal(t, "hourly in autumn", fires(t, hourly, utc("2026-10-24T23:30:00Z"), 3), []string{
+		"2026-10-25T00:00:00Z", // 02:00 CEST
+		"2026-10-25T01:00:00Z", // 02:00 CET
+		"2026-10-25T02:00:00Z", // 03:00 CET
+	})
+	// Every 30 minutes between 02:00 and 02:59: the repeated hour fires once, its first time.
+	half := newSchedule(t, task.ScheduleSpec{Cron: "*/30 2 * * *", TimeZone: "Europe/Berlin"}, created)
+	equal(t, "02:xx in autumn", fires(t, half, utc("2026-10-24T12:00:00Z"), 3), []string{
+		"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:00:00Z",
+	})
+	// Both 02:00 and 02:30 are skipped in spring: each fires at the change, which is one instant.
+	equal(t, "02:xx in spring", fires(t, half, utc("2026-03-28T12:00:00Z"), 2), []string{
+		"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z",
+	})
+}
+
+func TestRateSchedule(t *testing.T) {
+	now := utc("2026-11-25T10:00:00.400Z")
+	s := newSchedule(t, task.ScheduleSpec{Rate: "rate(2s)"}, now)
+	if s.Rate != "2s" || !s.NextFire.Equal(utc("2026-11-25T10:00:02Z")) {
+		t.Fatalf("rate %q next %s", s.Rate, s.NextFire)
+	}
+	got := s.Upcoming(now, task.NextFiresShown)
+	if len(got) != 5 || !got[4].Equal(utc("2026-11-25T10:00:10Z")) {
+		t.Fatalf("upcoming %v", got)
+	}
+	if id := task.FireID(s.ID, got[0]); id != s.ID+":20261125T100002Z" {
+		t.Fatalf("fire id %s", id)
+	}
+}
+
+func TestScheduleValidation(t *testing.T) {
+	for _, spec := range []task.ScheduleSpec{
+		{},
+		{Cron: "* * * * *", Rate: "1s"},
+		{Cron: "* * * *"},
+		{Cron: "@daily"},
+		{Cron: "CRON_TZ=Europe/Berlin * * * * *"},
+		{Cron: "* * * * *", TimeZone: "Mars/Olympus"},
+		{Rate: "0s"},
+		{Rate: "1d"},
+		{Rate: "1s", TimeZone: "UTC"},
+		{Rate: "1s", CatchUp: "some"},
+		{Rate: "1s", Overlap: "queue"},
+		{Rate: "1s", Task: task.Template{Priority: "urgent"}},
+		{Rate: "1s", Task: task.Template{Payload: []byte(`{`)}},
+		{Rate: "1s", ID: "bad id"},
+	} {
+		if _, err := task.NewSchedule(spec, schedLambda, time.Now(), task.Config{}.WithDefaults()); !errors.Is(err, task.ErrInvalid) {
+			t.Errorf("%+v: got %v, want ErrInvalid", spec, err)
+		}
+	}
+}
+
+// TestFiringsCatchUp: after a stop of 10 s a rate(2s) schedule has five firings missed; skip runs
+// the latest, all runs each, and both keep the firings ahead of now.
+func TestFiringsCatchUp(t *testing.T) {
+	created := utc("2026-11-25T10:00:00Z")
+	for _, tc := range []struct {
+		catchUp string
+		want    []string
+	}{
+		{task.CatchUpSkip, []string{"10:00:10", "10:00:12"}},
+		{task.CatchUpAll, []string{"10:00:02", "10:00:04", "10:00:06", "10:00:08", "10:00:10", "10:00:12"}},
+	} {
+		s := newSchedule(t, task.ScheduleSpec{Rate: "2s", CatchUp: tc.catchUp}, created)
+		now := utc("2026-11-25T10:00:11Z")
+		got, next, err := s.Firings(now, now.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clock []string
+		for _, f := range got {
+			clock = append(clock, f.Format("15:04:05"))
+		}
+		equal(t, tc.catchUp, clock, tc.want)
+		if !next.Equal(utc("2026-11-25T10:00:14Z")) {
+			t.Fatalf("%s: next %s", tc.catchUp, next)
+		}
+	}
+	// A year of minutes missed: all runs the latest MaxCatchUp, read in bounded steps.
+	s := newSchedule(t, task.ScheduleSpec{Cron: "* * * * *", CatchUp: task.CatchUpAll}, created)
+	now := created.Add(365 * 24 * time.Hour)
+	got, _, err := s.Firings(now, now)
+	if err != nil || len(got) != task.MaxCatchUp || !got[len(got)-1].Equal(now) {
+		t.Fatalf("a year: %d firings, last %v, %v", len(got), got[len(got)-1], err)
+	}
+	// Nothing due: nothing fires.
+	if got, next, _ := s.Firings(created, created); len(got) != 0 || !next.Equal(s.NextFire) {
+		t.Fatalf("not due: %v %s", got, next)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	created := utc("2026-11-25T10:00:00Z")
+	s := newSchedule(t, task.ScheduleSpec{Rate: "1m"}, created)
+	p := task.PauseSchedule(s, created.Add(time.Second))
+	if p.State != task.SchedulePaused || p.Version != s.Version+1 {
+		t.Fatalf("paused %+v", p)
+	}
+	r, err := task.ResumeSchedule(p, created.Add(5*time.Minute+time.Second))
+	if err != nil || r.State != task.ScheduleActive || !r.NextFire.Equal(created.Add(6*time.Minute)) {
+		t.Fatalf("resumed %+v %v", r, err)
+	}
+}
