@@ -256,7 +256,11 @@ func TestStopWhenIdleWaitsForSchedule(t *testing.T) {
 	if err := e.store.CreateSchedule(t.Context(), sc); err != nil {
 		t.Fatal(err)
 	}
-	// The first firing is 1 to 2 s away, the second after the run's end.
+	// The first firing is 1 to 2 s away, the second after the run's end. Its task runs (a task in
+	// flight keeps its lambda sweeping).
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go e.work(ctx, "a")
 	rs := e.cons.Run(t.Context(), consumer.RunParams{Interval: 20 * time.Millisecond, Until: sc.NextFire.Add(time.Second), StopWhenIdle: true})
 	if rs.Fired != 1 || rs.Stopped != 1 || rs.Failed != 0 {
 		t.Fatalf("run: %+v; want the firing made, then the lambda stopped", rs)
