@@ -208,9 +208,15 @@ type Message struct {
 	DeadLetterTrips int `json:"dlq_trips,omitempty"`
 }
 
-// Message returns the message that sends t to its queue now.
-func (t Task) Message() Message {
-	return Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+// MessageAt returns the message that sends t to its queue at now: delayed to its NotBefore, and
+// carrying it, if that is later.
+func (t Task) MessageAt(now time.Time) Message {
+	m := Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+	if t.NotBefore != nil && t.NotBefore.After(now) {
+		runAt := *t.NotBefore
+		m.RunAt, m.Delay = &runAt, runAt.Sub(now)
+	}
+	return m
 }
 
 // Early is how long before its run time m was received at now: what a worker waits before it

@@ -115,10 +115,11 @@ type Task struct {
 	// set by every transition and never stored: empty on a task as read or as created. A write's
 	// (From, Status) says what happened, as lifecycle events need, without reading the task again.
 	From Status `json:"-"`
-	// SentAheadFor is the run time of a task that EnqueueAhead moved into its queue before it was
-	// due (its message delayed to it), set by that transition and never stored: lifecycle events
-	// give a retry sent ahead its retry time, which the stored trigger (the resend) no longer is.
-	SentAheadFor *time.Time `json:"-"`
+	// NotBefore is set on a task that EnqueueAhead moved into its queue before it was due (its
+	// message delayed to it): no claim takes it earlier, whatever message comes (a resend, a
+	// duplicate, a stale one), and every message sent for it while enqueued is delayed to it
+	// (MessageAt). Stored; cleared by the transition that takes it out of enqueued.
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // Gate modes.

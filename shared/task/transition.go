@@ -2,6 +2,7 @@ package task
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -14,6 +15,9 @@ import (
 func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	if s.Terminal() && t.Downstream {
 		trigger = at(now) // the consumer tells the downstreams (see flow.go)
+	}
+	if s != StatusEnqueued || t.Status != StatusEnqueued {
+		t.NotBefore = nil // it holds while the task stays enqueued: a resend keeps it
 	}
 	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++
@@ -105,13 +109,45 @@ func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
 	if from != "" {
 		next.From = from // in the write of the transition before it (a retry): what happened is that
 	}
-	next.SentAheadFor = &runAt
-	m := next.Message()
-	m.Delay = runAt.Sub(now)
 	if runAt.After(now) {
-		m.RunAt = &runAt
+		next.NotBefore = &runAt
 	}
-	return next, m, nil
+	return next, next.MessageAt(now), nil
+}
+
+// MaxRetryAhead is the longest backoff of a retry that RetryAhead sends ahead: a retry sent ahead
+// is enqueued, and so counts toward its lambda's cap (Lambda.MaxEnqueued), for its whole backoff.
+// A longer one waits in the store, as retriable_failure, for the consumer.
+const MaxRetryAhead = time.Minute
+
+// RetryAhead moves t, just failed retriably (retriable_failure, as Fail or Timeout left it, in
+// the same write), into its queue for its retry when that is due within MaxRetryAhead, and
+// returns the message to send once written. It fails with ErrNotDue for a later retry, and
+// ErrConflict for a task that is not waiting for a retry.
+func RetryAhead(t Task, now time.Time, c Config) (Task, Message, error) {
+	if err := notFrom(t, "send ahead", StatusRetriableFailure); err != nil {
+		return t, Message{}, err
+	}
+	if t.NextTriggerAt != nil && t.NextTriggerAt.Sub(now) > MaxRetryAhead {
+		return t, Message{}, Errorf(ErrNotDue, "task %s retries at %s, more than %s ahead", t.ID, t.NextTriggerAt, MaxRetryAhead)
+	}
+	return EnqueueAhead(t, now, c)
+}
+
+// ClaimEarly is how much before its NotBefore a claim still takes a task: the clock skew between
+// the worker that waited for the run time and the status controller that checks it.
+const ClaimEarly = time.Second
+
+// Refused reports whether err says that a write did not happen (a refused transition, a missing
+// or taken task, bad input), as opposed to one whose outcome is unknown (a timeout, a throttle,
+// a store fault): after those, the write may have landed.
+func Refused(err error) bool {
+	for _, k := range []error{ErrConflict, ErrNotDue, ErrStaleLease, ErrInvalid, ErrNotFound, ErrExists, ErrTooLarge, ErrCancelled} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Hold hands back an enqueued task whose claim found its gate closed (paused or dropping): it
@@ -145,6 +181,11 @@ func Unsent(t Task, now time.Time, c Config) (Task, error) {
 func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if err := notFrom(t, "claim", StatusEnqueued); err != nil {
 		return t, err
+	}
+	if t.NotBefore != nil && now.Before(t.NotBefore.Add(-ClaimEarly)) {
+		// A message that came early: a resend or a duplicate of a task sent ahead. Its own
+		// message, delayed to NotBefore, is still to come.
+		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NotBefore)
 	}
 	t = t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout)))
 	t.Lease = lease

@@ -553,20 +553,20 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 			if err != nil || next.Status != task.StatusRetriableFailure || mode != task.GateOpen || slices.Contains(held, t.Collection) {
 				return next, err
 			}
-			if enq, m, err := task.EnqueueAhead(next, now, c.cfg); err == nil {
+			if enq, m, err := task.RetryAhead(next, now, c.cfg); err == nil {
 				next, msg = enq, &m
 			}
 			return next, nil
 		})
+		if msg != nil && (err == nil || !task.Refused(err)) {
+			retries = append(retries, *msg) // the write may have landed: a message too many fails its claim
+		}
 		if err != nil {
 			continue
 		}
 		st.TimedOut++
 		if next.Status == task.StatusDead {
 			st.Dead++
-		}
-		if msg != nil {
-			retries = append(retries, *msg)
 		}
 		if next.Status == task.StatusCancelled {
 			// Its cancel was accepted while it ran: it ends cancelled, never retried.
@@ -782,7 +782,7 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 	}
 	msgs := make([]task.Message, len(moved))
 	for i, t := range moved {
-		msgs[i] = t.Message()
+		msgs[i] = t.MessageAt(now) // delayed to its NotBefore, for a resend of a task sent ahead
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
 	defer cancel()

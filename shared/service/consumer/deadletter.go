@@ -163,7 +163,7 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 			log.Warn("task dead: its messages keep going to the dead-letter queue", "status", t.Status, "trips", trips)
 			st.Dead++
 		default:
-			m := t.Message()
+			m := t.MessageAt(time.Now())
 			m.DeadLetterTrips = trips
 			if err := c.queue.Send(ctx, m); err != nil {
 				// The task is enqueued, due for a resend after its enqueue timeout: the resend

@@ -103,10 +103,13 @@ func Written(t task.Task) (Event, bool) {
 			runAt := t.NextTriggerAt.UTC()
 			e.RunAt = &runAt
 		}
-		if typ == Retried && t.SentAheadFor != nil {
+		if typ == Retried && t.Status == task.StatusEnqueued {
 			// Enqueued at once, its message delayed to the retry: the event tells the retry as
 			// one left waiting would, with the retry's time rather than its resend trigger.
-			runAt := t.SentAheadFor.UTC()
+			runAt := t.UpdatedAt.UTC()
+			if t.NotBefore != nil {
+				runAt = t.NotBefore.UTC()
+			}
 			e.Status, e.RunAt = task.StatusRetriableFailure, &runAt
 		}
 	case Started, Succeeded, Cancelled:

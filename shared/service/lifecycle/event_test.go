@@ -176,9 +176,9 @@ func TestWritten(t *testing.T) {
 				t.Errorf("event %+v: want id echo/a/%d, of task echo/a at its version", e, tk.Version)
 			}
 			wantStatus, retryAt := tk.Status, tk.NextTriggerAt
-			if tk.SentAheadFor != nil && e.Type == lifecycle.Retried {
+			if tk.Status == task.StatusEnqueued && e.Type == lifecycle.Retried {
 				// A retry sent ahead is told as one left waiting, at its retry's time.
-				wantStatus, retryAt = task.StatusRetriableFailure, tk.SentAheadFor
+				wantStatus, retryAt = task.StatusRetriableFailure, tk.NotBefore
 			}
 			if e.Status != wantStatus || e.PreviousStatus != tk.From || e.Attempt != tk.Attempts || e.MaxAttempts != tk.MaxAttempts || !e.Time.Equal(tk.UpdatedAt) {
 				t.Errorf("event %+v does not describe the write %s → %s, attempt %d", e, tk.From, tk.Status, tk.Attempts)

@@ -8,13 +8,14 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// A run that ends with a retry due within task.MaxSendAhead (a backoff of seconds to minutes) goes
-// back to its queue from here, in the write that records the end (task.EnqueueAhead): no sweep has to find it, and the enqueue costs no write of its own. A task
+// A run that ends with a retry due within task.MaxRetryAhead (a backoff of up to a minute) goes
+// back to its queue from here, in the write that records the end (task.RetryAhead): no sweep has to find it, and the enqueue costs no write of its own. A task
 // that a gate holds, or any when the gates cannot be read, is left to the consumer as before.
 
 // ahead wraps the transition fn so that a task it leaves waiting for a retry, and that no gate
 // holds, is enqueued in the same write, and returns the wrapped transition and a send to call once
-// the write went through. Without a queue it returns fn unchanged.
+// the write went through, or may have (an error that is not a refusal: task.Refused): a message
+// for a task that did not move only fails its claim. Without a queue it returns fn unchanged.
 func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task) (task.Task, error)) (func(task.Task) (task.Task, error), func(context.Context)) {
 	if c.queue == nil {
 		return fn, func(context.Context) {}
@@ -37,9 +38,9 @@ func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task
 		if gerr != nil || task.GateMode(gates, lambda, next.Collection) != task.GateOpen {
 			return next, nil
 		}
-		enq, m, aerr := task.EnqueueAhead(next, now, c.cfg)
+		enq, m, aerr := task.RetryAhead(next, now, c.cfg)
 		if aerr != nil {
-			return next, nil // due later than a queue can hold it back: the consumer's
+			return next, nil // a longer backoff: the consumer's
 		}
 		msg = &m
 		return enq, nil

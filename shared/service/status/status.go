@@ -139,6 +139,10 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
 	})
 	switch {
+	case errors.Is(err, task.ErrNotDue):
+		// A message that came before its task's NotBefore (a resend or a duplicate of a task sent
+		// ahead): the worker drops it, as a duplicate; the task's own message comes then.
+		return task.Task{}, task.Errorf(task.ErrConflict, "%v; its message comes then", err)
 	case cancelled && err == nil:
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", id)
 	case gated != "" && err == nil:
@@ -231,7 +235,7 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 	}
 	fn, send := c.ahead(ctx, lambda, fn)
 	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)
-	if err == nil {
+	if err == nil || !task.Refused(err) {
 		send(ctx)
 	}
 	if errors.Is(err, task.ErrTooLarge) {

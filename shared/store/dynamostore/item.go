@@ -43,6 +43,7 @@ const (
 	attrMode        = "mode"
 	attrParked      = "parked" // BOOL, present only when true
 	attrCancel      = "cxl"    // BOOL, present only when true: a running task's cancel was accepted
+	attrNotBefore   = "nb"     // N, unix nanoseconds: an enqueued task sent ahead is not claimed before
 	// Task flows (see flow.go); each present only on a task that has it.
 	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
 	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
@@ -160,7 +161,7 @@ var stateAttrs = []string{
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
-	attrCancel,
+	attrCancel, attrNotBefore,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -182,7 +183,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if len(t.Result) > 0 {
 		item[attrResult] = &types.AttributeValueMemberB{Value: t.Result}
 	}
-	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt} {
+	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt, attrNotBefore: t.NotBefore} {
 		if v != nil && !v.IsZero() {
 			item[name] = n(v.UnixNano())
 		}
@@ -296,7 +297,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	t.Payload, t.Result = bin(attrPayload), bin(attrResult)
 	t.Attempts, t.MaxAttempts, t.Version = int(num(attrAttempts)), int(num(attrMaxAttempts)), num(attrVersion)
 	t.RunAt, t.CreatedAt, t.UpdatedAt = val(tm(attrRunAt)), val(tm(attrCreatedAt)), val(tm(attrUpdatedAt))
-	t.Deadline, t.NextTriggerAt = tm(attrDeadline), tm(attrNextTrigger)
+	t.Deadline, t.NextTriggerAt, t.NotBefore = tm(attrDeadline), tm(attrNextTrigger), tm(attrNotBefore)
 	if v, ok := item[attrParked].(*types.AttributeValueMemberBOOL); ok {
 		t.Parked = v.Value
 	}

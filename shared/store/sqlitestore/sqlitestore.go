@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	downstream      INTEGER NOT NULL DEFAULT 0,
 	notify_cursor   TEXT    NOT NULL DEFAULT '',
 	cancel_requested INTEGER NOT NULL DEFAULT 0,
+	not_before      INTEGER,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -157,7 +158,7 @@ func laneOf(s task.Status, priority string) string {
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
-	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested`
+	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -285,7 +286,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -316,7 +317,7 @@ const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
-	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?
+	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateArgs are updateSQL's arguments for t written over version prev.
@@ -324,7 +325,7 @@ func updateArgs(t task.Task, prev int64) []any {
 	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested,
+		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore),
 		t.Lambda, t.ID, prev}
 }
 
@@ -474,7 +475,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
 			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested)
+			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore))
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -948,17 +949,17 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var t task.Task
 	var status string
 	var payload, result, settled []byte
-	var runAt, deadline, trigger, created, updated sql.NullInt64
+	var runAt, deadline, trigger, created, updated, notBefore sql.NullInt64
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
-		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested)
+		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore)
 	if err != nil {
 		return task.Task{}, err
 	}
 	t.Status, t.Payload, t.Result, t.Settled = task.Status(status), payload, result, settled
 	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
-	t.Deadline, t.NextTriggerAt = ptrFromNanos(deadline), ptrFromNanos(trigger)
+	t.Deadline, t.NextTriggerAt, t.NotBefore = ptrFromNanos(deadline), ptrFromNanos(trigger), ptrFromNanos(notBefore)
 	return t, nil
 }
 
@@ -1045,6 +1046,7 @@ func migrate(w *sql.DB) error {
 		{"downstream", "INTEGER NOT NULL DEFAULT 0"},
 		{"notify_cursor", "TEXT NOT NULL DEFAULT ''"},
 		{"cancel_requested", "INTEGER NOT NULL DEFAULT 0"},
+		{"not_before", "INTEGER"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"DueParked", testDueParked},
 		{"Counts", testCounts},
 		{"Gates", testGates},
+		{"NotBefore", testNotBefore},
 		{"CancelRequested", testCancelRequested},
 		{"Redrive", testRedrive},
 	}
@@ -134,6 +135,7 @@ func diff(want, got task.Task) []string {
 	check("Downstream", want.Downstream == got.Downstream, want.Downstream, got.Downstream)
 	check("NotifyCursor", want.NotifyCursor == got.NotifyCursor, want.NotifyCursor, got.NotifyCursor)
 	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
+	ptrEq("NotBefore", want.NotBefore, got.NotBefore)
 	return d
 }
 
