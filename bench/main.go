@@ -37,15 +37,20 @@ type sizes struct {
 	idleInvocations int // of the idle consumer function
 	scheduleConc    int
 	waiters         int // concurrent waits for a result
+	grown           int // finished tasks in the table before the grown burn-down
 }
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, grown: 1_000_000}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, grown: 250_000}
+	// smoke runs every part with tiny counts: it checks that the bench runs and prints its
+	// table (make bench-smoke, in CI), and measures nothing worth reading.
+	smoke = sizes{tasks: 200, latency: time.Second, rate: 100, emuLatency: 2 * time.Second, emuRate: 5, requests: 200, costTasks: 10, idleInvocations: 1, scheduleConc: 4, waiters: 20, grown: 2_000}
 )
 
 func main() {
 	quickFlag := flag.Bool("quick", false, "smaller counts (make bench QUICK=1)")
+	smokeFlag := flag.Bool("smoke", false, "tiny counts, to check that every part runs and the table is printed (make bench-smoke)")
 	concurrency := flag.Int("concurrency", 16, "handler slots of atf's lambda, and the peers' workers")
 	out := flag.String("out", "bench/results.json", "where to write the results")
 	peers := flag.String("peers", "bench/peers", "the peers' module; skipped if missing")
@@ -53,13 +58,16 @@ func main() {
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
 	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, aws, idle")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, aws, idle")
 	flag.Parse()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
 	sz := full
-	if *quickFlag {
+	switch {
+	case *smokeFlag:
+		sz = smoke
+	case *quickFlag:
 		sz = quick
 	}
 	if *emuRate > 0 {
@@ -67,7 +75,7 @@ func main() {
 	}
 	ctx := context.Background()
 	began := time.Now()
-	r := Results{Quick: *quickFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
+	r := Results{Quick: *quickFlag, Smoke: *smokeFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
 
 	var err error
 	if part("throughput") {
@@ -75,8 +83,20 @@ func main() {
 		if r.Throughput, err = embeddedThroughput(ctx, sz.tasks, *concurrency); err != nil {
 			log.Fatalf("embedded throughput: %v", err)
 		}
-		r.AtfEmbeddedTasksPerS = r.Throughput.TasksPerS
-		log.Printf("embedded throughput: %.0f tasks/s", r.AtfEmbeddedTasksPerS)
+		r.AtfEmbeddedTasksPerS, r.AtfPeakRSSMB = r.Throughput.TasksPerS, r.Throughput.PeakRSSMB
+		log.Printf("embedded throughput: %.0f tasks/s, peak RSS %.0f MB", r.AtfEmbeddedTasksPerS, r.Throughput.PeakRSSMB)
+	}
+	if part("grown") {
+		log.Printf("grown store: %d finished tasks, then %d tasks, concurrency %d", sz.grown, sz.tasks, *concurrency)
+		g, err := grownThroughput(ctx, sz.grown, sz.tasks, *concurrency)
+		if err != nil {
+			log.Fatalf("grown store: %v", err)
+		}
+		if r.AtfEmbeddedTasksPerS > 0 {
+			g.Ratio = g.TasksPerS / r.AtfEmbeddedTasksPerS
+		}
+		r.Grown, r.AtfGrownTasksPerS = &g, g.TasksPerS
+		log.Printf("grown store: %.0f tasks/s", g.TasksPerS)
 	}
 	r.PeersNote = "not asked for"
 	if part("peers") {

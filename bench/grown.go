@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/store/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// GrownRun is the burn-down on a store that already holds many finished tasks, as a store does
+// after a month of work: the due sweep and the claim must not slow down with them.
+type GrownRun struct {
+	Finished int     `json:"finished_tasks"` // in the table before the burn-down
+	FillS    float64 `json:"fill_s"`         // how long writing them took (not measured in TasksPerS)
+	Throughput
+	// Ratio is TasksPerS over the empty table's, when the throughput part ran.
+	Ratio float64 `json:"ratio_to_empty,omitempty"`
+}
+
+// grownThroughput fills a new SQLite file with finished tasks, then burns down n tasks on it as
+// embeddedThroughput does on an empty one.
+func grownThroughput(ctx context.Context, finished, n, concurrency int) (GrownRun, error) {
+	dir, err := os.MkdirTemp("", "atf-bench-grown-")
+	if err != nil {
+		return GrownRun{}, err
+	}
+	defer os.RemoveAll(dir) // a temporary directory: best effort
+	db := filepath.Join(dir, "atf.db")
+	start := time.Now()
+	if err := fillFinished(ctx, db, finished); err != nil {
+		return GrownRun{}, fmt.Errorf("fill: %w", err)
+	}
+	fill := time.Since(start)
+	log.Printf("grown store: %d finished tasks written in %.0f s", finished, fill.Seconds())
+	t, err := burnDown(ctx, db, n, concurrency)
+	if err != nil {
+		return GrownRun{}, err
+	}
+	return GrownRun{Finished: finished, FillS: fill.Seconds(), Throughput: t}, nil
+}
+
+// fillFinished writes n succeeded tasks of the benchmark's lambda into the file at path, in
+// batches from a few goroutines so that the store's group commit takes many at once. They ended
+// just now: the retention, 30 days, prunes none of them during the run.
+func fillFinished(ctx context.Context, path string, n int) error {
+	s, err := sqlitestore.Open(path)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	l := task.Lambda{Name: lambdaName}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	batches := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for size := range batches {
+				now := time.Now().UTC()
+				b := make([]task.Task, size)
+				for i := range b {
+					t, err := task.New(task.Spec{}, l, now, cfg)
+					if err != nil {
+						errs <- err
+						return
+					}
+					t.Status, t.NextTriggerAt, t.Attempts, t.Version = task.StatusSuccess, nil, 1, 4
+					b[i] = t
+				}
+				if err := s.CreateBatch(ctx, b); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	var fillErr error
+feed:
+	for left := n; left > 0; left -= task.MaxBatch {
+		select {
+		case batches <- min(left, task.MaxBatch):
+		case fillErr = <-errs:
+			break feed
+		}
+	}
+	close(batches)
+	wg.Wait()
+	if fillErr == nil {
+		select {
+		case fillErr = <-errs:
+		default:
+		}
+	}
+	return fillErr
+}
+
+// resetPeakRSS starts a new peak of this process's resident memory (VmHWM): writing 5 to
+// /proc/self/clear_refs sets it to the current resident size (Linux 4.0 on).
+func resetPeakRSS() error {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSSMB reads this process's peak resident memory since the last resetPeakRSS, in MiB.
+func peakRSSMB() (float64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err != nil {
+				return 0, fmt.Errorf("VmHWM: %w", err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}
