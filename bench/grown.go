@@ -25,27 +25,42 @@ type GrownRun struct {
 	Ratio float64 `json:"ratio_to_empty,omitempty"`
 }
 
-// grownThroughput fills a new SQLite file with finished tasks, then burns down n tasks on it as
-// embeddedThroughput does on an empty one.
-func grownThroughput(ctx context.Context, finished, n, concurrency int) (GrownRun, error) {
+// grownStore is a SQLite file filled with finished tasks, for the grown burn-down.
+type grownStore struct {
+	dir, db  string
+	finished int
+	fill     time.Duration
+}
+
+// fillGrown writes a new SQLite file holding finished tasks. main fills it before the empty
+// table's burn-down and runs the grown one right after that, so that the two run back to back,
+// under the same load from whatever else shares the machine.
+func fillGrown(ctx context.Context, finished int) (*grownStore, error) {
 	dir, err := os.MkdirTemp("", "atf-bench-grown-")
 	if err != nil {
-		return GrownRun{}, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir) // a temporary directory: best effort
-	db := filepath.Join(dir, "atf.db")
+	g := &grownStore{dir: dir, db: filepath.Join(dir, "atf.db"), finished: finished}
 	start := time.Now()
-	if err := fillFinished(ctx, db, finished); err != nil {
-		return GrownRun{}, fmt.Errorf("fill: %w", err)
+	if err := fillFinished(ctx, g.db, finished); err != nil {
+		g.remove()
+		return nil, fmt.Errorf("fill: %w", err)
 	}
-	fill := time.Since(start)
-	log.Printf("grown store: %d finished tasks written in %.0f s", finished, fill.Seconds())
-	t, err := burnDown(ctx, db, n, concurrency)
+	g.fill = time.Since(start)
+	log.Printf("grown store: %d finished tasks written in %.0f s", finished, g.fill.Seconds())
+	return g, nil
+}
+
+// burnDown burns down n tasks on the grown file as embeddedThroughput does on an empty one.
+func (g *grownStore) burnDown(ctx context.Context, n, concurrency int) (GrownRun, error) {
+	t, err := burnDown(ctx, g.db, n, concurrency)
 	if err != nil {
 		return GrownRun{}, err
 	}
-	return GrownRun{Finished: finished, FillS: fill.Seconds(), Throughput: t}, nil
+	return GrownRun{Finished: g.finished, FillS: g.fill.Seconds(), Throughput: t}, nil
 }
+
+func (g *grownStore) remove() { _ = os.RemoveAll(g.dir) } // a temporary directory: best effort
 
 // fillFinished writes n succeeded tasks of the benchmark's lambda into the file at path, in
 // batches from a few goroutines so that the store's group commit takes many at once. They ended

@@ -78,6 +78,14 @@ func main() {
 	r := Results{Quick: *quickFlag, Smoke: *smokeFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
 
 	var err error
+	var grown *grownStore
+	if part("grown") {
+		log.Printf("grown store: writing %d finished tasks", sz.grown)
+		if grown, err = fillGrown(ctx, sz.grown); err != nil {
+			log.Fatalf("grown store: %v", err)
+		}
+		defer grown.remove()
+	}
 	if part("throughput") {
 		log.Printf("embedded throughput: %d tasks, concurrency %d", sz.tasks, *concurrency)
 		if r.Throughput, err = embeddedThroughput(ctx, sz.tasks, *concurrency); err != nil {
@@ -86,9 +94,10 @@ func main() {
 		r.AtfEmbeddedTasksPerS, r.AtfPeakRSSMB = r.Throughput.TasksPerS, r.Throughput.PeakRSSMB
 		log.Printf("embedded throughput: %.0f tasks/s, peak RSS %.0f MB", r.AtfEmbeddedTasksPerS, r.Throughput.PeakRSSMB)
 	}
-	if part("grown") {
-		log.Printf("grown store: %d finished tasks, then %d tasks, concurrency %d", sz.grown, sz.tasks, *concurrency)
-		g, err := grownThroughput(ctx, sz.grown, sz.tasks, *concurrency)
+	if grown != nil {
+		log.Printf("grown store: %d tasks on %d finished ones, concurrency %d", sz.tasks, sz.grown, *concurrency)
+		g, err := grown.burnDown(ctx, sz.tasks, *concurrency)
+		grown.remove()
 		if err != nil {
 			log.Fatalf("grown store: %v", err)
 		}
