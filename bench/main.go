@@ -95,17 +95,14 @@ func main() {
 		log.Printf("embedded throughput: %.0f tasks/s, peak RSS %.0f MB", r.AtfEmbeddedTasksPerS, r.Throughput.PeakRSSMB)
 	}
 	if grown != nil {
-		log.Printf("grown store: %d tasks on %d finished ones, concurrency %d", sz.tasks, sz.grown, *concurrency)
-		g, err := grown.burnDown(ctx, sz.tasks, *concurrency)
+		log.Printf("grown store: %d tasks on %d finished ones and on empty stores, in %d rounds, concurrency %d", sz.tasks, sz.grown, grownRounds, *concurrency)
+		g, err := grown.compare(ctx, sz.tasks, *concurrency)
 		grown.remove()
 		if err != nil {
 			log.Fatalf("grown store: %v", err)
 		}
-		if r.AtfEmbeddedTasksPerS > 0 {
-			g.Ratio = g.TasksPerS / r.AtfEmbeddedTasksPerS
-		}
 		r.Grown, r.AtfGrownTasksPerS = &g, g.TasksPerS
-		log.Printf("grown store: %.0f tasks/s", g.TasksPerS)
+		log.Printf("grown store: %.0f tasks/s, %.2f × the empty stores'", g.TasksPerS, g.Ratio)
 	}
 	r.PeersNote = "not asked for"
 	if part("peers") {

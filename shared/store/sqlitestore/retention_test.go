@@ -272,3 +272,68 @@ func TestMigrateExpiry(t *testing.T) {
 		t.Errorf("the expiry index after reopening: %s", def)
 	}
 }
+
+// TestGrownPlans: finished tasks, however many, are in none of the index ranges the consumer's
+// sweep reads, and a claim reads and writes its task by key: with a table full of finished tasks
+// every query of a sweep, and of a claim, seeks the range or the row it needs.
+func TestGrownPlans(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	l := task.Lambda{Name: "ret"}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	var finished []task.Task
+	for i := range 1000 {
+		tk := aged(fmt.Sprintf("done%04d", i), task.StatusSuccess, t0.Add(-time.Duration(i)*time.Second), nil)
+		tk.Priority = l.DefaultPriority()
+		finished = append(finished, tk)
+	}
+	for b := range slices.Chunk(finished, task.MaxBatch) {
+		if err := s.CreateBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting, err := task.New(task.Spec{}, l, t0.Add(-time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+
+	queries := trace(t, s)
+	for _, p := range []task.DueParams{
+		{Statuses: task.Running},
+		{Statuses: []task.Status{task.StatusEnqueued}},
+		{Statuses: []task.Status{task.StatusPending, task.StatusSuccess}}, // the flow lane: pending, and ended with downstreams to tell
+		{Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}, Priority: l.DefaultPriority()},
+	} {
+		p.Lambda, p.Before, p.Limit = l.Name, t0, 100
+		due, err := s.Due(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) > 1 || (len(due) == 1 && due[0].ID != waiting.ID) {
+			t.Errorf("Due(%v) returned %v", p.Statuses, ids(due))
+		}
+	}
+	for _, q := range *queries {
+		plan := checkPlan(t, s, q.q, q.args...)
+		if !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "USING INDEX tasks_due_lane") }) {
+			t.Errorf("a due query runs as %q, not on the due lanes' index", plan)
+		}
+	}
+	// A claim: the task read by key, then written by key over its version.
+	for _, q := range []struct {
+		q    string
+		args []any
+	}{
+		{`SELECT ` + columns + ` FROM tasks WHERE lambda = ? AND id = ?`, []any{l.Name, waiting.ID}},
+		{updateSQL, updateArgs(waiting, waiting.Version)},
+	} {
+		plan := checkPlan(t, s, q.q, q.args...)
+		if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX sqlite_autoindex_tasks_1 (lambda=? AND id=?)") {
+			t.Errorf("a claim's query runs as %q, not by key", plan)
+		}
+	}
+}
