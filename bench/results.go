@@ -211,6 +211,14 @@ func (r *Results) Print(w io.Writer) {
 		fmt.Fprintf(w, "| burn-down on a table holding %s finished tasks (written beforehand, in %.0f s), next to empty tables: %s tasks each, in %d alternating rounds | %s tasks/s, %.2f × the empty tables' %s |\n",
 			num(float64(g.Finished)), g.FillS, num(float64(g.Tasks)), g.Rounds, num(g.TasksPerS), g.Ratio, num(g.EmptyTasksPerS))
 	}
+	if p := r.Peers; p != nil {
+		fmt.Fprintf(w, "| River %s on Postgres %s, same workload and concurrency | %s tasks/s (atf/River %.2f) |\n",
+			p.RiverVersion, firstWord(p.PostgresVersion), num(p.RiverTasksPerS), r.AtfEmbeddedTasksPerS/p.RiverTasksPerS)
+		fmt.Fprintf(w, "| asynq %s on Redis %s, same workload and concurrency | %s tasks/s (atf/asynq %.2f) |\n",
+			p.AsynqVersion, p.RedisVersion, num(p.AsynqTasksPerS), r.AtfEmbeddedTasksPerS/p.AsynqTasksPerS)
+	} else {
+		fmt.Fprintf(w, "| peers: not run (%s) | |\n", r.PeersNote)
+	}
 	l := r.Latency
 	fmt.Fprintf(w, "| atf embedded delivery latency (handler start − run_at), %s tasks/s steady for %.0f s, %s tasks | p50 %.0f · p95 %.0f · p99 %.0f · max %.0f ms |\n",
 		num(l.Rate), l.Seconds, num(float64(l.Latency.Count)), l.Latency.P50, l.Latency.P95, l.Latency.P99, l.Latency.Max)
