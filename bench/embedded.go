@@ -139,7 +139,7 @@ func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, er
 	if err != nil {
 		return Throughput{}, err
 	}
-	defer os.RemoveAll(dir) // a temporary directory: best effort
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory: best effort
 	return burnDown(ctx, filepath.Join(dir, "atf.db"), n, concurrency)
 }
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/openatf/atf/shared/task"
 )
 
 // Retention of finished tasks, as DynamoDB's TTL on dynamostore: a finished task stays readable
@@ -51,27 +49,18 @@ type Options struct {
 	}
 }
 
-// endedSQL lists the finished statuses, as the partial index tasks_expiry names them.
-var endedSQL = func() string {
-	q := make([]string, len(task.Ended))
-	for i, s := range task.Ended {
-		q[i] = "'" + string(s) + "'"
-	}
-	return strings.Join(q, ", ")
-}()
-
-// prunableSQL is what makes a task prunable, the condition of tasks_expiry: finished, and no
-// trigger (no downstreams left to tell). Queries must repeat it as it is for SQLite to use the
-// index.
-var prunableSQL = `next_trigger_at IS NULL AND status IN (` + endedSQL + `)`
+// prunableSQL is what makes a task prunable, the condition of tasks_expiry: finished (the
+// statuses of task.Ended, TestPrunableStatuses checks), and no trigger (no downstreams left to
+// tell). Queries must repeat it as it is for SQLite to use the index.
+const prunableSQL = `next_trigger_at IS NULL AND status IN ('success', 'fatal_failure', 'dead', 'cancelled', 'dropped', 'upstream_failed')`
 
 // expirySchema indexes the prunable tasks by their last write, so a pass reads the oldest first
 // and stops at its batch. Only finished tasks have an entry, written by the transition that ends
 // a task (or tells its last downstream), at the index's end: updated_at only grows.
-var expirySchema = `CREATE INDEX IF NOT EXISTS tasks_expiry ON tasks (updated_at) WHERE ` + prunableSQL + `;`
+const expirySchema = `CREATE INDEX IF NOT EXISTS tasks_expiry ON tasks (updated_at) WHERE ` + prunableSQL + `;`
 
 // expiredSQL picks a pass's tasks: the oldest prunable ones written before a time.
-var expiredSQL = `SELECT lambda, id, after_count FROM tasks WHERE ` + prunableSQL + ` AND updated_at < ?
+const expiredSQL = `SELECT lambda, id, after_count FROM tasks WHERE ` + prunableSQL + ` AND updated_at < ?
 	ORDER BY updated_at LIMIT ?`
 
 // migrateExpiry makes tasks_expiry, after dropping one made with other finished statuses.
@@ -211,7 +200,7 @@ func (s *Store) prune(ctx context.Context, cutoff int64, limit int) (int, error)
 
 // deleteExpiredSQL deletes one task picked by expiredSQL. The transaction holds the writer, so
 // nothing changed it since it was picked; the condition is repeated all the same.
-var deleteExpiredSQL = `DELETE FROM tasks WHERE lambda = ? AND id = ? AND ` + prunableSQL
+const deleteExpiredSQL = `DELETE FROM tasks WHERE lambda = ? AND id = ? AND ` + prunableSQL
 
 // deleteUpstreamsSQL deletes a pruned task's upstreams. The rows that name it as an upstream are
 // its downstreams' After and stay: a downstream reads it as gone.

@@ -337,3 +337,16 @@ func TestGrownPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestPrunableStatuses: the expiry index names exactly the finished statuses.
+func TestPrunableStatuses(t *testing.T) {
+	_, list, _ := strings.Cut(prunableSQL, "status IN (")
+	list, _, _ = strings.Cut(list, ")")
+	var named []task.Status
+	for q := range strings.SplitSeq(list, ", ") {
+		named = append(named, task.Status(strings.Trim(q, "'")))
+	}
+	if !slices.Equal(named, task.Ended) {
+		t.Errorf("tasks_expiry names %v, want the finished statuses %v", named, task.Ended)
+	}
+}
