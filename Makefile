@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test bench bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -67,19 +67,42 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
 # command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
 # latency, and the AWS cost per task on the emulators. The emulators and the peers' servers are
-# stopped again if this started them.
+# stopped again if this started them. SMOKE=1 runs every step with tiny counts, the template step
+# left out (bench-smoke).
 BENCH_CONCURRENCY ?= 16
-BENCH_GO_FLAGS := $(if $(QUICK),-count=1 -benchtime=100x,-count=5)
+BENCH_OUT ?= bench/results.json
+BENCH_GO_FLAGS := $(if $(SMOKE),-count=1 -benchtime=1x,$(if $(QUICK),-count=1 -benchtime=100x,-count=5))
+BENCH_MODE := $(if $(SMOKE),-smoke,$(if $(QUICK),-quick))
 bench: ## benchmarks, not part of make test: prints the table, writes bench/results.json (QUICK=1: smaller counts)
 	@set -eo pipefail; mkdir -p $(BIN); \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
-	peers=; cleanup() { [ -z "$$peers" ] || bench/peers/services stop >/dev/null 2>&1; [ -n "$$was_up" ] || localstack/emulators stop; }; \
+	peers=; cleanup() { [ -z "$$peers" ] || bench/peers/services stop >/dev/null 2>&1 || true; [ -n "$$was_up" ] || localstack/emulators stop; }; \
 	trap cleanup EXIT; \
-	if [ -x bench/peers/services ]; then env=$$(bench/peers/services start) && eval "$$env" && peers=1; fi; \
+	if [ -x bench/peers/services ]; then \
+	  peers=1; env=$$(bench/peers/services start) || { echo "bench: the peers' servers did not start: River and asynq are left out"; env=; }; eval "$$env"; \
+	fi; \
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_GO_FLAGS) ./shared/task ./shared/store/sqlitestore ./shared/store/dynamostore | tee $(BIN)/bench-go.txt; \
-	$(MAKE) --no-print-directory bench-template >/dev/null || echo "bench: no dev template: the idle bill has the consumer alone"; \
-	$(GO) run ./bench $(if $(QUICK),-quick) -concurrency $(BENCH_CONCURRENCY) -template $(BENCH_TEMPLATE)
+	if [ -z "$(SMOKE)" ]; then $(MAKE) --no-print-directory bench-template >/dev/null || echo "bench: no dev template: the idle bill has the consumer alone"; fi; \
+	$(GO) run ./bench $(BENCH_MODE) -concurrency $(BENCH_CONCURRENCY) -template $(BENCH_TEMPLATE) -out $(BENCH_OUT)
+
+# make bench-smoke: make bench from scratch with tiny counts (the emulators and the peers' servers
+# started and stopped as there), checking that every part runs and the tables are printed, not
+# what they say. CI runs it (.ci/run). It writes its results to a temporary file, never to
+# bench/results.json.
+BENCH_SMOKE_TABLE := '^\| measurement \| result \|$$' '^\| atf embedded throughput: ' '^\| peak RSS of that burn-down ' \
+  '^\| burn-down on a table holding ' '^\| River .* tasks/s \(atf/River ' '^\| asynq .* tasks/s \(atf/asynq ' \
+  '^\| atf embedded delivery latency ' '^\| atf delivery latency on the emulators ' '^\| schedule API ' \
+  '^\| atf embedded wait for a result ' '^\| immediate, scheduled in batches of 100 \| ' '^\| consumer idle, per month: ' \
+  '^\| target \| wanted \| this run \| \|$$'
+bench-smoke: ## make bench with tiny counts from a clean state; fails unless every table row is printed (CI)
+	@set -eo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(MAKE) --no-print-directory bench SMOKE=1 BENCH_OUT=$$tmp/results.json | tee $$tmp/out.txt; \
+	[ -s $$tmp/results.json ] || { echo "bench-smoke: no results written"; exit 1; }; \
+	for row in $(BENCH_SMOKE_TABLE); do \
+	  grep -Eq "$$row" $$tmp/out.txt || { echo "bench-smoke: the table has no row matching $$row"; exit 1; }; \
+	done; \
+	echo "bench-smoke: every part ran and the tables were printed"
 
 # The dev template that the bench's idle bill prices: the CDK app run as `cdk synth -c env=dev`
 # runs it (cdk.json's context, CDK_OUTDIR), without the CLI and cdk-nag's report, so offline.

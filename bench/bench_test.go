@@ -156,6 +156,9 @@ func TestResultsJSON(t *testing.T) {
 		Idle:                     &IdleResult{Total: 30},
 		AtfEmbeddedWaitP99MS:     4,
 		Wait:                     WaitRun{Waiters: 1000, Concurrency: 16, Latency: Latency{Count: 1000, P50: 1.5, P99: 4, Max: 120}},
+		AtfGrownTasksPerS:        1900, AtfPeakRSSMB: 40,
+		Throughput: Throughput{Tasks: 100_000, TasksPerS: 2000, PeakRSSMB: 40},
+		Grown:      &GrownRun{Finished: 1_000_000, Rounds: 4, Tasks: 100_000, TasksPerS: 1900, EmptyTasksPerS: 2000, Ratio: 0.95},
 	}
 	r.judge()
 	data, err := json.Marshal(r)
@@ -171,7 +174,7 @@ func TestResultsJSON(t *testing.T) {
 		"atf_embedded_latency_p95_ms", "atf_embedded_latency_p99_ms", "atf_emulated_latency_p95_ms",
 		"schedule_requests_per_s", "aws_usd_per_million_immediate", "aws_usd_per_million_immediate_single",
 		"aws_usd_per_million_delayed_1h", "aws_usd_per_million_two_retries", "idle_usd_per_month",
-		"atf_embedded_wait_p99_ms",
+		"atf_embedded_wait_p99_ms", "atf_embedded_grown_tasks_per_s", "atf_embedded_peak_rss_mb",
 	} {
 		if _, ok := got[f].(float64); !ok {
 			t.Errorf("%s is %#v, want a number", f, got[f])
@@ -189,7 +192,8 @@ func TestResultsJSON(t *testing.T) {
 	var b strings.Builder
 	r.Print(&b)
 	for _, want := range []string{"atf/River 0.67", "atf/asynq 0.33", "| embedded p99 delivery latency | ≤ 100 ms | 60 ms | met |", "**missed**",
-		"p50 1.5 · p99 4.0 · max 120.0 ms (0 unanswered)", "| embedded wait for a result: answer after the task's end, slowest of the waiters | ≤ 100 ms | 120 ms | **missed** |"} {
+		"p50 1.5 · p99 4.0 · max 120.0 ms (0 unanswered)", "| 40 MB |", "| 1,900 tasks/s, 0.95 × the empty tables' 2,000 |",
+		"| 0.95 × with 1,000,000 finished tasks | met |", "| 40 MB at 100,000 tasks | met |", "| embedded wait for a result: answer after the task's end, slowest of the waiters | ≤ 100 ms | 120 ms | **missed** |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"os"
@@ -53,24 +54,36 @@ func startEmbedded(ctx context.Context, concurrency int, h worker.HandlerFunc) (
 	if err != nil {
 		return nil, err
 	}
-	mux := worker.NewMux()
-	mux.HandleFunc(lambdaName, h)
-	s, err := local.Start(ctx, local.Config{
-		Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "atf.db"), Mux: mux, Concurrency: concurrency,
-		Task: task.Config{PollInterval: devPoll}, Logger: warnLogger(),
-	})
+	e, err := startEmbeddedAt(ctx, filepath.Join(dir, "atf.db"), concurrency, h)
 	if err != nil {
 		_ = os.RemoveAll(dir) // a temporary directory: best effort
 		return nil, err
 	}
-	return &embeddedStack{stack: s, client: newClient("http://" + s.Addr()), dir: dir}, nil
+	e.dir = dir
+	return e, nil
+}
+
+// startEmbeddedAt is startEmbedded on the SQLite file at db, which it leaves in place.
+func startEmbeddedAt(ctx context.Context, db string, concurrency int, h worker.HandlerFunc) (*embeddedStack, error) {
+	mux := worker.NewMux()
+	mux.HandleFunc(lambdaName, h)
+	s, err := local.Start(ctx, local.Config{
+		Addr: "127.0.0.1:0", DBPath: db, Mux: mux, Concurrency: concurrency,
+		Task: task.Config{PollInterval: devPoll}, Logger: warnLogger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &embeddedStack{stack: s, client: newClient("http://" + s.Addr())}, nil
 }
 
 func (e *embeddedStack) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	e.stack.Stop(ctx)
-	_ = os.RemoveAll(e.dir) // a temporary directory: best effort
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir) // a temporary directory: best effort
+	}
 }
 
 // successes is how many of the lambda's tasks have succeeded, as the API counts them.
@@ -111,6 +124,10 @@ type Throughput struct {
 	TotalS      float64 `json:"total_s"`    // until the last task was recorded as a success
 	TasksPerS   float64 `json:"tasks_per_s"`
 	Runs        int     `json:"handler_runs"` // more than Tasks would be duplicate runs
+	// PeakRSSMB is the peak resident memory of the process from the stack's start to the last
+	// success: atf dev's stack and the benchmark's client together, so an upper bound of atf
+	// dev's (0 where /proc does not tell).
+	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
 // embeddedThroughput burns down n no-op tasks as the peers do: one goroutine schedules them all
@@ -118,8 +135,19 @@ type Throughput struct {
 // workers start on the full backlog; the clock runs from the first schedule request until the
 // API counts n successes.
 func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, error) {
+	dir, err := os.MkdirTemp("", "atf-bench-")
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory: best effort
+	return burnDown(ctx, filepath.Join(dir, "atf.db"), n, concurrency)
+}
+
+// burnDown is embeddedThroughput's run on the SQLite file at db, which may hold tasks already.
+func burnDown(ctx context.Context, db string, n, concurrency int) (Throughput, error) {
 	var ran atomic.Int64
-	e, err := startEmbedded(ctx, concurrency, func(context.Context, worker.Task) (json.RawMessage, error) {
+	rssErr := resetPeakRSS()
+	e, err := startEmbeddedAt(ctx, db, concurrency, func(context.Context, worker.Task) (json.RawMessage, error) {
 		ran.Add(1)
 		return nil, nil
 	})
@@ -152,9 +180,16 @@ func embeddedThroughput(ctx context.Context, n, concurrency int) (Throughput, er
 	if err != nil {
 		return Throughput{}, fmt.Errorf("%d of %d tasks ran: %w", ran.Load(), n, err)
 	}
+	var rss float64
+	if rssErr == nil {
+		rss, rssErr = peakRSSMB()
+	}
+	if rssErr != nil {
+		log.Printf("peak RSS: not measured: %v", rssErr)
+	}
 	return Throughput{
 		Tasks: n, Concurrency: concurrency, Batch: batchSize, ScheduleS: scheduled.Seconds(),
-		TotalS: total.Seconds(), TasksPerS: float64(n) / total.Seconds(), Runs: int(ran.Load()),
+		TotalS: total.Seconds(), TasksPerS: float64(n) / total.Seconds(), Runs: int(ran.Load()), PeakRSSMB: rss,
 	}, nil
 }
 

@@ -38,18 +38,23 @@ type sizes struct {
 	scheduleConc    int
 	waiters         int           // concurrent waits for a result
 	periodic        time.Duration // how long the periodic schedules fire
+	grown           int           // finished tasks in the table before the grown burn-down
 }
 
 // periodicSchedules is how many rate(1s) schedules the periodic part runs.
 const periodicSchedules = 50
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, periodic: 30 * time.Second}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, periodic: 10 * time.Second}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, periodic: 30 * time.Second, grown: 1_000_000}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, periodic: 10 * time.Second, grown: 250_000}
+	// smoke runs every part with tiny counts: it checks that the bench runs and prints its
+	// table (make bench-smoke, in CI), and measures nothing worth reading.
+	smoke = sizes{tasks: 200, latency: time.Second, rate: 100, emuLatency: 2 * time.Second, emuRate: 5, requests: 200, costTasks: 10, idleInvocations: 1, scheduleConc: 4, waiters: 20, periodic: 3 * time.Second, grown: 2_000}
 )
 
 func main() {
 	quickFlag := flag.Bool("quick", false, "smaller counts (make bench QUICK=1)")
+	smokeFlag := flag.Bool("smoke", false, "tiny counts, to check that every part runs and the table is printed (make bench-smoke)")
 	concurrency := flag.Int("concurrency", 16, "handler slots of atf's lambda, and the peers' workers")
 	out := flag.String("out", "bench/results.json", "where to write the results")
 	peers := flag.String("peers", "bench/peers", "the peers' module; skipped if missing")
@@ -57,13 +62,16 @@ func main() {
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
 	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, peers, latency, schedule, wait, periodic, aws, idle")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, periodic, aws, idle")
 	flag.Parse()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
 	sz := full
-	if *quickFlag {
+	switch {
+	case *smokeFlag:
+		sz = smoke
+	case *quickFlag:
 		sz = quick
 	}
 	if *emuRate > 0 {
@@ -71,16 +79,34 @@ func main() {
 	}
 	ctx := context.Background()
 	began := time.Now()
-	r := Results{Quick: *quickFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
+	r := Results{Quick: *quickFlag, Smoke: *smokeFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
 
 	var err error
+	var grown *grownStore
+	if part("grown") {
+		log.Printf("grown store: writing %d finished tasks", sz.grown)
+		if grown, err = fillGrown(ctx, sz.grown); err != nil {
+			log.Fatalf("grown store: %v", err)
+		}
+		defer grown.remove()
+	}
 	if part("throughput") {
 		log.Printf("embedded throughput: %d tasks, concurrency %d", sz.tasks, *concurrency)
 		if r.Throughput, err = embeddedThroughput(ctx, sz.tasks, *concurrency); err != nil {
 			log.Fatalf("embedded throughput: %v", err)
 		}
-		r.AtfEmbeddedTasksPerS = r.Throughput.TasksPerS
-		log.Printf("embedded throughput: %.0f tasks/s", r.AtfEmbeddedTasksPerS)
+		r.AtfEmbeddedTasksPerS, r.AtfPeakRSSMB = r.Throughput.TasksPerS, r.Throughput.PeakRSSMB
+		log.Printf("embedded throughput: %.0f tasks/s, peak RSS %.0f MB", r.AtfEmbeddedTasksPerS, r.Throughput.PeakRSSMB)
+	}
+	if grown != nil {
+		log.Printf("grown store: %d tasks on %d finished ones and on empty stores, in %d rounds, concurrency %d", sz.tasks, sz.grown, grownRounds, *concurrency)
+		g, err := grown.compare(ctx, sz.tasks, *concurrency)
+		grown.remove()
+		if err != nil {
+			log.Fatalf("grown store: %v", err)
+		}
+		r.Grown, r.AtfGrownTasksPerS = &g, g.TasksPerS
+		log.Printf("grown store: %.0f tasks/s, %.2f × the empty stores'", g.TasksPerS, g.Ratio)
 	}
 	r.PeersNote = "not asked for"
 	if part("peers") {

@@ -13,7 +13,9 @@ import (
 // numbers; the rest say how each was measured.
 type Results struct {
 	AtfEmbeddedTasksPerS     float64            `json:"atf_embedded_tasks_per_s"`
-	RiverTasksPerS           *float64           `json:"river_tasks_per_s"` // null when the peers did not run
+	AtfGrownTasksPerS        float64            `json:"atf_embedded_grown_tasks_per_s"` // with a million finished tasks in the table
+	AtfPeakRSSMB             float64            `json:"atf_embedded_peak_rss_mb"`       // during the burn-down
+	RiverTasksPerS           *float64           `json:"river_tasks_per_s"`              // null when the peers did not run
 	AsynqTasksPerS           *float64           `json:"asynq_tasks_per_s"`
 	AtfEmbeddedLatencyP50MS  float64            `json:"atf_embedded_latency_p50_ms"`
 	AtfEmbeddedLatencyP95MS  float64            `json:"atf_embedded_latency_p95_ms"`
@@ -29,10 +31,12 @@ type Results struct {
 	AWSCallsPerImmediateTask map[string]float64 `json:"aws_calls_per_immediate_task"`
 
 	Quick      bool         `json:"quick"`
+	Smoke      bool         `json:"smoke,omitempty"`
 	Started    string       `json:"started"`
 	WallS      float64      `json:"wall_s"`
 	Machine    Machine      `json:"machine"`
 	Throughput Throughput   `json:"embedded_throughput"`
+	Grown      *GrownRun    `json:"embedded_grown"`
 	Peers      *PeerResult  `json:"peers"`
 	PeersNote  string       `json:"peers_note,omitempty"`
 	Latency    LatencyRun   `json:"embedded_latency"`
@@ -113,6 +117,8 @@ const (
 	targetAsynqRatio      = 1.5
 	targetUSDPerMillion   = 2.50
 	targetIdleUSDPerMonth = 5.0
+	targetGrownRatio      = 0.9   // throughput with a million finished tasks over an empty table's
+	targetPeakRSSMB       = 200.0 // atf dev's during the burn-down
 )
 
 func verdict(ok bool) *bool { return &ok }
@@ -151,7 +157,18 @@ func (r *Results) judge() {
 		firing.Got = fmt.Sprintf("%.0f ms, %d duplicates", r.Periodic.Lateness.P95, r.Periodic.Duplicates)
 		firing.Met = verdict(r.Periodic.Lateness.P95 <= targetFiringP95MS && r.Periodic.Duplicates == 0)
 	}
-	r.Targets = append(r.Targets, river, asynq, wait, cost, idle, firing)
+	grown := Target{Name: "embedded throughput with 1,000,000 finished tasks in the table", Want: fmt.Sprintf("≥ %.1f × an empty table's", targetGrownRatio), Got: "not measured"}
+	if g := r.Grown; g != nil {
+		grown.Got = fmt.Sprintf("%.2f × with %s finished tasks", g.Ratio, num(float64(g.Finished)))
+		if g.Finished >= 1_000_000 {
+			grown.Met = verdict(g.Ratio >= targetGrownRatio)
+		}
+	}
+	rss := Target{Name: "peak RSS during the embedded burn-down (atf dev and the benchmark's client, one process)", Want: fmt.Sprintf("≤ %.0f MB", targetPeakRSSMB), Got: "not measured"}
+	if r.AtfPeakRSSMB > 0 {
+		rss.Got, rss.Met = fmt.Sprintf("%.0f MB at %s tasks", r.AtfPeakRSSMB, num(float64(r.Throughput.Tasks))), verdict(r.AtfPeakRSSMB <= targetPeakRSSMB)
+	}
+	r.Targets = append(r.Targets, river, asynq, wait, cost, idle, firing, grown, rss)
 }
 
 // num formats a number with thousands separators and no decimals.
@@ -180,7 +197,10 @@ func usd(v float64) string {
 // Print writes the table: markdown, so docs/benchmarks.md can quote it as it is.
 func (r *Results) Print(w io.Writer) {
 	mode := "full run"
-	if r.Quick {
+	switch {
+	case r.Smoke:
+		mode = "SMOKE run (tiny counts: checks that the bench runs, measures nothing)"
+	case r.Quick:
 		mode = "QUICK run (smaller counts)"
 	}
 	fmt.Fprintf(w, "atf benchmarks: %s, %s, %s (%d cores), Go %s, load average at start %s\n\n",
@@ -191,6 +211,13 @@ func (r *Results) Print(w io.Writer) {
 	fmt.Fprintln(w, "|---|---|")
 	fmt.Fprintf(w, "| atf embedded throughput: %s no-op tasks scheduled in batches of %d, concurrency %d | %s tasks/s |\n",
 		num(float64(t.Tasks)), t.Batch, t.Concurrency, num(r.AtfEmbeddedTasksPerS))
+	if t.PeakRSSMB > 0 {
+		fmt.Fprintf(w, "| peak RSS of that burn-down (atf dev's stack and the benchmark's client, one process: VmHWM) | %.0f MB |\n", t.PeakRSSMB)
+	}
+	if g := r.Grown; g != nil {
+		fmt.Fprintf(w, "| burn-down on a table holding %s finished tasks (written beforehand, in %.0f s), next to empty tables: %s tasks each, in %d alternating rounds | %s tasks/s, %.2f × the empty tables' %s |\n",
+			num(float64(g.Finished)), g.FillS, num(float64(g.Tasks)), g.Rounds, num(g.TasksPerS), g.Ratio, num(g.EmptyTasksPerS))
+	}
 	if p := r.Peers; p != nil {
 		fmt.Fprintf(w, "| River %s on Postgres %s, same workload and concurrency | %s tasks/s (atf/River %.2f) |\n",
 			p.RiverVersion, firstWord(p.PostgresVersion), num(p.RiverTasksPerS), r.AtfEmbeddedTasksPerS/p.RiverTasksPerS)

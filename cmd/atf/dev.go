@@ -17,6 +17,7 @@ import (
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/store/dynamostore"
+	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -37,6 +38,7 @@ func dev(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "API listen address")
 	backend := fs.String("backend", "embedded", "embedded (SQLite and in-memory queues) or aws (DynamoDB and SQS, from the AWS environment variables)")
 	db := fs.String("db", ".atf/atf.db", "SQLite database file (embedded backend)")
+	retention := fs.Duration("retention", sqlitestore.DefaultRetention, "how long a finished task stays in the SQLite file after its last write before it is pruned, as DynamoDB's TTL does on aws; 0 keeps every task (embedded backend)")
 	table := fs.String("table", "atf-dev", "DynamoDB table (aws backend)")
 	prefix := fs.String("queue-prefix", "atf-dev", "SQS queue name prefix (aws backend)")
 	shards := fs.Int("shards", dynamostore.DefaultShards, "index shards per lambda (aws backend)")
@@ -75,7 +77,7 @@ func dev(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := local.Config{
-		Addr: *addr, DBPath: *db, HandlersDir: *handlers, Concurrency: *concurrency, Timeout: *timeout,
+		Addr: *addr, DBPath: *db, Retention: devRetention(*retention), HandlersDir: *handlers, Concurrency: *concurrency, Timeout: *timeout,
 		Task: task.Config{
 			PollInterval: *poll, HeartbeatInterval: *heartbeat, HeartbeatTimeout: 6 * *heartbeat,
 			EnqueueTimeout: *enqueueTimeout, MaxAttempts: *maxAttempts,
@@ -134,6 +136,14 @@ func dev(args []string) error {
 	stack.Stop(sctx)
 	log.Info("stopped")
 	return nil
+}
+
+// devRetention is local.Config.Retention for --retention: 0 keeps every task.
+func devRetention(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 func printLambdas(w io.Writer, v any) error {

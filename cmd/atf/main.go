@@ -23,7 +23,7 @@ const usage = `atf: an async task framework.
 
 Usage:
   atf dev --handlers DIR [--addr 127.0.0.1:8080] [--db .atf/atf.db] [--concurrency N]
-          [--timeout 5m] [--poll 100ms] [--grace 10s]
+          [--timeout 5m] [--poll 100ms] [--grace 10s] [--retention 720h]
           [--backend embedded|aws] [--table atf-dev] [--queue-prefix atf-dev] [--shards 4] [--create]
           [--token TOKEN]
       run everything in one process, on the embedded store or on DynamoDB and SQS

@@ -38,6 +38,9 @@ import (
 type Config struct {
 	Addr   string // listen address, such as 127.0.0.1:8080; port 0 picks a free one
 	DBPath string // the SQLite file, when Store is nil; its folder is created
+	// Retention is how long the embedded store keeps a finished task after its last write
+	// (sqlitestore.DefaultRetention if zero, forever if negative); see sqlitestore.Options.
+	Retention time.Duration
 	// Store and Queue replace the embedded store and the in-memory queue, together. Their
 	// messages and tasks outlive the process, so nothing is recovered at start: timeouts bring
 	// back what a crash left in flight. Stop does not close them.
@@ -144,7 +147,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	}
 	var changes frontend.Changes
 	if c.Store == nil {
-		if err := s.openEmbedded(c.DBPath); err != nil {
+		if err := s.openEmbedded(c.DBPath, c.retention()); err != nil {
 			return nil, err
 		}
 		queue = memqueue.New()
@@ -355,8 +358,17 @@ func (c Config) Lambdas() ([]task.Lambda, error) {
 // lockTries is how many times, 100 ms apart, openEmbedded tries to take the database's lock.
 const lockTries = 30
 
+// retention is the embedded store's pruning of finished tasks, as c.Retention says.
+func (c Config) retention() sqlitestore.Options {
+	o := sqlitestore.Options{Retention: cmp.Or(c.Retention, sqlitestore.DefaultRetention), Logger: c.Logger}
+	if c.Retention < 0 {
+		o.Retention = 0 // kept forever
+	}
+	return o
+}
+
 // openEmbedded opens the SQLite store, owned by this process alone.
-func (s *Stack) openEmbedded(path string) error {
+func (s *Stack) openEmbedded(path string, o sqlitestore.Options) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -378,7 +390,7 @@ func (s *Stack) openEmbedded(path string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	store, err := sqlitestore.Open(path)
+	store, err := sqlitestore.OpenWith(path, o)
 	if err != nil {
 		lock.Close()
 		return err

@@ -79,3 +79,37 @@ func BenchmarkDueBacklog(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrunePass: one pass of the pruning job, DefaultPruneBatch expired finished tasks
+// deleted in one transaction (make bench): how long it holds the writer.
+func BenchmarkPrunePass(b *testing.B) {
+	ctx := b.Context()
+	s, err := Open(filepath.Join(b.TempDir(), "atf.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ended := time.Now().Add(-48 * time.Hour).UTC()
+	fill := func(from int) {
+		for i := 0; i < DefaultPruneBatch; i += task.MaxBatch {
+			batch := make([]task.Task, task.MaxBatch)
+			for j := range batch {
+				batch[j] = task.Task{Lambda: "prune", ID: fmt.Sprintf("t%09d", from+i+j), Priority: "default", Status: task.StatusSuccess,
+					MaxAttempts: 3, RunAt: ended, CreatedAt: ended, UpdatedAt: ended, Version: 4, Spec: "spec", Payload: []byte(`{"n":1}`)}
+			}
+			if err := s.CreateBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	next := 0
+	for b.Loop() {
+		b.StopTimer()
+		fill(next)
+		next += DefaultPruneBatch
+		b.StartTimer()
+		if n, err := s.Prune(ctx, time.Now().Add(-24*time.Hour), DefaultPruneBatch); err != nil || n != DefaultPruneBatch {
+			b.Fatalf("pruned %d (%v), want %d", n, err, DefaultPruneBatch)
+		}
+	}
+}

@@ -289,7 +289,7 @@ func TestMigrateDueIndex(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	rows.Close()
-	if want := []string{"tasks_by_collection", "tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_parked"}; !slices.Equal(indexes, want) {
+	if want := []string{"tasks_by_collection", "tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_expiry", "tasks_parked"}; !slices.Equal(indexes, want) {
 		t.Errorf("indexes after reopening: got %v, want %v", indexes, want)
 	}
 	queries := trace(t, s)

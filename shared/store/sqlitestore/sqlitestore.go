@@ -180,6 +180,7 @@ type Store struct {
 	closed         chan struct{}
 	closeOnce      sync.Once
 	writer         sync.WaitGroup
+	pruner         sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
 
 	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 }
@@ -225,6 +226,10 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
 	}
+	if err := migrateExpiry(w); err != nil { // retention.go
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: create the expiry index: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
@@ -265,6 +270,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
+	s.pruner.Wait()
 	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
