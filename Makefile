@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test ui-tools dashboard-vendor bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -46,14 +46,35 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
 	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN)),$(if $(filter status,$(FN)),echo)) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
-test: ## every test (AWS suites on DynamoDB Local and moto, started and stopped here), then make infra-test
+test: ui-tools ## every test (AWS suites on DynamoDB Local and moto, started and stopped here; the dashboard in Chromium), then make infra-test
 	@mkdir -p $(BIN)
 	@set -o pipefail; \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
-	ATF_AWS_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
 	@$(MAKE) --no-print-directory infra-test
+
+# The dashboard's Playwright suite (tests/ui, run by the Go test TestDashboardUI of
+# shared/adapter/dashboard, one subtest per Playwright test) drives Debian's chromium: Playwright's
+# own browser builds cannot be downloaded here. ui-tools installs both, once, without a prompt.
+ui-tools: ## install Debian's chromium (apt-get, as root or with sudo) and the pinned Playwright into tests/ui/node_modules (once)
+	@command -v chromium >/dev/null || { \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@[ "$$(node -p 'require("./tests/ui/node_modules/playwright/package.json").version' 2>/dev/null)" = "$$(node -p 'require("./tests/ui/package.json").dependencies.playwright')" ] || \
+	  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
+
+# The dashboard's vendored htm + Preact (shared/adapter/dashboard/static/vendor): fetched again from
+# npm and checked against the committed file's SHA-256.
+HTM_VERSION := 3.1.1
+HTM_SHA256  := 72284e8e9079c87817145df1110f74e8a2aa040b2fc384922e18dfcb46fc1fd7
+dashboard-vendor: ## fetch the dashboard's vendored htm/Preact module from npm again and check its SHA-256
+	@d=$$(mktemp -d) && trap 'rm -rf $$d' EXIT && (cd $$d && npm pack --silent htm@$(HTM_VERSION) >/dev/null && tar xzf htm-$(HTM_VERSION).tgz) && \
+	  echo "$(HTM_SHA256)  $$d/package/preact/standalone.module.js" | sha256sum -c --quiet && \
+	  cp $$d/package/preact/standalone.module.js shared/adapter/dashboard/static/vendor/htm-preact-$(HTM_VERSION).module.js && \
+	  cp $$d/package/LICENSE shared/adapter/dashboard/static/vendor/LICENSE-htm && echo "vendored htm $(HTM_VERSION): checksum ok"
 
 CHAOS_TASKS ?= 20000
 chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one summary line per scenario

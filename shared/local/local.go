@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/openatf/atf/shared/adapter/dashboard"
 	"github.com/openatf/atf/shared/adapter/httpapi"
 	"github.com/openatf/atf/shared/queue/memqueue"
 	"github.com/openatf/atf/shared/registry"
@@ -118,6 +119,7 @@ type Stack struct {
 	server      *http.Server
 	consumer    *consumer.Consumer
 	controllers []*controller.Controller
+	activity    *dashboard.Activity // the dashboard's last hour of claims and results
 
 	// With Functions: the event sources, and how to stop them and cut their invocations short.
 	loops                 sync.WaitGroup
@@ -140,7 +142,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{log: c.Logger, store: c.Store}
+	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil)}
 	queue := c.Queue
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
@@ -194,7 +196,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		}
 	}
 	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
-	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
+	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -232,7 +234,8 @@ func (c Config) aheadQueue(q task.Queue) task.Queue {
 	return q
 }
 
-// serve serves the API h on c.Addr, behind httpapi.Guard and within c.HTTP's limits.
+// serve serves the API h on c.Addr, behind httpapi.Guard and within c.HTTP's limits, with the
+// dashboard (dashboardRoutes).
 func (s *Stack) serve(c Config, h http.Handler) error {
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -248,7 +251,7 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 	s.addr = ln.Addr().String()
 	l := c.HTTP.withDefaults()
 	s.server = &http.Server{
-		Handler:           httpapi.Guard(h, ln.Addr(), c.Token),
+		Handler:           s.dashboardRoutes(h, ln.Addr(), c.Token),
 		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout,
 		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
 	}
@@ -258,16 +261,26 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 
 // claimSignal tells the consumer of every claim, so that a lambda held back by its cap on
 // enqueued tasks is refilled as its workers drain its queue, not a poll interval later
-// (consumer.Consumer.Claimed).
+// (consumer.Consumer.Claimed); and the dashboard's activity of every claim and result.
 type claimSignal struct {
 	*status.Controller
-	claimed func(lambda string)
+	claimed  func(lambda string)
+	activity *dashboard.Activity
 }
 
 func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
 	t, err := s.Controller.Claim(ctx, lambda, id, delivery)
 	if err == nil {
 		s.claimed(lambda)
+		s.activity.Claimed(t)
+	}
+	return t, err
+}
+
+func (s claimSignal) SetResult(ctx context.Context, lambda, id, lease string, r status.Result) (task.Task, error) {
+	t, err := s.Controller.SetResult(ctx, lambda, id, lease, r)
+	if err == nil {
+		s.activity.Ended(t)
 	}
 	return t, err
 }

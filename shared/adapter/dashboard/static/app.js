@@ -1,0 +1,332 @@
+// The atf dashboard: a Preact app (htm templates, no build step) over the v1 API of its own
+// origin. Every view polls what it shows every few seconds, so it stays live without a reload.
+import { html, render, useState, useEffect, useCallback } from './vendor/htm-preact-3.1.1.module.js';
+
+const POLL_MS = 3000;
+const STATUSES = ['pending', 'new', 'enqueued', 'processing', 'retriable_failure', 'success',
+  'fatal_failure', 'dead', 'cancelled', 'dropped', 'upstream_failed'];
+const WAITING = ['pending', 'new', 'enqueued', 'retriable_failure'];
+const FAILED = ['dead', 'fatal_failure'];
+const TOKEN_KEY = 'atf-token';
+
+// --- the API -------------------------------------------------------------------------------
+
+class NeedToken extends Error {}
+let onNeedToken = () => {};
+
+async function api(path, { method = 'GET', body } = {}) {
+  const headers = {};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 401) { onNeedToken(); throw new NeedToken('this atf dev needs its token'); }
+  const j = r.status === 204 ? null : await r.json().catch(() => null);
+  if (!r.ok) throw new Error((j && j.error && j.error.message) || r.status + ' ' + r.statusText);
+  return j;
+}
+const enc = encodeURIComponent;
+const taskPath = (lambda, id) => `/v1/lambdas/${enc(lambda)}/tasks/${enc(id)}`;
+const query = (params) => new URLSearchParams(Object.entries(params).filter(([, v]) => v)).toString();
+
+// usePoll runs load now and every POLL_MS while the view is shown, and again when deps change or
+// reload is called (after an action). It keeps the last answer while the next one is on its way.
+function usePoll(load, deps) {
+  const [state, setState] = useState({ data: null, error: null });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    const run = () => load().then((data) => live && setState({ data, error: null }),
+      (e) => live && setState((s) => ({ data: s.data, error: e.message })));
+    run();
+    const timer = setInterval(run, POLL_MS);
+    return () => { live = false; clearInterval(timer); };
+  }, [...deps, tick]);
+  return [state.data, state.error, useCallback(() => setTick((t) => t + 1), [])];
+}
+
+// act runs an action of a button and tells how it went.
+function useAction(reload) {
+  const [msg, setMsg] = useState(null);
+  const run = async (label, fn) => {
+    try { const out = await fn(); setMsg({ ok: true, text: label + (out ? ': ' + out : '') }); }
+    catch (e) { setMsg({ ok: false, text: label + ' failed: ' + e.message }); }
+    reload();
+  };
+  const view = msg && html`<p class=${msg.ok ? 'notice' : 'error'} role="status">${msg.text}</p>`;
+  return [run, view];
+}
+
+// --- routing: #/page?query ------------------------------------------------------------------
+
+function parseHash() {
+  const [path, q] = (location.hash.slice(1) || '/lambdas').split('?');
+  return { parts: path.split('/').filter(Boolean).map(decodeURIComponent), params: Object.fromEntries(new URLSearchParams(q || '')) };
+}
+const go = (path, params = {}) => { const q = query(params); location.hash = path + (q ? '?' + q : ''); };
+
+// --- small pieces ---------------------------------------------------------------------------
+
+const Status = ({ s }) => html`<span class="status ${s}" data-status=${s}>${s}</span>`;
+const when = (t) => (t ? new Date(t).toLocaleTimeString() : '');
+const firstLine = (s) => (s || '').split('\n')[0].slice(0, 120);
+const Err = ({ error }) => error && html`<p class="error">${error}</p>`;
+
+function useLambdas() {
+  return usePoll(() => api('/v1/lambdas').then((r) => r.lambdas), []);
+}
+
+function LambdaSelect({ value, onChange, lambdas, any }) {
+  return html`<select name="lambda" value=${value} onChange=${(e) => onChange(e.target.value)}>
+    ${any && html`<option value="">every lambda</option>`}
+    ${(lambdas || []).map((l) => html`<option value=${l.name}>${l.name}</option>`)}</select>`;
+}
+
+// --- Lambdas --------------------------------------------------------------------------------
+
+function Lambdas() {
+  const [lambdas, error, reload] = useLambdas();
+  const [act, notice] = useAction(reload);
+  const setGate = (lambda, mode, collection) => {
+    if (mode === 'drop' && !confirm(`Drop the waiting tasks of ${lambda}${collection ? '/' + collection : ''}?`)) return;
+    act(`gate ${lambda}${collection ? '/' + collection : ''} ${mode}`, () =>
+      api(`/v1/lambdas/${enc(lambda)}/gate`, { method: 'PUT', body: { mode, collection: collection || undefined } }).then(() => ''));
+  };
+  return html`<section><h2>Lambdas</h2><${Err} error=${error} />${notice}
+    <table id="lambdas"><thead><tr><th>lambda</th><th>gate</th>
+      ${STATUSES.map((s) => html`<th class="num">${s.replace('_', ' ')}</th>`)}<th>waiting by priority</th></tr></thead>
+    <tbody>${(lambdas || []).map((l) => html`<${LambdaRow} l=${l} setGate=${setGate} />`)}</tbody></table>
+    <p class="muted">Queued: the <em>enqueued</em> column, tasks sent to their queue and not claimed yet.
+      Waiting by priority counts the first page of waiting tasks (200; "+" when there are more).</p></section>`;
+}
+
+function LambdaRow({ l, setGate }) {
+  const lambdaGate = (l.gates.find((g) => !g.collection) || { mode: 'open' }).mode;
+  const collections = l.gates.filter((g) => g.collection);
+  const [byPriority] = usePoll(async () => {
+    const page = await api(`/v1/lambdas/${enc(l.name)}/tasks?` + query({ status: WAITING.join(','), limit: 200 }));
+    const n = {};
+    for (const t of page.tasks) n[t.priority] = (n[t.priority] || 0) + 1;
+    return { n, more: !!page.next_cursor };
+  }, [l.name]);
+  const [collection, setCollection] = useState('');
+  return html`<tr data-lambda=${l.name}>
+    <td><a href="#/tasks?lambda=${enc(l.name)}">${l.name}</a></td>
+    <td><span class="status ${lambdaGate}" data-gate=${lambdaGate}>${lambdaGate}</span>
+      ${['open', 'pause', 'drop'].map((m) => html` <button class=${lambdaGate === m ? 'on' : ''} data-mode=${m}
+        onClick=${() => setGate(l.name, m)}>${m}</button>`)}
+      ${collections.map((g) => html`<div data-collection=${g.collection}>${g.collection}: <span class="status ${g.mode}">${g.mode}</span>
+        <button onClick=${() => setGate(l.name, 'open', g.collection)}>open</button></div>`)}
+      <form class="inline" onSubmit=${(e) => { e.preventDefault(); if (collection) setGate(l.name, e.submitter?.value || 'pause', collection); }}>
+        <input placeholder="collection" size="10" value=${collection} onInput=${(e) => setCollection(e.target.value)} />
+        <button value="pause">pause</button><button value="drop">drop</button></form></td>
+    ${STATUSES.map((s) => html`<td class="num" data-count=${s}>${l.counts[s]
+      ? html`<a href="#/tasks?lambda=${enc(l.name)}&status=${s}">${l.counts[s]}</a>` : html`<span class="muted">0</span>`}</td>`)}
+    <td>${byPriority && l.priorities.map((p) => html`<span data-priority=${p}>${p} ${byPriority.n[p] || 0}${byPriority.more ? '+' : ''} </span>`)}</td>
+  </tr>`;
+}
+
+// --- Tasks ----------------------------------------------------------------------------------
+
+function Tasks({ params }) {
+  const [lambdas] = useLambdas();
+  const lambda = params.lambda || (lambdas && lambdas[0] && lambdas[0].name) || '';
+  const [form, setForm] = useState(params);
+  useEffect(() => setForm(params), [JSON.stringify(params)]);
+  const [cursors, setCursors] = useState(['']); // the cursors of the pages seen, to page back
+  const cursor = cursors[cursors.length - 1];
+  useEffect(() => setCursors(['']), [lambda, params.status, params.collection]);
+  const [page, error, reload] = usePoll(() => !lambda ? Promise.resolve(null)
+    : api(`/v1/lambdas/${enc(lambda)}/tasks?` + query({ status: params.status, collection: params.collection, cursor, limit: 50 })),
+  [lambda, params.status, params.collection, cursor]);
+  const [act, notice] = useAction(reload);
+  const submit = (e) => {
+    e.preventDefault();
+    const l = form.lambda || lambda;
+    if (form.id) go(`/task/${enc(l)}/${enc(form.id)}`);
+    else go('/tasks', { lambda: l, status: form.status, collection: form.collection });
+  };
+  return html`<section><h2>Tasks</h2>
+    <form class="inline" id="task-search" onSubmit=${submit}>
+      <${LambdaSelect} value=${form.lambda || lambda} lambdas=${lambdas} onChange=${(v) => setForm({ ...form, lambda: v })} />
+      <select name="status" value=${form.status || ''} onChange=${(e) => setForm({ ...form, status: e.target.value })}>
+        <option value="">any status</option>
+        <option value=${FAILED.join(',')}>failed for good (dead, fatal_failure)</option>
+        ${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}</select>
+      <input name="collection" placeholder="collection" value=${form.collection || ''} onInput=${(e) => setForm({ ...form, collection: e.target.value })} />
+      <input name="id" placeholder="task id" value=${form.id || ''} onInput=${(e) => setForm({ ...form, id: e.target.value })} />
+      <button>search</button></form>
+    <${Err} error=${error} />${notice}
+    <${TaskTable} tasks=${page && page.tasks} act=${act} />
+    <p>${cursors.length > 1 && html`<button onClick=${() => setCursors(cursors.slice(0, -1))}>previous page</button> `}
+      ${page && page.next_cursor && html`<button onClick=${() => setCursors([...cursors, page.next_cursor])}>next page</button>`}
+      <span class="muted"> A page reads a bounded part of the lambda's tasks: a filtered page may hold few tasks and still have a next one.</span></p>
+  </section>`;
+}
+
+function TaskActions({ t, act }) {
+  const running = WAITING.includes(t.status) || t.status === 'processing';
+  return html`${running && !t.cancel_requested && html`<button class="danger" data-action="cancel"
+      onClick=${() => act(`cancel ${t.id}`, () => api(taskPath(t.lambda, t.id) + '/cancel', { method: 'POST' }).then((r) => r.status))}>cancel</button>`}
+    ${t.cancel_requested && html`<span class="muted">cancel requested</span>`}
+    ${FAILED.includes(t.status) && html`<button data-action="redrive"
+      onClick=${() => act(`redrive ${t.id}`, () => api(taskPath(t.lambda, t.id) + '/redrive', { method: 'POST' }).then((r) => r.status))}>redrive</button>`}`;
+}
+
+function TaskTable({ tasks, act }) {
+  if (!tasks) return null;
+  if (!tasks.length) return html`<p class="muted">No tasks on this page.</p>`;
+  return html`<table class="tasks"><thead><tr><th>id</th><th>status</th><th>priority</th><th>collection</th>
+    <th class="num">attempts</th><th>run at</th><th>updated</th><th>error</th><th></th></tr></thead>
+    <tbody>${tasks.map((t) => html`<tr data-task=${t.id}>
+      <td><a href="#/task/${enc(t.lambda)}/${enc(t.id)}">${t.id}</a></td><td><${Status} s=${t.status} /></td>
+      <td>${t.priority}</td><td>${t.collection}</td><td class="num">${t.attempts}/${t.max_attempts}</td>
+      <td>${when(t.run_at)}</td><td>${when(t.updated_at)}</td><td class="err">${firstLine(t.error)}</td>
+      <td><${TaskActions} t=${t} act=${act} /></td></tr>`)}</tbody></table>`;
+}
+
+const json = (v) => JSON.stringify(v, null, 2);
+
+function TaskDetail({ lambda, id }) {
+  const [t, error, reload] = usePoll(() => api(taskPath(lambda, id)), [lambda, id]);
+  const [downs] = usePoll(() => api(taskPath(lambda, id) + '/downstreams?limit=50'), [lambda, id]);
+  const [ups] = usePoll(async () => {
+    const after = ((t && t.after) || []).slice(0, 20); // the first 20 upstreams, a GET each
+    return Promise.all(after.map((r) => api(taskPath(r.lambda, r.id)).then((u) => u, () => ({ ...r, status: '?' }))));
+  }, [t && JSON.stringify(t.after)]);
+  const [act, notice] = useAction(reload);
+  const ref = (r) => html`<li><a href="#/task/${enc(r.lambda)}/${enc(r.id)}">${r.lambda}/${r.id}</a> <${Status} s=${r.status} /></li>`;
+  return html`<section id="task-detail"><h2>${lambda}/${id} ${t && html`<${Status} s=${t.status} />`}</h2>
+    <${Err} error=${error} />${notice}
+    ${t && html`<p><${TaskActions} t=${t} act=${act} /></p>
+    <dl><dt>attempts</dt><dd>${t.attempts} of ${t.max_attempts}</dd>
+      <dt>priority</dt><dd>${t.priority}</dd><dt>collection</dt><dd>${t.collection || '—'}</dd>
+      <dt>created</dt><dd>${t.created_at}</dd><dt>run at</dt><dd>${t.run_at}</dd>
+      <dt>updated</dt><dd>${t.updated_at}</dd><dt>next trigger</dt><dd>${t.next_trigger_at || '— (terminal)'}</dd>
+      ${t.deadline && html`<dt>deadline</dt><dd>${t.deadline}</dd>`}<dt>version</dt><dd>${t.version}</dd></dl>
+    <h3>Attempts</h3><p class="muted">atf keeps a task's latest state, not a log of attempts: ${t.attempts} run(s) so far
+      of ${t.max_attempts}; the error below is the latest attempt's.</p>
+    <h3>Error</h3>${t.error ? html`<pre class="error">${t.error}</pre>` : html`<p class="muted">none</p>`}
+    <h3>Result</h3>${t.result != null ? html`<pre>${json(t.result)}</pre>` : html`<p class="muted">none</p>`}
+    <h3>Payload</h3>${t.payload != null ? html`<pre>${json(t.payload)}</pre>` : html`<p class="muted">none</p>`}
+    <h3>Graph</h3><p>upstreams (it waits for them${t.trigger_rule ? ', ' + t.trigger_rule : ''}):</p>
+    <ul id="upstreams">${(ups || []).map(ref)}${!(t.after || []).length && html`<li class="muted">none</li>`}
+      ${(t.after || []).length > 20 && html`<li class="muted">… ${t.after.length - 20} more</li>`}</ul>
+    <p>downstreams (they wait for it):</p>
+    <ul id="downstreams">${downs && downs.downstreams.map(ref)}${downs && !downs.downstreams.length && html`<li class="muted">none</li>`}
+      ${downs && downs.next_cursor && html`<li class="muted">… more</li>`}</ul>`}
+  </section>`;
+}
+
+// --- Operations -----------------------------------------------------------------------------
+
+function Operations({ params }) {
+  const [lambdas] = useLambdas();
+  const lambda = params.lambda || (lambdas && lambdas[0] && lambdas[0].name) || '';
+  const base = `/v1/lambdas/${enc(lambda)}`;
+  const [schedules, sError, reloadS] = usePoll(() => lambda ? api(base + '/schedules?limit=100') : Promise.resolve(null), [lambda]);
+  const [dead, dError, reloadD] = usePoll(() => lambda ? api(base + '/tasks?' + query({ status: FAILED.join(','), limit: 50 })) : Promise.resolve(null), [lambda]);
+  const [act, notice] = useAction(() => { reloadS(); reloadD(); });
+  const [cancel, setCancel] = useState({ collection: '', status: '' });
+  const counts = (r) => Object.entries(r).filter(([k]) => k !== 'skips').map(([k, v]) => `${k} ${v === '' ? '—' : v}`).join(', ');
+  const bulkCancel = (e) => {
+    e.preventDefault();
+    if (!confirm(`Cancel a page of ${lambda}'s tasks matching ${JSON.stringify(cancel)}?`)) return;
+    act('bulk cancel', () => api(base + '/tasks/cancel', { method: 'POST', body: { collection: cancel.collection || undefined, status: cancel.status || undefined } }).then(counts));
+  };
+  return html`<section><h2>Operations</h2>
+    <form class="inline"><${LambdaSelect} value=${lambda} lambdas=${lambdas} onChange=${(v) => go('/ops', { lambda: v })} /></form>${notice}
+    <h3>Schedules</h3><${Err} error=${sError} />
+    ${schedules && (schedules.schedules.length ? html`<table id="schedules"><thead><tr><th>id</th><th>when</th><th>state</th><th>next fire</th><th></th></tr></thead>
+      <tbody>${schedules.schedules.map((s) => html`<tr data-schedule=${s.id}><td>${s.id}</td><td>${s.cron ? s.cron + ' ' + (s.time_zone || 'UTC') : 'every ' + s.rate}</td>
+        <td>${s.paused ? 'paused' : 'active'}</td><td>${s.next_fires && when(s.next_fires[0])}</td>
+        <td><button onClick=${() => act(`${s.paused ? 'resume' : 'pause'} ${s.id}`, () => api(`${base}/schedules/${enc(s.id)}/${s.paused ? 'resume' : 'pause'}`, { method: 'POST' }).then(() => ''))}>
+          ${s.paused ? 'resume' : 'pause'}</button></td></tr>`)}</tbody></table>` : html`<p class="muted">No schedules.</p>`)}
+    <h3>Dead letters</h3><${Err} error=${dError} />
+    <p><button id="redrive-page" onClick=${() => act('redrive a page', () => api(base + '/tasks/redrive', { method: 'POST', body: { limit: 100 } }).then(counts))}>redrive a page (100)</button></p>
+    <div id="dead-letters"><${TaskTable} tasks=${dead && dead.tasks} act=${act} /></div>
+    <h3>Bulk cancel</h3>
+    <form class="inline" id="bulk-cancel" onSubmit=${bulkCancel}>
+      <input placeholder="collection" value=${cancel.collection} onInput=${(e) => setCancel({ ...cancel, collection: e.target.value })} />
+      <select value=${cancel.status} onChange=${(e) => setCancel({ ...cancel, status: e.target.value })}>
+        <option value="">any waiting or running</option>${[...WAITING, 'processing'].map((s) => html`<option value=${s}>${s}</option>`)}</select>
+      <button class="danger">cancel a page (100)</button></form>
+    <p class="muted">A bulk cancel needs a collection or a status; each click cancels one page and tells its counts.</p>
+  </section>`;
+}
+
+// --- Charts ---------------------------------------------------------------------------------
+
+function Bars({ title, series, unit }) {
+  const W = 600, H = 150, n = series[0].values.length, bw = W / n;
+  const top = Math.max(1, ...series.flatMap((s) => s.values.map((v) => v || 0)));
+  return html`<div><h3>${title}</h3><svg class="chart" viewBox="0 0 ${W} ${H + 20}" preserveAspectRatio="none" role="img" aria-label=${title}>
+    <line x1="0" y1=${H} x2=${W} y2=${H} /><text x="2" y="10">${top} ${unit}</text>
+    ${series.map((s, k) => s.values.map((v, i) => v ? html`<rect class=${s.cls} x=${i * bw + k * bw / series.length} y=${H - (v / top) * H}
+      width=${bw / series.length - 0.5} height=${(v / top) * H}><title>${s.label}: ${v} ${unit}</title></rect>` : null))}
+    <text x="2" y=${H + 14}>−60 min</text><text x=${W - 24} y=${H + 14}>now</text></svg>
+    <div class="legend">${series.map((s) => html`<span><svg width="10" height="10"><rect class=${s.cls} width="10" height="10" /></svg> ${s.label}</span>`)}</div></div>`;
+}
+
+function Charts({ params }) {
+  const [lambdas] = useLambdas();
+  const [a, error] = usePoll(() => api('/v1/dashboard/activity?' + query({ lambda: params.lambda })), [params.lambda]);
+  const m = a ? a.minutes : [];
+  const sum = (f) => m.reduce((n, x) => n + f(x), 0);
+  const failed = (x) => x.ended.fatal_failure + x.ended.dead;
+  return html`<section><h2>Charts: the last hour</h2>
+    <form class="inline"><${LambdaSelect} any value=${params.lambda || ''} lambdas=${lambdas} onChange=${(v) => go('/charts', { lambda: v })} /></form>
+    <${Err} error=${error} />
+    ${a && html`<p id="totals">delivered ${sum((x) => x.delivered)}, succeeded ${sum((x) => x.ended.success)},
+      retried ${sum((x) => x.ended.retriable_failure)}, failed for good ${sum(failed)}, cancelled ${sum((x) => x.ended.cancelled)}</p>
+    <div class="charts">
+      <${Bars} title="Throughput (per minute)" unit="tasks" series=${[
+        { label: 'delivered', cls: 'bar2', values: m.map((x) => x.delivered) },
+        { label: 'succeeded', cls: 'bar', values: m.map((x) => x.ended.success) },
+        { label: 'failed for good', cls: 'bad', values: m.map(failed) }]} />
+      <${Bars} title="Delivery latency of first attempts (ms, per minute)" unit="ms" series=${[
+        { label: 'p50 (at most)', cls: 'bar2', values: m.map((x) => x.p50_ms) },
+        { label: 'p95 (at most)', cls: 'bar', values: m.map((x) => x.p95_ms) }]} /></div>`}
+    <p class="muted">What this atf dev saw since it started (GET /v1/dashboard/activity): a delivery is a claim; its latency is
+      the claim's time past the task's run_at, for first attempts (a retry's due time is not kept); percentiles are the
+      upper bounds of their histogram buckets. Runs under --functions are not counted.</p></section>`;
+}
+
+// --- the app --------------------------------------------------------------------------------
+
+function Login({ onDone }) {
+  const [token, setToken] = useState('');
+  return html`<section id="login"><h2>Token</h2><p>This atf dev asks for a bearer token (--token or ATF_TOKEN).
+    It is kept in this tab's sessionStorage only.</p>
+    <form class="inline" onSubmit=${(e) => { e.preventDefault(); sessionStorage.setItem(TOKEN_KEY, token); onDone(); }}>
+      <input type="password" name="token" placeholder="token" value=${token} onInput=${(e) => setToken(e.target.value)} />
+      <button>use token</button></form></section>`;
+}
+
+function App() {
+  const [route, setRoute] = useState(parseHash());
+  const [needToken, setNeedToken] = useState(false);
+  const [updated, setUpdated] = useState(new Date());
+  useEffect(() => {
+    const f = () => setRoute(parseHash());
+    addEventListener('hashchange', f);
+    const t = setInterval(() => setUpdated(new Date()), POLL_MS);
+    onNeedToken = () => setNeedToken(true);
+    return () => { removeEventListener('hashchange', f); clearInterval(t); };
+  }, []);
+  const [page, a, b] = route.parts;
+  const nav = [['lambdas', 'Lambdas'], ['tasks', 'Tasks'], ['ops', 'Operations'], ['charts', 'Charts']];
+  let view;
+  if (needToken) view = html`<${Login} onDone=${() => setNeedToken(false)} />`;
+  else if (page === 'task' && a && b) view = html`<${TaskDetail} key=${a + '/' + b} lambda=${a} id=${b} />`;
+  else if (page === 'tasks') view = html`<${Tasks} params=${route.params} />`;
+  else if (page === 'ops') view = html`<${Operations} params=${route.params} />`;
+  else if (page === 'charts') view = html`<${Charts} params=${route.params} />`;
+  else view = html`<${Lambdas} />`;
+  return html`<header><h1>atf</h1><nav>${nav.map(([p, label]) => html`<a href="#/${p}" class=${page === p || (p === 'tasks' && page === 'task') || (!page && p === 'lambdas') ? 'active' : ''}>${label}</a>`)}</nav>
+    <span class="live">live, every ${POLL_MS / 1000} s · ${updated.toLocaleTimeString()}</span></header><main>${view}</main>`;
+}
+
+const root = document.getElementById('app');
+root.textContent = ''; // the loading note
+render(html`<${App} />`, root);

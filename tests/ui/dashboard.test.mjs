@@ -1,0 +1,105 @@
+// The dashboard, end to end in headless Chromium (Debian's, ATF_CHROMIUM), against the atf dev
+// that the Go test TestDashboardUI started (ATF_URL, with the token ATF_TOKEN) and filled with
+// tasks in every status. The tests run in order and share one page; screenshots go to
+// ATF_SCREENSHOTS/dashboard-*.png.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright';
+
+const { ATF_URL: url, ATF_TOKEN: token, ATF_CHROMIUM: executablePath, ATF_SCREENSHOTS: shots } = process.env;
+const STATUSES = ['pending', 'new', 'enqueued', 'processing', 'retriable_failure', 'success',
+  'fatal_failure', 'dead', 'cancelled', 'dropped', 'upstream_failed'];
+const WAIT = { timeout: 15000 };
+
+let browser, page;
+before(async () => {
+  browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] });
+  page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
+  page.on('dialog', (d) => d.accept()); // the confirms of drop and bulk cancel
+  page.on('pageerror', (e) => console.error('page error:', e.message));
+  page.on('console', (m) => m.type() === 'error' && console.error('page console:', m.text()));
+});
+after(() => browser?.close());
+
+const shot = (name) => page.screenshot({ path: `${shots}/dashboard-${name}.png`, fullPage: true });
+// the API as the page calls it, with the token the page keeps
+const apiGet = (path) => page.evaluate(async ([p, t]) => (await fetch(p, { headers: { Authorization: 'Bearer ' + t } })).json(), [path, token]);
+const row = (lambda) => page.locator(`#lambdas tr[data-lambda="${lambda}"]`);
+
+test('asks for the token, then shows the lambdas with tasks in every status', async () => {
+  await page.goto(url + '/');
+  await page.locator('#login input[name=token]').fill(token, WAIT);
+  await page.locator('#login button').click();
+  await row('echo').waitFor(WAIT);
+  for (const s of STATUSES) {
+    const cells = await page.locator(`#lambdas td[data-count="${s}"]`).allTextContents();
+    assert.ok(cells.some((n) => Number(n) > 0), `no lambda shows a task ${s}: ${cells}`);
+  }
+  assert.equal(await row('echo').locator('td[data-count="success"]').textContent(), '3');
+  await page.locator('#lambdas tr[data-lambda="echo"] [data-priority="low"]').filter({ hasText: 'low 1' }).waitFor(WAIT);
+  await row('echo').locator('[data-collection="spam"]').filter({ hasText: 'drop' }).waitFor(WAIT);
+  await shot('lambdas');
+});
+
+test('pauses a lambda and opens it again', async () => {
+  await row('echo').locator('button[data-mode="pause"]').click();
+  await row('echo').locator('[data-gate="pause"]').waitFor(WAIT);
+  const paused = (await apiGet('/v1/lambdas')).lambdas.find((l) => l.name === 'echo');
+  assert.deepEqual(paused.gates.filter((g) => !g.collection).map((g) => g.mode), ['pause']);
+  await row('echo').locator('button[data-mode="open"]').click();
+  await row('echo').locator('[data-gate="open"]').waitFor(WAIT);
+});
+
+test('searches tasks by status and shows a task with its result and graph', async () => {
+  await page.goto(url + '/#/tasks');
+  await page.locator('#task-search select[name=lambda]').selectOption('echo');
+  await page.locator('#task-search select[name=status]').selectOption('success');
+  await page.locator('#task-search button').click();
+  await page.locator('table.tasks tr[data-task="ok-2"]').waitFor(WAIT);
+  assert.equal(await page.locator('table.tasks tbody tr').count(), 3);
+  await page.locator('table.tasks tr[data-task="ok-2"] a').click();
+  await page.locator('#task-detail pre').filter({ hasText: '"n": 2' }).first().waitFor(WAIT);
+
+  // by id: the fatal task, its error, and the task that waited for it
+  await page.goto(url + '/#/tasks');
+  await page.locator('#task-search select[name=lambda]').selectOption('fatal');
+  await page.locator('#task-search input[name=id]').fill('fatal-1');
+  await page.locator('#task-search button').click();
+  await page.locator('#task-detail h2 [data-status="fatal_failure"]').waitFor(WAIT);
+  await page.locator('#task-detail pre.error').filter({ hasText: 'bad input, no retry' }).waitFor(WAIT);
+  await page.locator('#downstreams li').filter({ hasText: 'echo/orphan' }).locator('[data-status="upstream_failed"]').waitFor(WAIT);
+  await shot('task');
+  await page.locator('#downstreams a').filter({ hasText: 'echo/orphan' }).click();
+  await page.locator('#upstreams li').filter({ hasText: 'fatal/fatal-1' }).waitFor(WAIT);
+});
+
+test('redrives a dead task from the dead letters, and it succeeds', async () => {
+  await page.goto(url + '/#/ops?lambda=once');
+  const dead = page.locator('#dead-letters tr[data-task="dead-1"]');
+  await dead.locator('[data-status="dead"]').waitFor(WAIT);
+  await shot('operations');
+  await dead.locator('button[data-action="redrive"]').click();
+  await dead.waitFor({ state: 'detached', ...WAIT }); // live: the list no longer holds it
+  await page.goto(url + '/#/task/once/dead-1');
+  await page.locator('#task-detail h2 [data-status="success"]').waitFor(WAIT);
+  assert.match(await page.locator('#task-detail').textContent(), /"ok": true/);
+});
+
+test('cancels a running task, which ends cancelled', async () => {
+  await page.goto(url + '/#/task/block/run-1');
+  await page.locator('#task-detail h2 [data-status="processing"]').waitFor(WAIT);
+  await page.locator('#task-detail button[data-action="cancel"]').click();
+  await page.locator('#task-detail h2 [data-status="cancelled"]').waitFor(WAIT); // without a reload
+  assert.equal((await apiGet('/v1/lambdas/block/tasks/run-1')).status, 'cancelled');
+});
+
+test('charts the last hour of deliveries and outcomes', async () => {
+  await page.goto(url + '/#/charts');
+  const totals = page.locator('#totals');
+  await totals.waitFor(WAIT);
+  const delivered = Number((await totals.textContent()).match(/delivered (\d+)/)[1]);
+  assert.ok(delivered >= 8, `delivered ${delivered}, want at least the 8 runs seeded and redriven`);
+  assert.match(await totals.textContent(), /failed for good [1-9]/);
+  assert.ok(await page.locator('svg.chart rect.bar').count() > 0, 'no bars drawn');
+  await shot('charts');
+});
