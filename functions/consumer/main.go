@@ -8,8 +8,8 @@ import (
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/consumerfn"
 	"github.com/openatf/atf/shared/service/consumer"
-	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
 func main() {

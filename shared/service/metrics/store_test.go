@@ -35,8 +35,8 @@ func (r *recorder) Delivery(lambda string, latency time.Duration) {
 	r.add("delivery %s %s", lambda, latency)
 }
 func (r *recorder) HandlerRan(lambda, outcome string, took time.Duration) {}
-func (r *recorder) Pass(lambda string, took time.Duration, failed bool)    {}
-func (r *recorder) StoreError(op string, kind metrics.Kind)                { r.add("error %s %s", op, kind) }
+func (r *recorder) Pass(lambda string, took time.Duration, failed bool)   {}
+func (r *recorder) StoreError(op string, kind metrics.Kind)               { r.add("error %s %s", op, kind) }
 
 // TestStoreRecordsWrites: a task's life through the wrapper tells its creation, each transition
 // with its lifecycle event, and the delivery latency of its first claim, from the write's own
@@ -70,11 +70,15 @@ func TestStoreRecordsWrites(t *testing.T) {
 		}
 	}
 	step(func(t task.Task) (task.Task, error) { return task.Enqueue(t, due, cfg) })
-	step(func(t task.Task) (task.Task, error) { return task.Claim(t, "lease", due.Add(250*time.Millisecond), cfg) })
+	step(func(t task.Task) (task.Task, error) {
+		return task.Claim(t, "lease", due.Add(250*time.Millisecond), cfg)
+	})
 	step(func(t task.Task) (task.Task, error) {
 		return task.Heartbeat(t, "lease", due.Add(time.Second), cfg) // no transition
 	})
-	step(func(t task.Task) (task.Task, error) { return task.Succeed(t, "lease", nil, due.Add(2*time.Second), cfg) })
+	step(func(t task.Task) (task.Task, error) {
+		return task.Succeed(t, "lease", nil, due.Add(2*time.Second), cfg)
+	})
 
 	want := []string{
 		`transition echo ""→new scheduled 1`,
