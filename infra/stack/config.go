@@ -97,6 +97,9 @@ type Alarms struct {
 	// (each one a claim, heartbeat or result that failed); optional, 1 if zero.
 	StatusThrottles int `json:"status_throttles,omitempty"`
 	StatusErrors    int `json:"status_errors,omitempty"`
+	// StoreErrors: calls to the table that failed for a reason of the table's own (throttled,
+	// timed out, unreachable), over every function and executor; optional, 1 if zero.
+	StoreErrors int `json:"store_errors,omitempty"`
 }
 
 // orOne is n, or 1 if n is zero: the threshold of an optional alarm.

@@ -5,11 +5,15 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
 // newDashboard makes the environment's dashboard, atf-<env>: the API, the consumer and the table
 // on top, then a row per lambda: queue depth and age by priority, dead-letter messages, dead
-// tasks, delivery latency, and its worker and status functions or its executors.
+// tasks, delivery latency, and its worker and status functions or its executors; then, over every
+// lambda, the metrics the functions write (package emf): outcomes, handler and pass durations,
+// the table's errors.
 func newDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, a *api, cons *consumer, s *store, lambdas []*lambdaResources) awscloudwatch.Dashboard {
 	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
@@ -27,7 +31,7 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 		graph("Table throttled requests", s.table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Statistic: jsii.String("Sum")})),
 		graph("Table consumed units", s.table.MetricConsumedReadCapacityUnits(sum), s.table.MetricConsumedWriteCapacityUnits(sum)),
 	}}
-	var dlq, dead, latency []awscloudwatch.IMetric
+	var dlq, dead, latency, handlers, sweeps, outcomes []awscloudwatch.IMetric
 	for _, l := range lambdas {
 		var ld, la []awscloudwatch.IMetric
 		for _, p := range l.queues.priorities {
@@ -47,13 +51,23 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 		}
 		rows = append(rows, row)
 		dlq = append(dlq, dlqMessages(l))
-		dead = append(dead, m.metric(metricDeadTasks, l.entry.Name, "Sum"))
+		dead = append(dead, m.events(l.entry.Name, lifecycle.Dead))
 		latency = append(latency, m.metric(metricDeliveryLatency, l.entry.Name, "p95"))
+		handlers = append(handlers, m.metric(metricHandlerDuration, l.entry.Name, "p95"))
+		sweeps = append(sweeps, m.metric(metricSweepDuration, l.entry.Name, "p95"))
+		for _, t := range []lifecycle.Type{lifecycle.Succeeded, lifecycle.Retried, lifecycle.Failed} {
+			outcomes = append(outcomes, m.events(l.entry.Name, t).With(&awscloudwatch.MetricOptions{Label: jsii.String(l.entry.Name + " " + string(t))}))
+		}
 	}
 	rows = append(rows, []awscloudwatch.IWidget{
 		graph("Dead-letter messages", dlq...),
 		graph("Dead tasks", dead...),
 		graph("Delivery latency p95 (ms)", latency...),
+		graph("Tasks succeeded, retried, failed", outcomes...),
+	}, []awscloudwatch.IWidget{
+		graph("Handler duration p95 (ms)", handlers...),
+		graph("Consumer pass duration p95 (ms)", sweeps...),
+		graph("Table errors (throttled, timed out, broken)", m.withDimensions(metricStoreErrors, nil, "Sum")),
 	})
 	db := awscloudwatch.NewDashboard(scope, jsii.String(id), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String("atf-" + d.name),

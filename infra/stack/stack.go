@@ -144,7 +144,7 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	}
 	consumer := newConsumer(d.stack, "Consumer", d, store, lambdas)
 	api := newAPI(d.stack, "Api", d, store, lambdas)
-	metrics := newMetrics(d.stack, "Metrics", d, consumer, lambdas)
+	metrics := newMetrics(d)
 	if p.Env.Alarms != nil {
 		newAlarms(d.stack, "Alarms", d, metrics, consumer, lambdas)
 	}
@@ -208,6 +208,8 @@ func (d *deployment) commonEnv(lambdasJSON string, table *string) map[string]*st
 		awsfn.EnvQueuePrefix: jsii.String(d.prefix),
 		awsfn.EnvShards:      jsii.String(strconv.Itoa(d.env.Shards)),
 		awsfn.EnvLambdas:     jsii.String(lambdasJSON),
+		// The metrics each writes in its log (package emf), for the alarms and the dashboard.
+		awsfn.EnvMetricsNamespace: jsii.String(metricsNamespace(d)),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/emf"
 	"github.com/openatf/atf/shared/adapter/sqsworker"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
@@ -747,7 +748,7 @@ func TestEnvironmentsDiffer(t *testing.T) {
 		t.Errorf("dev has %d alarms, want none", n)
 	}
 	// prod: per lambda, dead-letter messages, dead tasks and delivery p95, and for a function
-	// lambda its status function's throttles and errors; consumer errors.
+	// lambda its status function's throttles and errors; consumer errors and table errors.
 	functions := 0
 	for _, e := range reg.Lambdas {
 		if e.Kind == registry.KindFunction {
@@ -755,7 +756,7 @@ func TestEnvironmentsDiffer(t *testing.T) {
 		}
 	}
 	alarms := notifying(envs["prod"])
-	if want := 3*len(reg.Lambdas) + 2*functions + 1; len(alarms) != want {
+	if want := 3*len(reg.Lambdas) + 2*functions + 2; len(alarms) != want {
 		t.Errorf("prod has %d alarms, want %d", len(alarms), want)
 	}
 	topics := envs["prod"].resources("AWS::SNS::Topic")
@@ -773,20 +774,33 @@ func TestEnvironmentsDiffer(t *testing.T) {
 			"Threshold": mustEnvs(t)["prod"].Alarms.DeliveryP95Ms, "Dimensions": []any{map[string]any{"Name": "Lambda", "Value": e.Name}},
 		})
 	}
-	envs["prod"].template.HasResourceProperties(jsii.String("AWS::Logs::MetricFilter"), map[string]any{
-		"FilterPattern": deadPattern,
-		"MetricTransformations": []any{assertions.Match_ObjectLike(&map[string]any{
-			"MetricName": metricDeadTasks, "MetricNamespace": "atf/prod", "MetricValue": "1",
-			"Dimensions": []any{map[string]any{"Key": "Lambda", "Value": "$.lambda"}},
-		})},
+	// The custom metrics are the functions' EMF metrics: dead tasks are the dead lifecycle events,
+	// and the table's errors are one metric without dimensions; no log metric filter is left.
+	for _, e := range reg.Lambdas {
+		envs["prod"].template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+			"MetricName": emf.TaskEvents, "Namespace": "atf/prod", "Statistic": "Sum",
+			"Threshold": mustEnvs(t)["prod"].Alarms.DeadTasks,
+			"Dimensions": assertions.Match_ArrayEquals(&[]any{
+				map[string]any{"Name": "Event", "Value": "dead"}, map[string]any{"Name": "Lambda", "Value": e.Name},
+			}),
+		})
+	}
+	envs["prod"].template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+		"MetricName": emf.StoreErrors, "Namespace": "atf/prod", "Statistic": "Sum", "Threshold": 1,
+		"Dimensions": assertions.Match_Absent(),
 	})
+	for name, env := range envs {
+		if n := len(env.resources("AWS::Logs::MetricFilter")); n != 0 {
+			t.Errorf("%s has %d metric filters, want none: the metrics are EMF", name, n)
+		}
+	}
 	if n := len(envs["prod"].resources("AWS::CloudWatch::Dashboard")); n != 1 {
 		t.Errorf("prod has %d dashboards", n)
 	}
 }
 
 // TestAddLambda: one more registry entry makes exactly that lambda's resources (its queues, its
-// worker, its metric filter and alarms) and changes no other lambda's.
+// worker, its alarms) and changes no other lambda's.
 func TestAddLambda(t *testing.T) {
 	before := environments(t)
 	raw, err := os.ReadFile(registryPath)
@@ -827,7 +841,7 @@ func TestAddLambda(t *testing.T) {
 	want := map[string]int{
 		"AWS::SQS::Queue": 4, "AWS::SQS::QueuePolicy": 4, "AWS::Lambda::EventSourceMapping": 2,
 		"AWS::Lambda::Function": 2, "AWS::IAM::Role": 2, "AWS::IAM::Policy": 2, "AWS::Logs::LogGroup": 2,
-		"AWS::Logs::MetricFilter": 2, "AWS::CloudWatch::Alarm": 5,
+		"AWS::CloudWatch::Alarm": 5,
 	}
 	if fmt.Sprint(added) != fmt.Sprint(want) {
 		t.Errorf("added %v\nwant  %v", added, want)
@@ -1082,4 +1096,52 @@ func TestWorkerChangesVisibility(t *testing.T) {
 			t.Errorf("%s's worker may change the visibility of messages in %v, want %v", e.Name, got, want)
 		}
 	}
+}
+
+// TestMetricsNamespace: every function and executor that runs atf's services writes its EMF
+// metrics in the environment's namespace, the one the alarms and the dashboard read.
+func TestMetricsNamespace(t *testing.T) {
+	for name, env := range environments(t) {
+		want := "atf/" + name
+		functions := 0
+		for _, f := range env.resources("AWS::Lambda::Function") {
+			vars, _ := dig(props(f), "Environment", "Variables").(map[string]any)
+			if vars[awsfn.EnvTable] == nil {
+				continue // a CDK helper, not one of atf's
+			}
+			functions++
+			if got := vars[awsfn.EnvMetricsNamespace]; got != want {
+				t.Errorf("%s: function %s: %s = %v, want %s", name, path(f), awsfn.EnvMetricsNamespace, got, want)
+			}
+		}
+		if functions == 0 {
+			t.Errorf("%s: no function of atf's found", name)
+		}
+		for _, td := range env.resources("AWS::ECS::TaskDefinition") {
+			for _, c := range props(td)["ContainerDefinitions"].([]any) {
+				found := false
+				for _, kv := range c.(map[string]any)["Environment"].([]any) {
+					kv := kv.(map[string]any)
+					if kv["Name"] == awsfn.EnvMetricsNamespace {
+						found = kv["Value"] == want
+					}
+				}
+				if !found {
+					t.Errorf("%s: executor %s has no %s=%s", name, path(td), awsfn.EnvMetricsNamespace, want)
+				}
+			}
+		}
+	}
+}
+
+// dig returns v's member at keys, or nil.
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }

@@ -28,7 +28,7 @@ func (s *Stack) dashboardRoutes(api http.Handler, addr net.Addr, token string) h
 	}), addr, token)
 	static := httpapi.Guard(dashboard.Static(), addr, "")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/metrics" {
 			v1.ServeHTTP(w, r)
 			return
 		}

@@ -55,11 +55,11 @@ func TestDrainDeadLetters(t *testing.T) {
 	}
 	live, looping := put("live", task.StatusEnqueued), put("looping", task.StatusEnqueued)
 	put("done", task.StatusSuccess)
-	tired := looping.Message()
+	tired := looping.MessageAt(time.Now())
 	tired.DeadLetterTrips = task.MaxDeadLetterTrips - 1
-	gone := live.Message()
+	gone := live.MessageAt(time.Now())
 	gone.TaskID = "gone"
-	if err := q.Send(ctx, live.Message(), tired, gone, task.Message{Lambda: "dl", Priority: "high", TaskID: "done"}); err != nil {
+	if err := q.Send(ctx, live.MessageAt(time.Now()), tired, gone, task.Message{Lambda: "dl", Priority: "high", TaskID: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	url, err := b.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(b.Name + "-dl-high")})

@@ -37,7 +37,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger, Queue: c.aheadQueue(c.Queue)}), c.Logger)})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
-		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: c.Task, Logger: c.Logger})
+		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: c.Task, Metrics: s.metrics, Logger: c.Logger})
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 		}
 	}
 
-	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(c.Store, lambdas, c.Queue, nil)})
+	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(c.Store, lambdas, c.Queue, nil), Metrics: s.metrics})
 	sched := eventsource.Schedule{Period: consumerfn.Period, Timeout: consumerfn.Period, Logger: c.Logger,
 		Handler: consumerfn.New(cons, consumerfn.Config{Logger: c.Logger}).Handle}
 	s.loops.Go(func() { _ = sched.Run(quit) })

@@ -21,6 +21,7 @@ import (
 
 	"github.com/openatf/atf/shared/adapter/dashboard"
 	"github.com/openatf/atf/shared/adapter/httpapi"
+	"github.com/openatf/atf/shared/adapter/prommetrics"
 	"github.com/openatf/atf/shared/queue/memqueue"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/service/consumer"
@@ -28,6 +29,7 @@ import (
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/service/taskend"
 	"github.com/openatf/atf/shared/store/sqlitestore"
@@ -114,6 +116,7 @@ type Stack struct {
 	store       task.Store
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
 	events      *lifecycle.Publisher
+	metrics     *prommetrics.Metrics // served at /metrics
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -170,6 +173,12 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			c.Store = s.store
 		}
 	}
+	// Metrics: the store's writes and errors, on every service of the stack (see serve).
+	s.metrics = prommetrics.New(prommetrics.Config{Lambdas: lambdas, Counts: s.store.Counts, Queue: sizer(queue), Logger: c.Logger})
+	s.store = metrics.Wrap(s.store, s.metrics)
+	if c.Store != nil {
+		c.Store = s.store
+	}
 	if c.Functions != nil {
 		if c.Store == nil {
 			return nil, errors.New("local: Functions needs Store and Queue on DynamoDB and SQS")
@@ -184,7 +193,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
-	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates)})
+	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates), Metrics: s.metrics})
 	if c.Store == nil {
 		// The in-memory queue and the executors died with the previous process: run what they
 		// held again now, rather than after its timeouts.
@@ -196,7 +205,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		}
 	}
 	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
-	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}, executor.Config{Task: c.Task, Logger: c.Logger})
+	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}, executor.Config{Task: c.Task, Logger: c.Logger, Metrics: s.metrics})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -251,11 +260,29 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 	s.addr = ln.Addr().String()
 	l := c.HTTP.withDefaults()
 	s.server = &http.Server{
-		Handler:           s.dashboardRoutes(h, ln.Addr(), c.Token),
+		Handler:           s.dashboardRoutes(s.withMetrics(h), ln.Addr(), c.Token),
 		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout,
 		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes,
 	}
 	go func() { _ = s.server.Serve(ln) }() // ends with ErrServerClosed when stopped
+	return nil
+}
+
+// withMetrics serves the metrics at GET /metrics beside h. They go behind the same Guard as the
+// API: with a token, a scrape needs it too (Prometheus: authorization.credentials), since the
+// metrics name the lambdas and tell how busy they are.
+func (s *Stack) withMetrics(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.Handle("/", h)
+	return mux
+}
+
+// sizer is q's queue depth, if q can tell it (the in-memory queue); nil otherwise.
+func sizer(q task.Queue) interface{ Sizes() []memqueue.Size } {
+	if m, ok := q.(*memqueue.Queue); ok {
+		return m
+	}
 	return nil
 }
 

@@ -20,11 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/openatf/atf/shared/adapter/emf"
 	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -47,6 +49,9 @@ const (
 	// not at all: events still in flight go when the function next runs, or are lost if AWS
 	// retires it first (docs/guarantees.md).
 	EnvEventsFlush = "ATF_EVENTS_FLUSH"
+	// EnvMetricsNamespace is the CloudWatch namespace of the metrics a function writes in its log
+	// as Embedded Metric Format (package emf), such as atf/prod; none are written if it is unset.
+	EnvMetricsNamespace = "ATF_METRICS_NAMESPACE"
 )
 
 // LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
@@ -83,7 +88,9 @@ type Env struct {
 	StatusFunction string
 	EventBus       string        // empty: no lifecycle events
 	EventsFlush    time.Duration // ATF_EVENTS_FLUSH
-	Task           task.Config   // with defaults
+	// MetricsNamespace is where the function's EMF metrics go; empty: none (ATF_METRICS_NAMESPACE).
+	MetricsNamespace string
+	Task             task.Config // with defaults
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -94,6 +101,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 	e := Env{
 		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
+		MetricsNamespace: getenv(EnvMetricsNamespace),
 	}
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
@@ -170,15 +178,23 @@ type Clients struct {
 	// of ATF_EVENT_BUS; nil without one. A handler flushes it before its invocation returns
 	// (lifecycle.FlushAfter).
 	Events *lifecycle.Publisher
+	// Metrics writes the function's metrics to its log in Embedded Metric Format, in the namespace
+	// of ATF_METRICS_NAMESPACE; nil without one. TaskStore records its writes' and errors'; the
+	// executor and the consumer take it in their Config.
+	Metrics metrics.Recorder
 }
 
 // TaskStore is the store the services write through: Store, publishing lifecycle events when
-// the function has a bus.
+// the function has a bus, and recording metrics when it has a namespace for them.
 func (c Clients) TaskStore() task.Store {
-	if c.Events == nil {
-		return c.Store
+	var s task.Store = c.Store
+	if c.Events != nil {
+		s = lifecycle.Wrap(s, c.Events)
 	}
-	return lifecycle.Wrap(c.Store, c.Events)
+	if c.Metrics != nil {
+		s = metrics.Wrap(s, c.Metrics)
+	}
+	return s
 }
 
 // Open builds the clients of e from the standard AWS environment (region, credentials and, for
@@ -208,6 +224,9 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 		return Clients{}, err
 	}
 	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue}
+	if e.MetricsNamespace != "" {
+		c.Metrics = emf.New(os.Stderr, e.MetricsNamespace) // beside the JSON logs; stdout is ATF_INVOKE's answer
+	}
 	if e.EventBus != "" {
 		sink, err := eventbus.New(eventbus.NewClient(cfg), e.EventBus)
 		if err != nil {

@@ -156,7 +156,7 @@ func Serve(ctx context.Context, stop func(), cfg Config, log *slog.Logger) error
 	st := awsfn.Status(cfg.Env, clients, log)
 	ctl := controller.Start(controller.Config{
 		Lambda: cfg.Lambda, Handler: cfg.Handler, Queue: clients.Queue,
-		Executor: executor.New(st, executor.Config{Task: cfg.Env.Task, Logger: log}),
+		Executor: executor.New(st, executor.Config{Task: cfg.Env.Task, Logger: log, Metrics: clients.Metrics}),
 		IdleWait: idleWait, Prefetch: cfg.Prefetch, Logger: log,
 	})
 	log.Info("executor is up", "lambda", cfg.Lambda.Name, "priorities", cfg.Lambda.Priorities,

@@ -81,6 +81,8 @@ type Config struct {
 	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
 	// if zero.
 	Slack time.Duration
+	// Metrics, if set, observes the handler runs (executor.Config.Metrics).
+	Metrics executor.HandlerMetrics
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -128,7 +130,7 @@ func New(c Config) (*Handler, error) {
 		c.Logger = slog.Default()
 	}
 	// The executor adds the lambda, task id and attempt to its own records.
-	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
 }
 
 // errOutOfTime is the cause a handler's context carries when the invocation is about to end.

@@ -10,9 +10,11 @@
 package memqueue
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,4 +242,39 @@ func (q *Queue) Extend(ctx context.Context, d task.Delivery, visibility time.Dur
 	// It may now be visible sooner than a waiting Receive planned for.
 	q.queues[key{d.Lambda, d.Priority}].signal()
 	return nil
+}
+
+// Size is what one (lambda, priority) queue holds, counted as SQS counts its approximate numbers.
+type Size struct {
+	Lambda, Priority string
+	Visible          int // may be received now
+	Delayed          int // sent with a delay not yet over, never received
+	InFlight         int // received and hidden, not deleted yet
+}
+
+// Sizes returns the size of every queue used so far, for metrics (queue depth). It takes the
+// queues' lock while it counts their messages: at most the lambdas' caps on enqueued tasks.
+func (q *Queue) Sizes() []Size {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	out := make([]Size, 0, len(q.queues))
+	for k, qu := range q.queues {
+		s := Size{Lambda: k.lambda, Priority: k.priority}
+		for _, e := range qu.entries {
+			switch {
+			case !e.visibleAt.After(now):
+				s.Visible++
+			case e.count == 0:
+				s.Delayed++
+			default:
+				s.InFlight++
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Size) int {
+		return cmp.Or(strings.Compare(a.Lambda, b.Lambda), strings.Compare(a.Priority, b.Priority))
+	})
+	return out
 }

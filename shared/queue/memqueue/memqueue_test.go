@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,5 +131,27 @@ func TestExtendZeroWakes(t *testing.T) {
 	start := time.Now()
 	if ds := receive(t, q, p); len(ds) != 1 || ds[0].ReceiveCount != 2 || time.Since(start) > time.Second {
 		t.Fatalf("received %+v after %s, want the released message at once", ds, time.Since(start))
+	}
+}
+
+// TestSizes: a queue's messages are counted as SQS counts them: visible, delayed (never received)
+// and in flight (received, hidden).
+func TestSizes(t *testing.T) {
+	ctx := context.Background()
+	q := memqueue.New()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(q.Send(ctx, task.Message{Lambda: "a", Priority: "high", TaskID: "1"}, task.Message{Lambda: "a", Priority: "high", TaskID: "2"},
+		task.Message{Lambda: "a", Priority: "high", TaskID: "3", Delay: time.Hour}, task.Message{Lambda: "b", Priority: "low", TaskID: "4"}))
+	if _, err := q.Receive(ctx, task.ReceiveParams{Lambda: "a", Priority: "high", Max: 1, Visibility: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	want := []memqueue.Size{{Lambda: "a", Priority: "high", Visible: 1, Delayed: 1, InFlight: 1}, {Lambda: "b", Priority: "low", Visible: 1}}
+	if got := q.Sizes(); !slices.Equal(got, want) {
+		t.Fatalf("Sizes() = %+v, want %+v", got, want)
 	}
 }

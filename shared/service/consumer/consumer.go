@@ -58,6 +58,13 @@ type Config struct {
 	// schedule a poll interval ahead and its task runs on time. Nil: the consumer creates them in
 	// the store, and a pass fires what is due by its start.
 	Scheduler Scheduler
+	// Metrics, if set, observes every pass over a lambda: how long it took, and whether it failed.
+	Metrics PassMetrics
+}
+
+// PassMetrics observes the consumer's passes (metrics.Recorder is one).
+type PassMetrics interface {
+	Pass(lambda string, took time.Duration, failed bool)
 }
 
 // Consumer sweeps the store.
@@ -79,6 +86,7 @@ type Consumer struct {
 	drainEvery  time.Duration
 	scheduler   Scheduler
 	sendsAhead  bool // scheduler sends tasks ahead: schedules fire a poll interval early
+	metrics     PassMetrics
 
 	stopOnce sync.Once
 	stop     context.CancelFunc
@@ -111,7 +119,7 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
 		refilled: make(chan struct{}, 1),
 		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
-		drainEvery: c.DrainInterval,
+		drainEvery: c.DrainInterval, metrics: c.Metrics,
 	}
 	if cons.drainEvery == 0 {
 		cons.drainEvery = DefaultDrainInterval
@@ -517,7 +525,11 @@ func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.C
 	work, cancel := context.WithDeadline(ctx, workBy)
 	defer cancel()
 	s := &passState{Consumer: c, ctx: ctx, hard: hard}
+	started := time.Now()
 	err := s.sweepLambda(work, l, gates)
+	if c.metrics != nil {
+		c.metrics.Pass(l.Name, time.Since(started), err != nil)
+	}
 	return s.st, err
 }
 

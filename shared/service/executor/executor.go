@@ -58,6 +58,14 @@ type Config struct {
 	// program gets SIGTERM, then SIGKILL after it (worker.Cancellation). It is cut to what is
 	// left of the lease. Zero means DefaultCancelGrace.
 	CancelGrace time.Duration
+	// Metrics, if set, observes every handler run: how long it took and how it ended.
+	Metrics HandlerMetrics
+}
+
+// HandlerMetrics observes handler runs (metrics.Recorder is one). outcome is a status.Outcome, or
+// "stopped" for a run stopped without a result (lease lost, shutdown).
+type HandlerMetrics interface {
+	HandlerRan(lambda, outcome string, took time.Duration)
 }
 
 // DefaultCancelGrace is the default Config.CancelGrace. With the default timings a heartbeat
@@ -72,6 +80,7 @@ type Executor struct {
 	log         *slog.Logger
 	abandon     func(task.Task)
 	cancelGrace time.Duration
+	metrics     HandlerMetrics
 }
 
 // New returns an Executor.
@@ -82,7 +91,7 @@ func New(s Status, c Config) *Executor {
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = DefaultCancelGrace
 	}
-	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace}
+	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -161,10 +170,12 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 	defer cancelTimeout()
 	done := make(chan outcome, 1)
 	go func() {
+		started := time.Now()
 		r, err := worker.Run(hctx, h, worker.Task{
 			ID: t.ID, Lambda: t.Lambda, Collection: t.Collection, Priority: t.Priority,
 			Attempt: t.Attempts, Payload: t.Payload, Inputs: t.Inputs,
 		})
+		e.observe(hctx, t.Lambda, err, time.Since(started))
 		done <- outcome{r, err}
 	}()
 
@@ -244,6 +255,29 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 			return
 		}
 	}
+}
+
+// observe tells the metrics how a handler run ended: as its result is reported (success,
+// retriable, fatal), cancelled if it was stopped for its task's cancel, stopped if for anything
+// else (its lease lost, a shutdown).
+func (e *Executor) observe(hctx context.Context, lambda string, err error, took time.Duration) {
+	if e.metrics == nil {
+		return
+	}
+	outcome := string(status.Success)
+	var cancel worker.Cancellation
+	switch cause := context.Cause(hctx); {
+	case err == nil:
+	case errors.As(cause, &cancel):
+		outcome = string(status.Cancelled)
+	case errors.Is(cause, errLeaseLost) || (hctx.Err() != nil && !errors.Is(hctx.Err(), context.DeadlineExceeded)):
+		outcome = "stopped"
+	case worker.Retriable(err):
+		outcome = string(status.Retriable)
+	default:
+		outcome = string(status.Fatal)
+	}
+	e.metrics.HandlerRan(lambda, outcome, took)
 }
 
 // stopAt is when a handler must be stopped, given the send time of its claim or of its last good

@@ -110,7 +110,8 @@ const GateAge = time.Second
 // consumer's sweep applies the gate, and fails with task.ErrConflict.
 //
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
-// claimed: the delivery latency that the stack's metric filter and alarm watch.
+// claimed: the delivery latency. The metrics (package metrics) measure the same from the claim's
+// write, for the Prometheus histogram of atf dev and the EMF metric and alarm on AWS.
 func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
 	now := c.now().UTC()
 	gates, err := c.gates.At(ctx, now)

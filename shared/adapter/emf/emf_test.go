@@ -1,0 +1,95 @@
+package emf
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/metrics"
+	"github.com/openatf/atf/shared/task"
+)
+
+// lines decodes the JSON lines of out.
+func lines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var got []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		got = append(got, v)
+	}
+	return got
+}
+
+// TestLines: each observation is one EMF document: the _aws directive names the namespace, the
+// dimension sets and the metrics with their units, and the root holds every member they name.
+func TestLines(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(&buf, "atf/test")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.now = func() time.Time { return at }
+
+	r.Transitions("send-email", task.StatusProcessing, task.StatusDead, lifecycle.Dead, 1)
+	r.Transitions("send-email", task.StatusNew, task.StatusEnqueued, "", 1) // no event: no line
+	r.Delivery("send-email", 1500*time.Microsecond)
+	r.HandlerRan("send-email", "fatal", 2*time.Second)
+	r.Pass("send-email", 30*time.Millisecond, true)
+	r.StoreError("Update", metrics.KindThrottled)
+
+	got := lines(t, buf.String())
+	want := []map[string]any{
+		{"Lambda": "send-email", "Event": "dead", "TaskEvents": 1.0, "_aws": aws([]any{[]any{"Lambda", "Event"}}, "TaskEvents", "Count")},
+		{"Lambda": "send-email", "DeliveryLatency": 1.5, "_aws": aws([]any{[]any{"Lambda"}}, "DeliveryLatency", "Milliseconds")},
+		{"Lambda": "send-email", "Outcome": "fatal", "HandlerDuration": 2000.0, "_aws": aws([]any{[]any{"Lambda"}}, "HandlerDuration", "Milliseconds")},
+		{"Lambda": "send-email", "SweepDuration": 30.0, "SweepErrors": 1.0,
+			"_aws": aws([]any{[]any{"Lambda"}}, "SweepDuration", "Milliseconds", "SweepErrors", "Count")},
+		{"Operation": "Update", "Kind": "throttled", "StoreErrors": 1.0, "_aws": aws([]any{[]any{}, []any{"Operation"}}, "StoreErrors", "Count")},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), buf.String())
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("line %d:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+}
+
+// aws is the _aws member of a line at the test's time, with name/unit pairs.
+func aws(dims []any, nameUnits ...string) map[string]any {
+	var defs []any
+	for i := 0; i < len(nameUnits); i += 2 {
+		defs = append(defs, map[string]any{"Name": nameUnits[i], "Unit": nameUnits[i+1]})
+	}
+	return map[string]any{
+		"Timestamp": float64(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMilli()),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace": "atf/test", "Dimensions": dims, "Metrics": defs,
+		}},
+	}
+}
+
+// TestConcurrentLinesDoNotMix: lines written at once stay whole.
+func TestConcurrentLinesDoNotMix(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(&buf, "atf/test")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				r.Delivery("l", time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(lines(t, buf.String())); n != 400 {
+		t.Fatalf("%d lines, want 400", n)
+	}
+}

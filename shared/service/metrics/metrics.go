@@ -1,0 +1,64 @@
+// Package metrics observes what atf does, for operators: tasks moving between statuses, how late
+// tasks start after they are due (delivery latency), how long handlers run, how long the
+// consumer's passes take, and the store's errors. A Recorder takes them: Prometheus under
+// `atf dev` (package prommetrics, served at /metrics), CloudWatch Embedded Metric Format on AWS
+// (package emf).
+//
+// Most of it comes from the store's writes themselves, as lifecycle events do: Store wraps the
+// task.Store a process's services write through and tells its Recorder what each successful write
+// did (the task's From and Status) and which calls failed for a reason of the store's own. The
+// executor (handler durations) and the consumer (pass durations) take a Recorder in their Config.
+package metrics
+
+import (
+	"time"
+
+	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/task"
+)
+
+// Recorder takes the metrics. Its methods run on the task path, after a store write or a
+// handler's end: they must not block, nor call anything remote.
+type Recorder interface {
+	// Transitions counts n tasks of lambda that one write moved from status from to status to;
+	// from is empty for tasks created. event is the lifecycle event the write makes, or empty
+	// for one that makes none (an enqueue, a release).
+	Transitions(lambda string, from, to task.Status, event lifecycle.Type, n int)
+	// Delivery observes how long after it was due a task's first attempt was claimed.
+	Delivery(lambda string, latency time.Duration)
+	// HandlerRan observes one run of a handler and how it ended (a status.Outcome, or
+	// OutcomeStopped).
+	HandlerRan(lambda, outcome string, took time.Duration)
+	// Pass observes one pass of the consumer over one lambda, and whether it failed.
+	Pass(lambda string, took time.Duration, failed bool)
+	// StoreError counts a store call op (a task.Store method, such as Update) that failed for a
+	// reason of the store's own: kind is one of the Kind constants.
+	StoreError(op string, kind Kind)
+}
+
+// OutcomeStopped is the outcome of a handler run that the executor stopped because its lease was
+// lost, or because the executor shut down: no result was reported.
+const OutcomeStopped = "stopped"
+
+// Kind says why a store call failed.
+type Kind string
+
+// The kinds of store errors. An answer about the task (not found, a conflict, a stale lease, bad
+// input) is no store error: it is the store doing its job.
+const (
+	KindThrottled   Kind = "throttled"    // task.ErrThrottled: over the table's capacity
+	KindStorageFull Kind = "storage_full" // task.ErrStorageFull: no room left
+	KindTimeout     Kind = "timeout"      // the call's deadline passed
+	KindOther       Kind = "other"        // anything else: the store is unreachable or broken
+)
+
+// Nop is a Recorder that records nothing.
+type Nop struct{}
+
+func (Nop) Transitions(string, task.Status, task.Status, lifecycle.Type, int) {}
+func (Nop) Delivery(string, time.Duration)                                    {}
+func (Nop) HandlerRan(string, string, time.Duration)                          {}
+func (Nop) Pass(string, time.Duration, bool)                                  {}
+func (Nop) StoreError(string, Kind)                                           {}
+
+var _ Recorder = Nop{}

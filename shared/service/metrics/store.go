@@ -1,0 +1,216 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/task"
+)
+
+// Store is a task.Store that records the transitions of its successful writes (Create,
+// CreateBatch, Update, AddUpstreams, Redrive), the delivery latency of the claims among them, and
+// its calls' errors of the store's own (Kind). It adds no store call.
+type Store struct {
+	task.Store
+	rec Recorder
+}
+
+var _ task.Store = (*Store)(nil)
+
+// Wrap returns s recording to rec.
+func Wrap(s task.Store, rec Recorder) *Store { return &Store{Store: s, rec: rec} }
+
+// KindOf returns the Kind of a store call's error, and false for no error or for one that is an
+// answer rather than a failure: not found, exists, a conflict, a stale lease, bad input, a
+// caller that gave up (context.Canceled).
+func KindOf(err error) (Kind, bool) {
+	switch {
+	case err == nil:
+		return "", false
+	case errors.Is(err, task.ErrThrottled):
+		return KindThrottled, true
+	case errors.Is(err, task.ErrStorageFull):
+		return KindStorageFull, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return KindTimeout, true
+	case errors.Is(err, context.Canceled), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrExists),
+		errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrStaleLease), errors.Is(err, task.ErrInvalid),
+		errors.Is(err, task.ErrTooLarge), errors.Is(err, task.ErrNotDue), errors.Is(err, task.ErrCancelled):
+		return "", false
+	}
+	return KindOther, true
+}
+
+// check records err, if it is a store error, as one of op's, and returns it.
+func (s *Store) check(op string, err error) error {
+	if kind, ok := KindOf(err); ok {
+		s.rec.StoreError(op, kind)
+	}
+	return err
+}
+
+// written records the transition of a successful write of t.
+func (s *Store) written(t task.Task) {
+	if t.From == "" || t.From == t.Status {
+		return // a heartbeat, a park, a task written as read: no transition
+	}
+	var event lifecycle.Type
+	if e, ok := lifecycle.Written(t); ok {
+		event = e.Type
+	}
+	s.rec.Transitions(t.Lambda, t.From, t.Status, event, 1)
+	if t.From == task.StatusEnqueued && (t.Status == task.StatusProcessing || t.Status == task.StatusClaimed) && t.Attempts == 1 {
+		// The claim of a first attempt (task.Claim): how late after its run time it started, as
+		// status.Controller.Claim logs it.
+		s.rec.Delivery(t.Lambda, max(t.UpdatedAt.Sub(t.RunAt), 0))
+	}
+}
+
+// Create stores t (see task.Store) and records its creation.
+func (s *Store) Create(ctx context.Context, t task.Task) error {
+	if err := s.check("Create", s.Store.Create(ctx, t)); err != nil {
+		return err
+	}
+	s.rec.Transitions(t.Lambda, "", t.Status, lifecycle.Scheduled, 1)
+	return nil
+}
+
+// CreateBatch stores tasks (see task.Store) and records their creation, once per lambda and status.
+func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	if err := s.check("CreateBatch", s.Store.CreateBatch(ctx, tasks)); err != nil {
+		return err
+	}
+	type key struct {
+		lambda string
+		status task.Status
+	}
+	created := map[key]int{}
+	var order []key
+	for _, t := range tasks {
+		k := key{t.Lambda, t.Status}
+		if created[k] == 0 {
+			order = append(order, k)
+		}
+		created[k]++
+	}
+	for _, k := range order {
+		s.rec.Transitions(k.lambda, "", k.status, lifecycle.Scheduled, created[k])
+	}
+	return nil
+}
+
+// Update writes t (see task.Store) and records its transition.
+func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
+	if err := s.check("Update", s.Store.Update(ctx, t, prev)); err != nil {
+		return err
+	}
+	s.written(t)
+	return nil
+}
+
+// AddUpstreams writes t (see task.FlowStore) and records its transition.
+func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
+	if err := s.check("AddUpstreams", s.Store.AddUpstreams(ctx, t, prev, from)); err != nil {
+		return err
+	}
+	s.written(t)
+	return nil
+}
+
+// Redrive writes t (see task.RedriveStore) and records its transition.
+func (s *Store) Redrive(ctx context.Context, t task.Task, prev int64) error {
+	if err := s.check("Redrive", s.Store.Redrive(ctx, t, prev)); err != nil {
+		return err
+	}
+	s.written(t)
+	return nil
+}
+
+// GetState reads through the wrapped store's GetState if it has one (task.StateReader), and Get
+// otherwise, so that wrapping a store keeps its cheaper reads.
+func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	if r, ok := s.Store.(task.StateReader); ok {
+		t, err := r.GetState(ctx, lambda, id)
+		return t, s.check("GetState", err)
+	}
+	return s.Get(ctx, lambda, id)
+}
+
+// The other calls only count their errors.
+
+func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	t, err := s.Store.Get(ctx, lambda, id)
+	return t, s.check("Get", err)
+}
+
+func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	tasks, next, err := s.Store.List(ctx, p)
+	return tasks, next, s.check("List", err)
+}
+
+func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	tasks, err := s.Store.Due(ctx, p)
+	return tasks, s.check("Due", err)
+}
+
+func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+	n, err := s.Store.Counts(ctx, lambda)
+	return n, s.check("Counts", err)
+}
+
+func (s *Store) SetGate(ctx context.Context, g task.Gate) error {
+	return s.check("SetGate", s.Store.SetGate(ctx, g))
+}
+
+func (s *Store) Gates(ctx context.Context) ([]task.Gate, error) {
+	g, err := s.Store.Gates(ctx)
+	return g, s.check("Gates", err)
+}
+
+func (s *Store) CreateSchedule(ctx context.Context, sc task.Schedule) error {
+	return s.check("CreateSchedule", s.Store.CreateSchedule(ctx, sc))
+}
+
+func (s *Store) GetSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
+	sc, err := s.Store.GetSchedule(ctx, lambda, id)
+	return sc, s.check("GetSchedule", err)
+}
+
+func (s *Store) ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]task.Schedule, string, error) {
+	scs, next, err := s.Store.ListSchedules(ctx, lambda, cursor, limit)
+	return scs, next, s.check("ListSchedules", err)
+}
+
+func (s *Store) UpdateSchedule(ctx context.Context, sc task.Schedule, prev int64) error {
+	return s.check("UpdateSchedule", s.Store.UpdateSchedule(ctx, sc, prev))
+}
+
+func (s *Store) DeleteSchedule(ctx context.Context, lambda, id string) error {
+	return s.check("DeleteSchedule", s.Store.DeleteSchedule(ctx, lambda, id))
+}
+
+func (s *Store) DueSchedules(ctx context.Context, lambda string, before time.Time, limit int) ([]task.Schedule, error) {
+	scs, err := s.Store.DueSchedules(ctx, lambda, before, limit)
+	return scs, s.check("DueSchedules", err)
+}
+
+func (s *Store) AddEdges(ctx context.Context, edges []task.Edge) error {
+	return s.check("AddEdges", s.Store.AddEdges(ctx, edges))
+}
+
+func (s *Store) Downstreams(ctx context.Context, up task.Ref, cursor string, limit int) ([]task.Edge, string, error) {
+	edges, next, err := s.Store.Downstreams(ctx, up, cursor, limit)
+	return edges, next, s.check("Downstreams", err)
+}
+
+func (s *Store) Upstreams(ctx context.Context, down task.Ref, from, limit int) ([]task.Ref, error) {
+	refs, err := s.Store.Upstreams(ctx, down, from, limit)
+	return refs, s.check("Upstreams", err)
+}
+
+func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	tasks, err := s.Store.GetMany(ctx, refs)
+	return tasks, s.check("GetMany", err)
+}

@@ -1,0 +1,118 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/service/lifecycle"
+	"github.com/openatf/atf/shared/service/metrics"
+	"github.com/openatf/atf/shared/store/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// recorder keeps what it is told, as lines.
+type recorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Transitions(lambda string, from, to task.Status, event lifecycle.Type, n int) {
+	r.add("transition %s %q→%s %s %d", lambda, from, to, event, n)
+}
+func (r *recorder) Delivery(lambda string, latency time.Duration) {
+	r.add("delivery %s %s", lambda, latency)
+}
+func (r *recorder) HandlerRan(lambda, outcome string, took time.Duration) {}
+func (r *recorder) Pass(lambda string, took time.Duration, failed bool)   {}
+func (r *recorder) StoreError(op string, kind metrics.Kind)               { r.add("error %s %s", op, kind) }
+
+// TestStoreRecordsWrites: a task's life through the wrapper tells its creation, each transition
+// with its lifecycle event, and the delivery latency of its first claim, from the write's own
+// times; a write that failed tells nothing.
+func TestStoreRecordsWrites(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	rec := &recorder{}
+	s := metrics.Wrap(base, rec)
+	cfg := task.Config{}.WithDefaults()
+	l := task.Lambda{Name: "echo"}.WithDefaults()
+	due := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tk, err := task.New(task.Spec{ID: "one"}, l, due, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tk); !errors.Is(err, task.ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	step := func(fn func(task.Task) (task.Task, error)) {
+		t.Helper()
+		if _, err := task.Apply(ctx, s, "echo", "one", fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(func(t task.Task) (task.Task, error) { return task.Enqueue(t, due, cfg) })
+	step(func(t task.Task) (task.Task, error) {
+		return task.Claim(t, "lease", due.Add(250*time.Millisecond), cfg)
+	})
+	step(func(t task.Task) (task.Task, error) {
+		return task.Heartbeat(t, "lease", due.Add(time.Second), cfg) // no transition
+	})
+	step(func(t task.Task) (task.Task, error) {
+		return task.Succeed(t, "lease", nil, due.Add(2*time.Second), cfg)
+	})
+
+	want := []string{
+		`transition echo ""→new scheduled 1`,
+		`transition echo "new"→enqueued  1`,
+		`transition echo "enqueued"→processing started 1`,
+		`delivery echo 250ms`,
+		`transition echo "processing"→success succeeded 1`,
+	}
+	if !slices.Equal(rec.lines, want) {
+		t.Errorf("recorded\n%q\nwant\n%q", rec.lines, want)
+	}
+}
+
+// TestKindOf: answers about tasks are no store errors; throttles, a full store, timeouts and
+// anything unknown are.
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		kind metrics.Kind
+		ok   bool
+	}{
+		{nil, "", false},
+		{task.Errorf(task.ErrNotFound, "x"), "", false},
+		{task.Errorf(task.ErrConflict, "x"), "", false},
+		{task.Errorf(task.ErrStaleLease, "x"), "", false},
+		{fmt.Errorf("read: %w", context.Canceled), "", false},
+		{task.Errorf(task.ErrThrottled, "x"), metrics.KindThrottled, true},
+		{task.Errorf(task.ErrStorageFull, "x"), metrics.KindStorageFull, true},
+		{fmt.Errorf("read: %w", context.DeadlineExceeded), metrics.KindTimeout, true},
+		{errors.New("connection refused"), metrics.KindOther, true},
+	} {
+		kind, ok := metrics.KindOf(c.err)
+		if kind != c.kind || ok != c.ok {
+			t.Errorf("KindOf(%v) = %q, %v; want %q, %v", c.err, kind, ok, c.kind, c.ok)
+		}
+	}
+}
