@@ -298,13 +298,16 @@ type GateSnapshot struct {
 	mu    sync.Mutex
 	gates []Gate
 	read  time.Time
+	gen   uint64 // bumped by Invalidate: a read that began before is not kept
 }
 
-// Invalidate makes the next At read the gates again: a process that sets a gate calls it, so that
-// its own schedules and claims see the gate at once.
+// Invalidate makes the next At read the gates again, and discards a read already under way: a
+// process that sets a gate calls it after the write, so that its own schedules and claims see
+// the gate at once.
 func (g *GateSnapshot) Invalidate() {
 	g.mu.Lock()
 	g.read = time.Time{}
+	g.gen++
 	g.mu.Unlock()
 }
 
@@ -312,7 +315,7 @@ func (g *GateSnapshot) Invalidate() {
 func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
 	g.mu.Lock()
 	fresh := !g.read.IsZero() && !now.Before(g.read) && now.Sub(g.read) < g.Age
-	gates := g.gates
+	gates, gen := g.gates, g.gen
 	g.mu.Unlock()
 	if fresh {
 		return gates, nil
@@ -322,7 +325,9 @@ func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
 		return nil, err
 	}
 	g.mu.Lock()
-	g.gates, g.read = gates, now
+	if g.gen == gen { // no gate was set while this read was out: it may stand for Age
+		g.gates, g.read = gates, now
+	}
 	g.mu.Unlock()
 	return gates, nil
 }

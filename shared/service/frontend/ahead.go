@@ -41,8 +41,9 @@ type room struct {
 	read time.Time
 }
 
-// take reserves up to n places under lambda's cap and returns how many it got.
-func (s *Service) take(ctx context.Context, l task.Lambda, n int, now time.Time) (int, error) {
+// take reserves up to n places under lambda's cap, leaving keep of them, and returns how many it
+// got.
+func (s *Service) take(ctx context.Context, l task.Lambda, n, keep int, now time.Time) (int, error) {
 	a := &s.admission
 	a.mu.Lock()
 	r, ok := a.rooms[l.Name]
@@ -55,7 +56,7 @@ func (s *Service) take(ctx context.Context, l task.Lambda, n int, now time.Time)
 		// A count that drifted below zero counts as none.
 		r = room{left: max(l.EnqueuedCap(s.cfg)-max(counts[task.StatusEnqueued], 0), 0), read: now}
 	}
-	got := min(n, r.left)
+	got := max(min(n, r.left-keep), 0)
 	r.left -= got
 	a.mu.Lock()
 	if a.rooms == nil {
@@ -93,20 +94,71 @@ func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.
 				open = append(open, i)
 			}
 		}
-		got, err := s.take(ctx, s.lambdas[name], len(open), now)
-		if err != nil {
-			continue
+		// A task due now may take the whole room; one due later only what leaves half the cap to
+		// tasks due now: it holds its place in flight while it cannot run, and the consumer's
+		// room for what comes due meanwhile is the same cap.
+		var dueNow, later []int
+		for _, i := range open {
+			if tasks[i].NextTriggerAt.Sub(now) <= SnapshotAge {
+				dueNow = append(dueNow, i)
+			} else {
+				later = append(later, i)
+			}
 		}
-		for _, i := range open[:got] { // earliest in the request first, as the consumer would
-			next, m, err := task.EnqueueAhead(tasks[i], now, s.cfg)
-			if err != nil {
+		l := s.lambdas[name]
+		for _, part := range []struct {
+			idx  []int
+			keep int
+		}{{dueNow, 0}, {later, l.EnqueuedCap(s.cfg) / 2}} {
+			if len(part.idx) == 0 {
 				continue
 			}
-			tasks[i] = next
-			msgs = append(msgs, m)
+			got, err := s.take(ctx, l, len(part.idx), part.keep, now)
+			if err != nil {
+				break
+			}
+			for _, i := range part.idx[:got] { // earliest in the request first, as the consumer would
+				next, m, err := task.EnqueueAhead(tasks[i], now, s.cfg)
+				if err != nil {
+					continue
+				}
+				tasks[i] = next
+				msgs = append(msgs, m)
+			}
 		}
 	}
 	return msgs
+}
+
+// resend sends again the message of a task a replayed request finds stored enqueued and never
+// moved since its create (the version it was created with): the first request may have ended
+// between its write and its send. A message too many is refused by the claim.
+func (s *Service) resend(ctx context.Context, stored, created []task.Task, now time.Time) {
+	var msgs []task.Message
+	for i, t := range stored {
+		if i < len(created) && t.Status == task.StatusEnqueued && t.Version == created[i].Version && created[i].Status == task.StatusEnqueued {
+			msgs = append(msgs, t.MessageAt(now))
+		}
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := s.sendContext(ctx, now)
+	defer cancel()
+	if err := s.queue.Send(ctx, msgs...); err != nil {
+		s.log.Warn("could not send again the messages of tasks a replay found enqueued; the consumer resends them", "tasks", len(msgs), "err", err)
+	}
+}
+
+// sendContext bounds a request's sends: sendTimeout from now, and ctx's deadline if it has an
+// earlier one (the consumer's pass that fires a schedule), even when ctx is cancelled: the tasks
+// are stored, and their messages should go.
+func (s *Service) sendContext(ctx context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(sendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // send puts the messages of tasks just stored enqueued on their queues. If that fails, each task
@@ -116,14 +168,14 @@ func (s *Service) send(ctx context.Context, msgs []task.Message, now time.Time) 
 	if len(msgs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	sctx, cancel := s.sendContext(ctx, now)
 	defer cancel()
-	err := s.queue.Send(ctx, msgs...)
+	err := s.queue.Send(sctx, msgs...)
 	if err == nil {
 		return
 	}
 	s.log.Warn("could not send the messages of tasks sent ahead; they are due again soon", "tasks", len(msgs), "err", err)
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	wctx, wcancel := s.sendContext(ctx, now)
 	defer wcancel()
 	for _, m := range msgs {
 		_, _ = task.ApplyState(wctx, s.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) {

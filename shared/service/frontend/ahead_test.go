@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
@@ -158,5 +159,99 @@ func TestSendAheadFails(t *testing.T) {
 	got := f.stored("echo", "x")
 	if tk.Status != task.StatusEnqueued || got.Status != task.StatusEnqueued || !got.NextTriggerAt.Equal(t0.Add(task.DefaultPollInterval).UTC()) || f.notices != 1 {
 		t.Fatalf("stored %s due %s, %d wake-ups; want enqueued, due in a poll interval, the consumer woken", got.Status, got.NextTriggerAt, f.notices)
+	}
+}
+
+// TestSendAheadReplayResends: a replay that finds its task still as created (enqueued, never
+// moved) sends its message again, since the first request may have ended between its write and
+// its send; once the task moved, a replay sends nothing.
+func TestSendAheadReplayResends(t *testing.T) {
+	f, q := aheadFixture(t, 0)
+	f.schedule("echo", task.Spec{ID: "x"})
+	if _, created, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err != nil || created || len(q.ids()) != 2 {
+		t.Fatalf("replay of a task as created: created %v, %v, sent %v; want its message again", created, err, q.ids())
+	}
+	claimed, err := task.Claim(f.stored("echo", "x"), "lease", f.now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Update(ctx, claimed, claimed.Version-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err != nil || len(q.ids()) != 2 {
+		t.Fatalf("replay of a claimed task: %v, sent %v; want nothing sent", err, q.ids())
+	}
+}
+
+// lostAnswer is a store whose creates land but answer an error whose outcome is unknown.
+type lostAnswer struct{ task.Store }
+
+func (s lostAnswer) Create(ctx context.Context, t task.Task) error {
+	if err := s.Store.Create(ctx, t); err != nil {
+		return err
+	}
+	return errors.New("request timed out")
+}
+
+// TestSendAheadUnknownOutcome: a create whose answer is lost (it may have landed) sends its
+// message all the same: without it, a task that landed would wait an enqueue timeout for the
+// consumer's resend. A message for a task that did not land fails its claim.
+func TestSendAheadUnknownOutcome(t *testing.T) {
+	base, _ := aheadFixture(t, 0)
+	q := &sentQueue{}
+	svc := frontend.New(lostAnswer{base.store}, frontend.Config{
+		Lambdas: []task.Lambda{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Now:     func() time.Time { return t0 }, Queue: q,
+	})
+	if _, _, err := svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err == nil || len(q.ids()) != 1 {
+		t.Fatalf("lost answer: %v, sent %v; want the error and the message", err, q.ids())
+	}
+}
+
+// TestSendAheadLaterHalfCap: tasks due later than now take at most half of the lambda's cap, so
+// that tasks due now keep room while those wait in flight.
+func TestSendAheadLaterHalfCap(t *testing.T) {
+	f, q := aheadFixture(t, 4)
+	in := 10 * time.Minute
+	for _, id := range []string{"l1", "l2", "l3"} {
+		f.schedule("echo", task.Spec{ID: id, Delay: &in})
+	}
+	if got := f.stored("echo", "l3"); len(q.ids()) != 2 || got.Status != task.StatusNew {
+		t.Fatalf("3 tasks due later under a cap of 4: sent %v, the third %s; want 2 sent, the third new", q.ids(), got.Status)
+	}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		f.schedule("echo", task.Spec{ID: id})
+	}
+	if got := f.stored("echo", "n3"); len(q.ids()) != 4 || got.Status != task.StatusNew {
+		t.Fatalf("then 3 due now: sent %v, the third %s; want the other half of the cap used", q.ids(), got.Status)
+	}
+}
+
+// TestSendAheadResendKeepsRunTime: a task sent ahead whose send failed is resent by the consumer's
+// next pass, delayed to its run time still, and a claim before then is refused: no resend or
+// duplicate runs it early.
+func TestSendAheadResendKeepsRunTime(t *testing.T) {
+	f, q := aheadFixture(t, 0)
+	q.fail = true
+	in := 10 * time.Minute
+	f.schedule("echo", task.Spec{ID: "soon", Delay: &in})
+	q.fail = false
+	f.now = f.now.Add(task.DefaultPollInterval + time.Second)
+	c := consumer.New(f.store, q, consumer.Config{
+		Lambdas: []task.Lambda{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Now:     func() time.Time { return f.now },
+	})
+	if _, err := c.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runAt := t0.Add(in)
+	q.mu.Lock()
+	sent := append([]task.Message(nil), q.sent...)
+	q.mu.Unlock()
+	if len(sent) != 1 || sent[0].RunAt == nil || !sent[0].RunAt.Equal(runAt) || sent[0].Delay != runAt.Sub(f.now) {
+		t.Fatalf("resent %+v at %s; want one message delayed to %s", sent, f.now, runAt)
+	}
+	if _, err := task.Claim(f.stored("echo", "soon"), "lease", f.now, task.Config{}.WithDefaults()); !errors.Is(err, task.ErrNotDue) {
+		t.Fatalf("a claim 10 minutes early: %v, want ErrNotDue", err)
 	}
 }

@@ -148,8 +148,12 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		if old.Spec != t.Spec {
 			return task.Task{}, false, task.Errorf(task.ErrConflict, "task %q already exists with a different request", t.ID)
 		}
+		s.resend(ctx, []task.Task{old}, one, now)
 		return old, false, nil
 	case err != nil:
+		if !task.Refused(err) {
+			s.send(ctx, msgs, now) // the create may have landed: a message too many fails its claim
+		}
 		return task.Task{}, false, err
 	}
 	s.send(ctx, msgs, now)
@@ -199,8 +203,15 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 	msgs := s.enqueueAhead(ctx, tasks, now)
 	switch err := s.store.CreateBatch(ctx, tasks); {
 	case errors.Is(err, task.ErrExists):
-		return s.replayBatch(ctx, tasks)
+		stored, created, err := s.replayBatch(ctx, tasks)
+		if err == nil {
+			s.resend(ctx, stored, tasks, now)
+		}
+		return stored, created, err
 	case err != nil:
+		if !task.Refused(err) {
+			s.send(ctx, msgs, now) // the batch may have landed: a message too many fails its claim
+		}
 		return nil, false, err
 	}
 	s.send(ctx, msgs, now)

@@ -117,3 +117,25 @@ func TestRetryAheadGatedOrFailed(t *testing.T) {
 		t.Fatalf("failed send: %s due %v; want enqueued, due in a poll interval", tk.Status, tk.NextTriggerAt)
 	}
 }
+
+// TestStaleMessageRefusedBeforeRetry: a message of the attempt before (a duplicate, a resend)
+// that comes while a retry sent ahead waits out its backoff is refused as a conflict, and the
+// worker drops it; the retry's own message claims it at its time.
+func TestStaleMessageRefusedBeforeRetry(t *testing.T) {
+	now := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+	clock := now
+	q := &sent{}
+	store, _, lease := running(t, q, now)
+	cfg := task.Config{BackoffBase: 10 * time.Second}.WithDefaults()
+	hsc := status.New(store, status.Config{Task: cfg, Queue: q, Now: func() time.Time { return clock }, Jitter: func() float64 { return 0 }})
+	if _, err := hsc.SetResult(t.Context(), "l", "r", lease, status.Result{Outcome: status.Retriable, Error: "flaky"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hsc.Claim(t.Context(), "l", "r", "stale-duplicate"); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("a stale message during the backoff: %v, want a conflict", err)
+	}
+	clock = *q.msgs[0].RunAt
+	if got, err := hsc.Claim(t.Context(), "l", "r", "the-retry"); err != nil || got.Attempts != 2 {
+		t.Fatalf("the retry's claim at its time: attempt %d, %v", got.Attempts, err)
+	}
+}

@@ -781,6 +781,9 @@ func (m *machine) claim(id string, predict bool) *worker {
 	} else if found {
 		gated = m.gate(pre.Collection)
 	}
+	// A task sent ahead is not claimed before its run time (task.Task.NotBefore), whatever message
+	// comes: a resend or a duplicate is refused.
+	early := found && pre.NotBefore != nil && m.sys.now.Before(pre.NotBefore.Add(-task.ClaimEarly))
 	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "")
 	if err != nil {
 		m.logf("claim of %s refused: %s", id, kind(err))
@@ -788,7 +791,7 @@ func (m *machine) claim(id string, predict bool) *worker {
 		switch {
 		case !errors.Is(err, task.ErrConflict) && !errors.Is(err, task.ErrNotFound):
 			m.unexpected("claim of "+id, err)
-		case predict && found && pre.Status == task.StatusEnqueued && gated == task.GateOpen && !m.movedSince(pre):
+		case predict && found && pre.Status == task.StatusEnqueued && gated == task.GateOpen && !early && !m.movedSince(pre):
 			m.surprise("a claim of an enqueued task was refused: task %s (%s)", id, kind(err))
 		case predict && !found && !errors.Is(err, task.ErrNotFound):
 			m.surprise("a claim of an unknown task failed the wrong way: task %s: %s", id, kind(err))
@@ -814,6 +817,9 @@ func (m *machine) claim(id string, predict bool) *worker {
 	}
 	if predict && (!found || pre.Status != task.StatusEnqueued) {
 		m.surprise("a claim was accepted from a status other than enqueued: task %s was %s", id, pre.Status)
+	}
+	if predict && early {
+		m.surprise("a claim was accepted before its task's run time: task %s, not before %s", id, pre.NotBefore)
 	}
 	if predict && gated != task.GateOpen {
 		m.surprise("a claim was accepted while its gate was %s: task %s", gated, id)
