@@ -34,6 +34,11 @@ Usage:
           [--after REF]... [--trigger-rule all_success|all_done]
       --after (repeatable) makes the task wait for another: pending until it succeeded
       (all_success, the default) or ended (all_done)
+  atf schedule [LAMBDA] --file tasks.jsonl
+      one schedule body a line (as the API takes it; "lambda" for a line of another lambda, or
+      of any when LAMBDA is not given; --file - reads standard input), sent in batches of up to
+      100 with a progress bar; prints how many were created, replayed and failed, and the
+      failed lines by number
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
   atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
@@ -65,7 +70,11 @@ Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "atf:", err)
+		if jsonWanted(os.Args[1:]) {
+			_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"error": err.Error()})
+		} else {
+			fmt.Fprintln(os.Stderr, "atf:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -124,11 +133,37 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		err = printJSON(out, v)
+	} else {
+		err = printTable(out, v)
 	}
-	return printTable(out, v)
+	if o, ok := v.(outcome); ok && err == nil {
+		return o.err() // a command that went on past errors, such as schedule --file, tells them last
+	}
+	return err
+}
+
+// outcome is a command's result that carries an error to exit with once it is printed.
+type outcome interface{ err() error }
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// jsonWanted tells whether the command line asks for JSON (--json), so that even its error is
+// JSON: {"error": "..."} on stderr.
+func jsonWanted(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // parse lets flags come before or after the positional arguments.
@@ -209,8 +244,17 @@ func parseRefs(ss []string) ([]task.Ref, error) {
 }
 
 var clientCommands = map[string]clientCommand{
-	"schedule": {1, false, "LAMBDA", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule"},
+	"schedule": {0, true, "LAMBDA, or --file F", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule", "file"},
 		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
+			if file := o.get("file"); file != "" {
+				if len(pos) > 1 {
+					return nil, fmt.Errorf("schedule --file takes at most one LAMBDA, the lambda of lines that name none")
+				}
+				return scheduleFile(ctx, c, strings.Join(pos, ""), file)
+			}
+			if len(pos) != 1 {
+				return nil, fmt.Errorf("schedule needs one argument, LAMBDA, or --file F")
+			}
 			req := client.ScheduleRequest{
 				ID: o.get("id"), RunAt: o.get("at"), Delay: o.get("delay"), Priority: o.get("priority"),
 				Collection: o.get("collection"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
@@ -363,6 +407,8 @@ func printTable(out io.Writer, v any) error {
 		printCancelPage(line, v)
 	case redriveView:
 		printRedrive(w, v)
+	case fileSummary:
+		printFileSummary(w, v)
 	case scheduleView, schedulePage, deleted:
 		printSchedules(w, v)
 	case task.Gate:
