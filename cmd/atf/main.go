@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +63,7 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + `
+` + schedulesUsage + tailUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
@@ -92,7 +94,11 @@ func run(args []string, out io.Writer) error {
 		return create(args, out)
 	}
 	cl := clientCommands[cmd]
-	if cl.run == nil {
+	st, isStream := streamCommands[cmd]
+	if isStream {
+		cl = st.clientCommand
+	}
+	if cl.run == nil && !isStream {
 		return fmt.Errorf("unknown command %q; run atf help", cmd)
 	}
 	fs := flag.NewFlagSet("atf "+cmd, flag.ContinueOnError)
@@ -128,6 +134,12 @@ func run(args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+wait)
 	defer cancel()
 	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/"), Token: cmp.Or(*token, os.Getenv("ATF_TOKEN"))}
+	if isStream {
+		// It runs until interrupted, each request on a deadline of its own.
+		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return st.stream(sctx, c, pos, opts, out, *asJSON)
+	}
 	v, err := cl.run(ctx, c, pos, opts)
 	if err != nil {
 		return err
@@ -195,6 +207,15 @@ type clientCommand struct {
 	flags    []string // the names of its string flags
 	run      func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error)
 }
+
+// streamCommand is a client command that prints as it goes (JSON lines with --json) until ctx
+// ends, rather than a result: its clientCommand has no run.
+type streamCommand struct {
+	clientCommand
+	stream func(ctx context.Context, c *client.Client, pos []string, o flagValues, out io.Writer, asJSON bool) error
+}
+
+var streamCommands = map[string]streamCommand{}
 
 // flagValues holds each flag's values in the order given.
 type flagValues map[string][]string
