@@ -63,7 +63,7 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + tailUsage + `
+` + schedulesUsage + tailUsage + newUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
@@ -92,6 +92,8 @@ func run(args []string, out io.Writer) error {
 		return dev(args)
 	case "create":
 		return create(args, out)
+	case "new":
+		return newCommand(args, out)
 	}
 	cl := clientCommands[cmd]
 	st, isStream := streamCommands[cmd]
