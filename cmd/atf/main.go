@@ -63,11 +63,12 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + tailUsage + newUsage + `
+` + schedulesUsage + tailUsage + newUsage + completionUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
-Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
-(default $ATF_TOKEN) and --json.
+Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --token
+(default $ATF_TOKEN). Every command takes --json: its output as JSON (atf dev: its log as JSON
+lines; atf tail: an event a line), and an error as {"error": "..."} on stderr.
 `
 
 func main() {
@@ -94,6 +95,8 @@ func run(args []string, out io.Writer) error {
 		return create(args, out)
 	case "new":
 		return newCommand(args, out)
+	case "completion":
+		return completion(args, out)
 	}
 	cl := clientCommands[cmd]
 	st, isStream := streamCommands[cmd]
