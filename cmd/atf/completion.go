@@ -126,7 +126,7 @@ func dashed(flags []string) string {
 	return strings.Join(out, " ")
 }
 
-func all(completedCommand) bool            { return true }
+func all(completedCommand) bool           { return true }
 func takesLambda(c completedCommand) bool { return c.takeLambda }
 
 func bashCompletion(w io.Writer, cmds []completedCommand) error {
