@@ -281,9 +281,10 @@ func countLines(r io.Reader) (int, error) {
 	n, last := 0, byte('\n')
 	for {
 		k, err := r.Read(buf)
-		n += bytes.Count(buf[:k], []byte{'\n'})
-		if k > 0 {
-			last = buf[k-1]
+		chunk := buf[:k]
+		n += bytes.Count(chunk, []byte{'\n'})
+		if len(chunk) > 0 {
+			last = chunk[len(chunk)-1]
 		}
 		if err == io.EOF {
 			if last != '\n' {
