@@ -64,6 +64,7 @@ func create(args []string, out io.Writer) error {
 	handlers := fs.String("handlers", "", "folder of executable handlers, one lambda per file")
 	table := fs.String("table", "atf-dev", "DynamoDB table")
 	prefix := fs.String("queue-prefix", "atf-dev", "SQS queue name prefix")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 || *handlers == "" {
@@ -77,6 +78,24 @@ func create(args []string, out io.Writer) error {
 	b := awsBackend{Table: *table, Prefix: *prefix, Create: true}
 	if _, _, err := b.open(context.Background(), lambdas, log); err != nil {
 		return err
+	}
+	if *asJSON {
+		type created struct {
+			Lambda string   `json:"lambda"`
+			Queues []string `json:"queues"`
+		}
+		v := struct {
+			Table   string    `json:"table"`
+			Lambdas []created `json:"lambdas"`
+		}{Table: *table}
+		for _, l := range lambdas {
+			c := created{Lambda: l.Name}
+			for _, p := range l.Priorities {
+				c.Queues = append(c.Queues, *prefix+"-"+l.Name+"-"+p)
+			}
+			v.Lambdas = append(v.Lambdas, c)
+		}
+		return printJSON(out, v)
 	}
 	for _, l := range lambdas {
 		fmt.Fprintf(out, "lambda %s: queues %s-%s-{%s}\n", l.Name, *prefix, l.Name, strings.Join(l.Priorities, ","))

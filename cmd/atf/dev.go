@@ -57,6 +57,7 @@ func dev(args []string) error {
 	events := fs.String("events", "", "publish the tasks' lifecycle events: stdout (JSON lines, as a rule's target gets them) or eventbridge (PutEvents on --event-bus, from the AWS environment variables)")
 	eventBus := fs.String("event-bus", "atf-dev", "the EventBridge event bus of --events eventbridge (a name or ARN)")
 	token := fs.String("token", "", "if set, every API request must carry it as \"Authorization: Bearer TOKEN\"; required to listen beyond loopback (default $ATF_TOKEN)")
+	jsonLog := fs.Bool("json", false, "log JSON lines (slog's JSON handler) rather than text")
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
@@ -72,7 +73,11 @@ func dev(args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var logHandler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	if *jsonLog {
+		logHandler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(logHandler)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

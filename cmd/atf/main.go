@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -34,6 +36,11 @@ Usage:
           [--after REF]... [--trigger-rule all_success|all_done]
       --after (repeatable) makes the task wait for another: pending until it succeeded
       (all_success, the default) or ended (all_done)
+  atf schedule [LAMBDA] --file tasks.jsonl
+      one schedule body a line (as the API takes it; "lambda" for a line of another lambda, or
+      of any when LAMBDA is not given; --file - reads standard input), sent in batches of up to
+      100 with a progress bar; prints how many were created, replayed and failed, and the
+      failed lines by number
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
   atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
@@ -56,16 +63,21 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + `
+` + schedulesUsage + tailUsage + newUsage + completionUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
-Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT), --token
-(default $ATF_TOKEN) and --json.
+Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --token
+(default $ATF_TOKEN). Every command takes --json: its output as JSON (atf dev: its log as JSON
+lines; atf tail: an event a line), and an error as {"error": "..."} on stderr.
 `
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "atf:", err)
+		if jsonWanted(os.Args[1:]) {
+			_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"error": err.Error()})
+		} else {
+			fmt.Fprintln(os.Stderr, "atf:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -81,9 +93,17 @@ func run(args []string, out io.Writer) error {
 		return dev(args)
 	case "create":
 		return create(args, out)
+	case "new":
+		return newCommand(args, out)
+	case "completion":
+		return completion(args, out)
 	}
 	cl := clientCommands[cmd]
-	if cl.run == nil {
+	st, isStream := streamCommands[cmd]
+	if isStream {
+		cl = st.clientCommand
+	}
+	if cl.run == nil && !isStream {
 		return fmt.Errorf("unknown command %q; run atf help", cmd)
 	}
 	fs := flag.NewFlagSet("atf "+cmd, flag.ContinueOnError)
@@ -119,16 +139,48 @@ func run(args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+wait)
 	defer cancel()
 	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/"), Token: cmp.Or(*token, os.Getenv("ATF_TOKEN"))}
+	if isStream {
+		// It runs until interrupted, each request on a deadline of its own.
+		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return st.stream(sctx, c, pos, opts, out, *asJSON)
+	}
 	v, err := cl.run(ctx, c, pos, opts)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		err = printJSON(out, v)
+	} else {
+		err = printTable(out, v)
 	}
-	return printTable(out, v)
+	if o, ok := v.(outcome); ok && err == nil {
+		return o.err() // a command that went on past errors, such as schedule --file, tells them last
+	}
+	return err
+}
+
+// outcome is a command's result that carries an error to exit with once it is printed.
+type outcome interface{ err() error }
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// jsonWanted tells whether the command line asks for JSON (--json), so that even its error is
+// JSON: {"error": "..."} on stderr.
+func jsonWanted(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // parse lets flags come before or after the positional arguments.
@@ -160,6 +212,15 @@ type clientCommand struct {
 	flags    []string // the names of its string flags
 	run      func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error)
 }
+
+// streamCommand is a client command that prints as it goes (JSON lines with --json) until ctx
+// ends, rather than a result: its clientCommand has no run.
+type streamCommand struct {
+	clientCommand
+	stream func(ctx context.Context, c *client.Client, pos []string, o flagValues, out io.Writer, asJSON bool) error
+}
+
+var streamCommands = map[string]streamCommand{}
 
 // flagValues holds each flag's values in the order given.
 type flagValues map[string][]string
@@ -209,8 +270,17 @@ func parseRefs(ss []string) ([]task.Ref, error) {
 }
 
 var clientCommands = map[string]clientCommand{
-	"schedule": {1, false, "LAMBDA", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule"},
+	"schedule": {0, true, "LAMBDA, or --file F", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule", "file"},
 		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
+			if file := o.get("file"); file != "" {
+				if len(pos) > 1 {
+					return nil, fmt.Errorf("schedule --file takes at most one LAMBDA, the lambda of lines that name none")
+				}
+				return scheduleFile(ctx, c, strings.Join(pos, ""), file)
+			}
+			if len(pos) != 1 {
+				return nil, fmt.Errorf("schedule needs one argument, LAMBDA, or --file F")
+			}
 			req := client.ScheduleRequest{
 				ID: o.get("id"), RunAt: o.get("at"), Delay: o.get("delay"), Priority: o.get("priority"),
 				Collection: o.get("collection"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
@@ -363,6 +433,8 @@ func printTable(out io.Writer, v any) error {
 		printCancelPage(line, v)
 	case redriveView:
 		printRedrive(w, v)
+	case fileSummary:
+		printFileSummary(w, v)
 	case scheduleView, schedulePage, deleted:
 		printSchedules(w, v)
 	case task.Gate:

@@ -117,6 +117,7 @@ type Stack struct {
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
 	events      *lifecycle.Publisher
 	metrics     *prommetrics.Metrics // served at /metrics
+	feed        *lifecycle.Feed
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -161,17 +162,21 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		ends := taskend.Wrap(s.store)
 		s.store, s.ends, changes = ends, ends, ends
 	}
+	// The live feed of the API's events endpoint (atf tail) keeps the latest events in memory.
+	s.feed = lifecycle.NewFeed(0)
+	pubs := lifecycle.Publishers{s.feed}
 	if c.Events != nil {
 		pub, err := lifecycle.NewPublisher(lifecycle.Config{Sink: c.Events, Logger: c.Logger})
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		// Every service of the stack writes through s.store (c.Store with Functions).
-		s.events, s.store = pub, lifecycle.Wrap(s.store, pub)
-		if c.Store != nil {
-			c.Store = s.store
-		}
+		s.events, pubs = pub, append(pubs, pub)
+	}
+	// Every service of the stack writes through s.store (c.Store with Functions).
+	s.store = lifecycle.Wrap(s.store, pubs)
+	if c.Store != nil {
+		c.Store = s.store
 	}
 	// Metrics: the store's writes and errors, on every service of the stack (see serve).
 	s.metrics = prommetrics.New(prommetrics.Config{Lambdas: lambdas, Counts: s.store.Counts, Queue: sizer(queue), Logger: c.Logger})
@@ -216,7 +221,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.consumer = cons
 
 	// On a store other processes may write too, waits poll it (frontend.Config.Changes).
-	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Gates: gates, Logger: c.Logger})
+	svc := frontend.New(s.store, frontend.Config{Lambdas: lambdas, Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Gates: gates, Logger: c.Logger, Feed: s.feed})
 	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err

@@ -20,6 +20,8 @@
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
+//	GET  /v1/lambdas/{lambda}/events              the live feed of lifecycle events, atf dev only
+//	                                              (see events.go)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
 // not know read "internal error" and are logged, never sent.
@@ -88,6 +90,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
 	a.routeSchedules()
+	a.routeEvents()
 	return a
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	Gates *task.GateSnapshot
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
+	// Feed, if set, is the live feed of this process's lifecycle events that Events reads (atf
+	// dev). Without it, as on AWS, Events answers ErrNoFeed.
+	Feed *lifecycle.Feed
 }
 
 // Changes tells waiters when a task ends, so that Wait sleeps instead of polling the store.
@@ -79,6 +83,7 @@ type Service struct {
 	queue              task.Queue
 	admission          admission
 	log                *slog.Logger
+	feed               *lifecycle.Feed
 }
 
 // New returns a Service over store.
@@ -87,7 +92,7 @@ func New(store task.Store, c Config) *Service {
 		store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
 		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
 		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
-		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()),
+		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
 	}
 	if s.now == nil {
 		s.now = time.Now

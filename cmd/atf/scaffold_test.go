@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/openatf/atf/shared/registry"
+)
+
+// TestNewLambda: atf new lambda scaffolds a handler, its registry entry (the rest of lambdas.json
+// kept as written), sample tasks and a test, and that test passes. It runs in a module of its own
+// that uses this repository, as a deployment's would.
+func TestNewLambda(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	reg, err := os.ReadFile(filepath.Join(root, "lambdas.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := "go 1.26"
+	if mod, err := os.ReadFile(filepath.Join(root, "go.mod")); err == nil {
+		for _, l := range strings.Split(string(mod), "\n") {
+			if strings.HasPrefix(l, "go ") {
+				goVersion = l
+			}
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"lambdas.json": string(reg),
+		"go.sum":       string(sum),
+		"go.mod": "module example.com/deployment\n\n" + goVersion + "\n\nrequire github.com/openatf/atf v0.0.0\n\n" +
+			"replace github.com/openatf/atf => " + root + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := run([]string{"new", "lambda", "greet", "--dir", dir, "--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var s scaffolded
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Files) != 4 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	updated, err := os.ReadFile(filepath.Join(dir, "lambdas.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.Parse(updated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := r.Lambda("greet"); !ok || e.Handler != "greet" {
+		t.Fatalf("greet's entry: %+v, %v", e, ok)
+	}
+	last := bytes.LastIndex(reg, []byte("}\n  ]"))
+	if last < 0 || !bytes.HasPrefix(updated, reg[:last+1]) {
+		t.Errorf("the entries before greet's were rewritten:\n%s", updated)
+	}
+	if err := run([]string{"new", "lambda", "greet", "--dir", dir}, &bytes.Buffer{}); err == nil {
+		t.Error("a second greet was scaffolded")
+	}
+	if err := run([]string{"new", "lambda", "Bad Name", "--dir", dir}, &bytes.Buffer{}); err == nil {
+		t.Error("a lambda with a bad name was scaffolded")
+	}
+
+	// The scaffolded test passes, offline, on the modules this repository already has.
+	cmd := exec.Command("go", "test", "-count=1", "./functions/workers/greet/")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if got, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go test of the scaffolded lambda: %v\n%s", err, got)
+	}
+}
