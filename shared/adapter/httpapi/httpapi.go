@@ -20,6 +20,7 @@
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
 //	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
+//	GET  /v1/openapi.json                         this API's OpenAPI 3.1 contract (openapi.json)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
 // not know read "internal error" and are logged, never sent.
@@ -66,7 +67,7 @@ const (
 type api struct {
 	svc *frontend.Service
 	log *slog.Logger
-	mux *http.ServeMux
+	mux *routes
 }
 
 // New returns the API handler.
@@ -74,7 +75,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &api{svc: svc, log: log, mux: http.NewServeMux()}
+	a := &api{svc: svc, log: log, mux: &routes{ServeMux: http.NewServeMux()}}
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks", a.schedule)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/batch", a.scheduleBatch)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
@@ -88,6 +89,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
 	a.routeSchedules()
+	a.mux.HandleFunc("GET /v1/openapi.json", a.openAPI)
 	return a
 }
 
