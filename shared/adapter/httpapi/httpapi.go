@@ -210,13 +210,17 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 // batch was sent before.
 func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Tasks []scheduleRequest `json:"tasks"`
+		Tasks []*scheduleRequest `json:"tasks"`
 	}
 	if !a.decode(w, r, BatchBodyLimit, &req) {
 		return
 	}
 	specs := make([]task.Spec, len(req.Tasks))
 	for i, tr := range req.Tasks {
+		if tr == nil { // decoding would make a null task one of defaults
+			a.fail(w, task.Errorf(task.ErrInvalid, "tasks[%d] is null, not a task", i))
+			return
+		}
 		var err error
 		if specs[i], err = tr.spec(); err != nil {
 			a.fail(w, fmt.Errorf("tasks[%d]: %w", i, err))
@@ -447,6 +451,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil && !utf8.Valid(body) {
 		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid UTF-8 (offset %d)", invalidUTF8At(body)))
+		return false
+	}
+	if err == nil && string(bytes.TrimSpace(body)) == "null" {
+		// Decoding null into a request leaves it as it was, as if the body were {}: a body is an
+		// object, as the contract says.
+		writeError(w, http.StatusBadRequest, "malformed", "request body must be a JSON object, not null")
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
