@@ -5,7 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
-.PHONY: help run build invoke chaos build-handlers test ui-tools dashboard-vendor bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
+.PHONY: help run build invoke chaos build-handlers test ui-tools dashboard-vendor api-contract schemathesis-cli bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -46,13 +46,14 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
 	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN)),$(if $(filter status,$(FN)),echo)) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
-test: ui-tools ## every test (AWS suites on DynamoDB Local and moto, started and stopped here; the dashboard in Chromium), then make infra-test
+test: ui-tools ## every test (AWS suites on DynamoDB Local and moto, started and stopped here; the dashboard in Chromium), then make api-contract and make infra-test
 	@mkdir -p $(BIN)
 	@set -o pipefail; \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+	@$(MAKE) --no-print-directory api-contract
 	@$(MAKE) --no-print-directory infra-test
 
 # The dashboard's Playwright suite (tests/ui, run by the Go test TestDashboardUI of
@@ -75,6 +76,22 @@ dashboard-vendor: ## fetch the dashboard's vendored htm/Preact module from npm a
 	  echo "$(HTM_SHA256)  $$d/package/preact/standalone.module.js" | sha256sum -c --quiet && \
 	  cp $$d/package/preact/standalone.module.js shared/adapter/dashboard/static/vendor/htm-preact-$(HTM_VERSION).module.js && \
 	  cp $$d/package/LICENSE shared/adapter/dashboard/static/vendor/LICENSE-htm && echo "vendored htm $(HTM_VERSION): checksum ok"
+
+# The HTTP API's OpenAPI contract (shared/adapter/httpapi/openapi.json) against atf dev: schemathesis,
+# pinned and installed into .tools/venv, generates API_CONTRACT_EXAMPLES requests per operation
+# (and their negations, and sequences of calls) from a fixed seed, and fails on a 5xx, an answer off
+# the contract, or a request against it that is accepted. About half a minute.
+SCHEMATHESIS_VERSION  := 4.32.5
+API_CONTRACT_EXAMPLES ?= 50
+API_CONTRACT_SEED     ?= 1
+
+schemathesis-cli: ## install the pinned schemathesis into .tools/venv (once)
+	@[ "$$(.tools/venv/bin/schemathesis --version 2>/dev/null)" = "schemathesis, version $(SCHEMATHESIS_VERSION)" ] || \
+	  { python3 -m venv .tools/venv && .tools/venv/bin/pip install -q --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); }
+
+api-contract: build-handlers schemathesis-cli ## schemathesis against atf dev on a free port (embedded store): no 5xx, nothing off the OpenAPI contract
+	@$(GO) build -o $(BIN)/atf ./cmd/atf
+	shared/adapter/httpapi/schemathesis-run $(BIN)/atf .tools/venv/bin/schemathesis $(API_CONTRACT_EXAMPLES) $(API_CONTRACT_SEED)
 
 CHAOS_TASKS ?= 20000
 chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one summary line per scenario
@@ -207,4 +224,4 @@ tidy: ## go mod tidy
 	$(GO) mod tidy
 
 clean: ## remove build output, synthesized templates and the local database
-	rm -rf $(BIN) .atf cdk.out
+	rm -rf $(BIN) .atf cdk.out .schemathesis

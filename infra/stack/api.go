@@ -24,9 +24,9 @@ const (
 // its name in front of the path that payload format 1.0 hands the function.
 const apiStage = "$default"
 
-// apiRoutes are the v1 API's methods (see README): the lambda is part of every path below
-// /v1/lambdas, so that IAM policies can allow a client one lambda's paths
-// (arn:aws:execute-api:<region>:<account>:<api>/*/POST/v1/lambdas/send-email/tasks).
+// apiRoutes are the v1 API's methods, the operations of its contract (httpapi.OpenAPI; a test holds
+// them to it): the lambda is part of every path below /v1/lambdas, so that IAM policies can allow
+// a client one lambda's paths (arn:aws:execute-api:<region>:<account>:<api>/*/POST/v1/lambdas/send-email/tasks).
 var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas", "GET"},
 	{"/v1/lambdas/{lambda}/tasks", "GET"},
@@ -34,9 +34,15 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/tasks/batch", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}", "GET"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/cancel", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/cancel", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/redrive", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/redrive", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/{id}/after", "POST"},
+	{"/v1/lambdas/{lambda}/tasks/{id}/downstreams", "GET"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
+	// The live feed of lifecycle events: atf dev's; the API function answers 501 (subscribe on
+	// EventBridge), a route all the same so that the answer says so rather than a bare 404.
+	{"/v1/lambdas/{lambda}/events", "GET"},
 	// Periodic schedules.
 	{"/v1/lambdas/{lambda}/schedules", "GET"},
 	{"/v1/lambdas/{lambda}/schedules", "POST"},
@@ -44,6 +50,8 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/schedules/{id}", "DELETE"},
 	{"/v1/lambdas/{lambda}/schedules/{id}/pause", "POST"},
 	{"/v1/lambdas/{lambda}/schedules/{id}/resume", "POST"},
+	// The API's OpenAPI contract: no lambda's data, but behind IAM like every route.
+	{"/v1/openapi.json", "GET"},
 }
 
 // api is an API Gateway HTTP API ($1.00 a million requests; a REST API costs $3.50 and gives

@@ -31,7 +31,7 @@ func newHandler(t *testing.T) (http.Handler, task.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
-	return httpapi.New(svc, slog.New(slog.DiscardHandler)), store
+	return checked(t, httpapi.New(svc, slog.New(slog.DiscardHandler))), store
 }
 
 // nestedPayload nests depth arrays and objects around inner.

@@ -158,7 +158,7 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 		{task.Errorf(task.ErrStorageFull, "the task store is full"), 507, "storage_full", true},
 		{task.Errorf(task.ErrThrottled, "the task store is busy"), 429, "throttled", true},
 	} {
-		h := httpapi.New(frontend.New(failingStore{store, tc.err}, frontend.Config{Lambdas: lambdas}), log)
+		h := checked(t, httpapi.New(frontend.New(failingStore{store, tc.err}, frontend.Config{Lambdas: lambdas}), log))
 		for _, req := range []*http.Request{
 			httptest.NewRequest("POST", "/v1/lambdas/echo/tasks", strings.NewReader(`{}`)),
 			httptest.NewRequest("GET", "/v1/lambdas/echo/tasks/x", nil),
@@ -175,7 +175,7 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 	}
 
 	// The request's context ends when its client goes away, as net/http ends it.
-	h := httpapi.New(frontend.New(store, frontend.Config{Lambdas: lambdas}), log)
+	h := checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: lambdas}), log))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	rec := httptest.NewRecorder()
@@ -196,7 +196,7 @@ func (timeoutReader) Read([]byte) (int, error) { return 0, os.ErrDeadlineExceede
 // TestSlowBody: a body cut by the listener's read timeout is a 408, not a 400 quoting the
 // connection's addresses.
 func TestSlowBody(t *testing.T) {
-	h := httpapi.New(frontend.New(nil, frontend.Config{}), slog.New(slog.DiscardHandler))
+	h := checked(t, httpapi.New(frontend.New(nil, frontend.Config{}), slog.New(slog.DiscardHandler)))
 	req := httptest.NewRequest("POST", "/v1/lambdas/echo/tasks", io.MultiReader(strings.NewReader(`{"id":`), timeoutReader{}))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()

@@ -22,6 +22,7 @@
 //	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
 //	GET  /v1/lambdas/{lambda}/events              the live feed of lifecycle events, atf dev only
 //	                                              (see events.go)
+//	GET  /v1/openapi.json                         this API's OpenAPI 3.1 contract (openapi.json)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
 // not know read "internal error" and are logged, never sent.
@@ -68,7 +69,7 @@ const (
 type api struct {
 	svc *frontend.Service
 	log *slog.Logger
-	mux *http.ServeMux
+	mux *routes
 }
 
 // New returns the API handler.
@@ -76,7 +77,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &api{svc: svc, log: log, mux: http.NewServeMux()}
+	a := &api{svc: svc, log: log, mux: &routes{ServeMux: http.NewServeMux()}}
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks", a.schedule)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/batch", a.scheduleBatch)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
@@ -91,6 +92,7 @@ func New(svc *frontend.Service, log *slog.Logger) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
 	a.routeSchedules()
 	a.routeEvents()
+	a.mux.HandleFunc("GET /v1/openapi.json", a.openAPI)
 	return a
 }
 
@@ -211,13 +213,17 @@ func (a *api) schedule(w http.ResponseWriter, r *http.Request) {
 // batch was sent before.
 func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Tasks []scheduleRequest `json:"tasks"`
+		Tasks []*scheduleRequest `json:"tasks"`
 	}
 	if !a.decode(w, r, BatchBodyLimit, &req) {
 		return
 	}
 	specs := make([]task.Spec, len(req.Tasks))
 	for i, tr := range req.Tasks {
+		if tr == nil { // decoding would make a null task one of defaults
+			a.fail(w, task.Errorf(task.ErrInvalid, "tasks[%d] is null, not a task", i))
+			return
+		}
 		var err error
 		if specs[i], err = tr.spec(); err != nil {
 			a.fail(w, fmt.Errorf("tasks[%d]: %w", i, err))
@@ -448,6 +454,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil && !utf8.Valid(body) {
 		writeError(w, http.StatusBadRequest, "malformed", fmt.Sprintf("request body is not valid UTF-8 (offset %d)", invalidUTF8At(body)))
+		return false
+	}
+	if err == nil && string(bytes.TrimSpace(body)) == "null" {
+		// Decoding null into a request leaves it as it was, as if the body were {}: a body is an
+		// object, as the contract says.
+		writeError(w, http.StatusBadRequest, "malformed", "request body must be a JSON object, not null")
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

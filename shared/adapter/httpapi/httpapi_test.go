@@ -21,7 +21,7 @@ func newServer(t *testing.T) *httptest.Server {
 	}
 	t.Cleanup(func() { store.Close() })
 	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
-	srv := httptest.NewServer(httpapi.New(svc, nil))
+	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -63,11 +63,15 @@ func TestErrorsAreJSON(t *testing.T) {
 		{"GET", "/v1/lambdas/echo/tasks?status=lost", "", 422, "invalid"},
 		{"GET", "/v1/lambdas/echo/tasks?limit=0", "", 422, "invalid"},
 		{"GET", "/v1/lambdas/echo/tasks?cursor=zzz", "", 422, "invalid"},
+		{"GET", "/v1/lambdas/echo/tasks?collection=%C2%84", "", 422, "invalid"},
+		{"POST", "/v1/lambdas/echo/tasks/redrive", `{"collection":"a b"}`, 422, "invalid"},
 		{"PUT", "/v1/lambdas/echo/gate", `{"mode":"shut"}`, 422, "invalid"},
 		{"PUT", "/v1/lambdas/nope/gate", `{"mode":"pause"}`, 404, "not_found"},
 		{"POST", "/v1/lambdas/echo/tasks/missing/cancel", "", 404, "not_found"},
 		{"POST", "/v1/lambdas/echo/tasks", `{"max_attempts":"3"}`, 400, "malformed"},
 		{"POST", "/v1/lambdas/echo/tasks", `{} {}`, 400, "malformed"},
+		{"POST", "/v1/lambdas/echo/tasks", `null`, 400, "malformed"},
+		{"PUT", "/v1/lambdas/echo/gate", ` null `, 400, "malformed"},
 		{"POST", "/v1/lambdas/echo/tasks", `{"after":["x"]}`, 422, "invalid"},
 	} {
 		status, out := call(t, srv, tc.method, tc.path, tc.body)
@@ -161,6 +165,7 @@ func TestScheduleBatch(t *testing.T) {
 		{`{"tasks":[]}`, 422, "invalid", "1 to 100"},
 		{`{"tasks":[` + strings.Repeat(`{},`, 100) + `{}]}`, 422, "invalid", "1 to 100"},
 		{`{"tasks":{}}`, 400, "malformed", ""},
+		{`{"tasks":[{"id":"c5"},null]}`, 422, "invalid", "tasks[1]"},
 	} {
 		status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", tc.body)
 		msg, _ := out["error"].(map[string]any)["message"].(string)

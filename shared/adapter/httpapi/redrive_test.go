@@ -23,7 +23,7 @@ func deadServer(t *testing.T, n int) (*httptest.Server, *sqlitestore.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
-	srv := httptest.NewServer(httpapi.New(svc, nil))
+	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	for i := range n {
 		if status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks", fmt.Sprintf(`{"id":"t%d","payload":{"i":%d}}`, i, i)); status != 201 {

@@ -375,6 +375,12 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 	if p.Limit < 0 || p.Limit > task.MaxListLimit {
 		return nil, "", task.Errorf(task.ErrInvalid, "limit must be in 1..%d, got %d", task.MaxListLimit, p.Limit)
 	}
+	if p.Collection != "" {
+		// No task is of such a collection: say so rather than answer an empty page.
+		if err := task.ValidateID("collection", p.Collection); err != nil {
+			return nil, "", err
+		}
+	}
 	return s.store.List(ctx, p)
 }
 
