@@ -138,6 +138,9 @@ func seed(t *testing.T) *client.Client {
 	})
 	timing := chaostest.Timing(false)
 	timing.BackoffBase, timing.BackoffMax = time.Hour, time.Hour // a retry waits in retriable_failure
+	// A lease that outlives a loaded machine's pauses: the blocked task must still be running
+	// when the page looks (chaos timings would lose it to a late heartbeat under load).
+	timing.HeartbeatInterval, timing.HeartbeatTimeout, timing.LeaseMargin = 500*time.Millisecond, 20*time.Second, 2*time.Second
 	timing.MaxAttempts = 3
 	c := chaostest.Start(t, local.Config{Mux: mux, Concurrency: 1, Task: timing, Token: uiToken, DBPath: filepath.Join(t.TempDir(), "atf.db")})
 	c.Token = uiToken
