@@ -53,5 +53,8 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	if page.Events == nil {
+		page.Events = []lifecycle.Event{} // an empty page is [], as the contract says
+	}
 	a.writeJSON(w, http.StatusOK, page)
 }
