@@ -220,11 +220,16 @@ func TestChaosStopAWS(t *testing.T) {
 	store := slices.Concat(onAWS(t), []string{"--enqueue-timeout", "5s"})
 	t.Setenv("ATF_WORKER", "A")
 	a := startDev(t, handlers, store, "--concurrency", "4")
+	for i := range n {
+		schedule(t, a.client, "slow", client.ScheduleRequest{ID: fmt.Sprintf("s-%03d", i)})
+	}
+	// B starts once A holds leases: tasks go to their queue as they are scheduled, and a B
+	// already polling could take them all before A received any.
+	for i := 0; !running(t, hist, "A") && i < 200; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
 	t.Setenv("ATF_WORKER", "B")
 	b := startDev(t, handlers, store, "--concurrency", "8")
-	for i := range n {
-		schedule(t, b.client, "slow", client.ScheduleRequest{ID: fmt.Sprintf("s-%03d", i)})
-	}
 
 	var stops []history.Kill // when A was stopped
 	var observed [][]history.Final

@@ -67,13 +67,16 @@ func (p Program) environ() []string {
 	})
 }
 
+// startTries bounds the starts of a program whose file is busy (ETXTBSY), 10 ms apart and
+// twice as long each time: 150 ms in all.
+const startTries = 5
+
 // Handle runs the program once. When ctx ends, its whole process group is killed (SIGKILL). A
 // task cancelled while it runs (ctx's cause is a Cancellation) gets a gentler stop: SIGTERM to
 // the group, then SIGKILL after the cancellation's grace if the program has not exited by then.
 func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
-	cmd := exec.Command(p.Path)
-	cmd.Stdin = bytes.NewReader(t.Payload)
-	cmd.Env = append(p.environ(),
+	stdin := t.Payload
+	env := append(p.environ(),
 		"ATF_TASK_ID="+t.ID, "ATF_LAMBDA="+t.Lambda, "ATF_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"ATF_COLLECTION="+t.Collection, "ATF_PRIORITY="+t.Priority)
 	if t.Inputs != nil {
@@ -81,17 +84,28 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 		if err != nil {
 			return nil, Fatal(fmt.Errorf("encode the upstreams' results: %w", err))
 		}
-		cmd.Stdin = bytes.NewReader(in)
-		cmd.Env = append(cmd.Env, "ATF_ENVELOPE=1")
+		stdin, env = in, append(env, "ATF_ENVELOPE=1")
 	}
 	var stdout limitedBuffer
 	stdout.limit = MaxStdout
 	stderr := tailBuffer{limit: StderrTail}
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = procAttr()
-	cmd.WaitDelay = killWaitTime
-	if err := cmd.Start(); err != nil {
-		return nil, Fatal(fmt.Errorf("start %s: %w", p.Path, err))
+	var cmd *exec.Cmd
+	for try := 0; ; try++ {
+		cmd = exec.Command(p.Path)
+		cmd.Stdin, cmd.Env = bytes.NewReader(stdin), env
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.SysProcAttr = procAttr()
+		cmd.WaitDelay = killWaitTime
+		err := cmd.Start()
+		if err == nil {
+			break
+		}
+		// "Text file busy": the program's file is open for writing somewhere, as for a moment
+		// while it is replaced, or while another goroutine of this process forks. It passes.
+		if !errors.Is(err, syscall.ETXTBSY) || try == startTries-1 || ctx.Err() != nil {
+			return nil, Fatal(fmt.Errorf("start %s: %w", p.Path, err))
+		}
+		time.Sleep(time.Duration(10<<try) * time.Millisecond)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
