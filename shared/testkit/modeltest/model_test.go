@@ -964,7 +964,7 @@ func (m *machine) cancel(id string, predict bool) {
 		case !found && errors.Is(err, task.ErrNotFound):
 		case !errors.Is(err, task.ErrConflict):
 			m.unexpected("cancel of "+id, err)
-		case predict && (waiting(pre.Status) || running(pre.Status)):
+		case predict && (waiting(pre.Status) || running(pre.Status)) && !m.movedSince(pre):
 			m.surprise("a cancel of a waiting or running task was refused: task %s (%s)", id, pre.Status)
 		}
 		return
