@@ -259,6 +259,25 @@ func ApplyState(ctx context.Context, s Store, lambda, id string, fn func(Task) (
 	return Apply(ctx, s, lambda, id, fn)
 }
 
+// SendOrUnsent sends msgs, of tasks just written enqueued (sent ahead, or by a sweep), within
+// sendCtx, and if that fails makes each of their tasks due again after a poll interval (Unsent),
+// within unsentCtx, so that the consumer's next pass sends it rather than the enqueue timeout. The
+// two contexts are apart: a send that used up its time must leave the writes theirs. It returns
+// the send's error, for the caller to log.
+func SendOrUnsent(sendCtx, unsentCtx context.Context, q Queue, s Store, msgs []Message, now time.Time, c Config) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := q.Send(sendCtx, msgs...)
+	if err == nil {
+		return nil
+	}
+	for _, m := range msgs {
+		_, _ = ApplyState(unsentCtx, s, m.Lambda, m.TaskID, func(t Task) (Task, error) { return Unsent(t, now, c) })
+	}
+	return err
+}
+
 // Apply reads a task, computes a transition with fn and writes it conditionally. If another
 // writer got there first it reads again and retries, a few times, so fn always sees the latest
 // state; an error from fn itself (such as a transition not allowed from the new status) ends it.

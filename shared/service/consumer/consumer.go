@@ -823,20 +823,12 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 // sendAhead sends the messages of retries enqueued ahead (task.EnqueueAhead) within the pass's
 // deadline; if that fails, their tasks are due again after a poll interval, as in send.
 func (c *passState) sendAhead(msgs []task.Message, now time.Time) {
-	if len(msgs) == 0 {
-		return
-	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
 	defer cancel()
-	err := c.queue.Send(ctx, msgs...)
-	if err == nil {
-		return
-	}
-	c.log.Warn("could not send retries; their tasks are due again soon", "lambda", msgs[0].Lambda, "tasks", len(msgs), "err", err)
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.sendTimeout)
 	defer wcancel()
-	for _, m := range msgs {
-		_, _ = task.ApplyState(wctx, c.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) { return task.Unsent(t, now, c.cfg) })
+	if err := task.SendOrUnsent(ctx, wctx, c.queue, c.store, msgs, now, c.cfg); err != nil {
+		c.log.Warn("could not send retries; their tasks are due again soon", "lambda", msgs[0].Lambda, "tasks", len(msgs), "err", err)
 	}
 }
 

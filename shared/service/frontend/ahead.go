@@ -165,22 +165,12 @@ func (s *Service) sendContext(ctx context.Context, now time.Time) (context.Conte
 // is made due again after a poll interval (task.Unsent), as the consumer does with a failed send,
 // so that a sweep sends it: the request has succeeded either way, since its tasks are stored.
 func (s *Service) send(ctx context.Context, msgs []task.Message, now time.Time) {
-	if len(msgs) == 0 {
-		return
-	}
 	sctx, cancel := s.sendContext(ctx, now)
 	defer cancel()
-	err := s.queue.Send(sctx, msgs...)
-	if err == nil {
-		return
-	}
-	s.log.Warn("could not send the messages of tasks sent ahead; they are due again soon", "tasks", len(msgs), "err", err)
 	wctx, wcancel := s.sendContext(ctx, now)
 	defer wcancel()
-	for _, m := range msgs {
-		_, _ = task.ApplyState(wctx, s.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) {
-			return task.Unsent(t, now, s.cfg)
-		})
+	if err := task.SendOrUnsent(sctx, wctx, s.queue, s.store, msgs, now, s.cfg); err != nil {
+		s.log.Warn("could not send the messages of tasks sent ahead; they are due again soon", "tasks", len(msgs), "err", err)
+		s.notify()
 	}
-	s.notify()
 }

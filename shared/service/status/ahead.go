@@ -2,7 +2,6 @@ package status
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -20,15 +19,13 @@ func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task
 	if c.queue == nil {
 		return fn, func(context.Context) {}
 	}
+	// Apply calls wrapped one try after another, in this goroutine, and send after it returns.
 	var (
-		mu  sync.Mutex
 		msg *task.Message
 		now time.Time
 	)
 	wrapped := func(t task.Task) (task.Task, error) {
 		next, err := fn(t)
-		mu.Lock()
-		defer mu.Unlock()
 		msg = nil // Apply may call this again, on the task as it is then
 		if err != nil || next.Status != task.StatusRetriableFailure {
 			return next, err
@@ -46,22 +43,16 @@ func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task
 		return enq, nil
 	}
 	send := func(ctx context.Context) {
-		mu.Lock()
-		m, at := msg, now
-		mu.Unlock()
-		if m == nil {
+		if msg == nil {
 			return
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 		defer cancel()
-		err := c.queue.Send(sctx, *m)
-		if err == nil {
-			return
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+		defer wcancel()
+		if err := task.SendOrUnsent(sctx, wctx, c.queue, c.store, []task.Message{*msg}, now, c.cfg); err != nil {
+			c.log.Warn("could not send a retry to its queue; it is due again soon", "lambda", msg.Lambda, "task_id", msg.TaskID, "err", err)
 		}
-		c.log.Warn("could not send a retry to its queue; it is due again soon", "lambda", m.Lambda, "task_id", m.TaskID, "err", err)
-		_, _ = task.ApplyState(sctx, c.store, m.Lambda, m.TaskID, func(t task.Task) (task.Task, error) {
-			return task.Unsent(t, at, c.cfg)
-		})
 	}
 	return wrapped, send
 }
