@@ -1,13 +1,16 @@
 // Package sqlitestore is the embedded task.Store: one SQLite file, so `atf dev` and tests run the
 // whole framework with no service to start. It uses the pure-Go driver modernc.org/sqlite, so atf
 // builds without cgo, and it syncs every commit (WAL with synchronous=FULL), so a task that was
-// accepted survives a crash or a restart of the process.
+// accepted survives a crash or a restart of the process, and a power loss. The Unsynced view
+// writes transitions that may be lost to a power loss (not to a crash of the process): those of
+// the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
 package sqlitestore
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -159,6 +162,7 @@ type Store struct {
 	// one each.
 	update, insert *sql.Stmt
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
+	getState       *sql.Stmt // Get without the payload
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	updates        chan *update
 	closed         chan struct{}
@@ -173,6 +177,8 @@ type update struct {
 	t      task.Task
 	prev   int64
 	create []task.Task // a CreateBatch: these tasks, all or none
+	// unsynced is set by the Unsynced view: the commit need not wait for an fsync of its own.
+	unsynced bool
 	// done receives the outcome once the write is committed or has failed. The writer answers
 	// each update exactly once and done has room for that answer, so answering never blocks the
 	// writer, also when the caller has stopped waiting.
@@ -183,7 +189,11 @@ type update struct {
 // very large transaction.
 const maxGroup = 256
 
-var _ task.Store = (*Store)(nil)
+var (
+	_ task.Store       = (*Store)(nil)
+	_ task.StateReader = (*Store)(nil)
+	_ task.Store       = Unsynced{}
+)
 
 // Open opens the database file at path, creating it and its schema if missing.
 func Open(path string) (*Store, error) {
@@ -228,6 +238,7 @@ func Open(path string) (*Store, error) {
 	}
 	upd := prepare(w, updateSQL)
 	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	getState := prepare(r, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`)
 	ins := prepare(w, insertSQL)
 	getAfter := prepare(r, upstreamsSQL)
 	if err != nil {
@@ -236,7 +247,7 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getState: getState, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -247,7 +258,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
-	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -292,6 +303,19 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	return t, nil
 }
 
+// GetState returns one task without its payload nor its upstreams (task.StateReader): the
+// transitions of a run (heartbeats, results, releases) need neither, and Update writes neither.
+func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	t, err := scanTask(s.getState.QueryRowContext(ctx, lambda, id))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	case err != nil:
+		return task.Task{}, fmt.Errorf("sqlitestore: get %s/%s: %w", lambda, id, err)
+	}
+	return t, nil
+}
+
 // updateSQL leaves the payload alone: Create sets it once (task.Store.Update). It leaves the
 // upstreams alone too (after_count with the deps rows, and the trigger rule, set once):
 // AddUpstreams writes them.
@@ -316,6 +340,28 @@ func updateArgs(t task.Task, prev int64) []any {
 // commit. It returns once the write is committed (synced), as a lone transaction would.
 func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	return s.write(ctx, &update{t: t, prev: prev, done: make(chan error, 1)}, t)
+}
+
+// Unsynced is a view of a Store whose Update does not wait for an fsync of its own: its writes
+// are committed at once, so they survive a crash of the process, but the last of them may be
+// lost to a power loss or a crash of the machine. Every other write, and every write of the
+// Store itself, is synced as before, and syncs the unsynced writes committed before it (they are
+// earlier in the same log): a write lost is always one of the last. A power loss thus takes the
+// store back to an earlier state it was in, never to a state it was never in.
+//
+// The services that run tasks (the status controller, the consumer) write through it: their
+// transitions, lost, leave a task as it was before them, waiting, enqueued or running, and the
+// restart's recovery (consumer.Recover) runs it again. The API writes through the Store: a
+// schedule, a cancel or a gate it acknowledged is synced (docs/guarantees.md).
+type Unsynced struct{ *Store }
+
+// Unsynced returns the view of s whose updates are not synced on their own.
+func (s *Store) Unsynced() Unsynced { return Unsynced{s} }
+
+// Update writes t if the stored version is still prev, as Store.Update, and returns once it is
+// committed, without waiting for an fsync.
+func (u Unsynced) Update(ctx context.Context, t task.Task, prev int64) error {
+	return u.write(ctx, &update{t: t, prev: prev, unsynced: true, done: make(chan error, 1)}, t)
 }
 
 // write hands u to the group writer and waits for its outcome.
@@ -399,7 +445,29 @@ func (s *Store) commitAlone(u *update) error {
 // error that failed the transaction. It answers none of them.
 func (s *Store) commitGroup(group []*update) ([]error, error) {
 	ctx := context.Background() // no caller's cancellation may abort the others' writes
-	tx, err := s.w.BeginTx(ctx, nil)
+	// The writer's connection, held for the group: the other writes on it (SetGate,
+	// AddUpstreams) never see its synchronous setting changed.
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: update: %w", err)
+	}
+	defer conn.Close()
+	// A group syncs its commit (synchronous=FULL, as the connection was opened) if any of its
+	// writes asks for it. The log is written in order, so a synced commit syncs the unsynced ones
+	// before it too. SQLite changes the setting only between transactions.
+	if !slices.ContainsFunc(group, func(u *update) bool { return !u.unsynced }) {
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+			return nil, fmt.Errorf("sqlitestore: update: %w", err)
+		}
+		defer func() {
+			if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+				// The connection must not go on unsynced: it is dropped, and opened afresh,
+				// synced, by its next user. The group's outcome stands.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
@@ -409,7 +477,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+			if outcomes[i], err = s.createIn(ctx, tx, insert, u.create); err != nil {
 				return nil, err
 			}
 			continue
@@ -433,12 +501,16 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	return outcomes, nil
 }
 
-// createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction,
-// within a savepoint: a taken id undoes the batch alone, and is its outcome (task.ErrExists). The
-// error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
+// createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
+// first looks for the batch's ids among the tasks, those of the group's earlier writes included:
+// a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
+// undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
+// The error is one that fails the group.
+func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
+	if taken, err := takenID(ctx, tx, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	} else if taken != nil {
+		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
 	}
 	for _, t := range tasks {
 		res, err := insert.ExecContext(ctx,
@@ -449,24 +521,50 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if n, err := res.RowsAffected(); err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		} else if n == 0 {
+			// takenID found it free in this very transaction: the group fails, as on any fault.
+			return nil, fmt.Errorf("sqlitestore: create %s/%s: the id was taken after it was found free", t.Lambda, t.ID)
 		}
-		if n == 0 {
-			for _, q := range []string{`ROLLBACK TO batch`, `RELEASE batch`} {
-				if _, err := tx.ExecContext(ctx, q); err != nil {
-					return nil, fmt.Errorf("sqlitestore: create: %w", err)
-				}
+		if len(t.After) > 0 {
+			if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
+				return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 			}
-			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda), nil
-		}
-		if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
-			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE batch`); err != nil {
-		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	return nil, nil
+}
+
+// takenID returns the first task of tasks whose id its lambda has already, or nil: one query
+// per lambda of the batch.
+func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, error) {
+	byLambda := map[string][]any{}
+	for _, t := range tasks {
+		byLambda[t.Lambda] = append(byLambda[t.Lambda], t.ID)
+	}
+	taken := map[task.Ref]bool{}
+	for lambda, ids := range byLambda {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(ids))+`)`, append([]any{lambda}, ids...)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			taken[task.Ref{Lambda: lambda, ID: id}] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	for i := range tasks {
+		if taken[tasks[i].Ref()] {
+			return &tasks[i], nil
+		}
 	}
 	return nil, nil
 }
