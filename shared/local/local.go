@@ -104,6 +104,7 @@ type Stack struct {
 	log         *slog.Logger
 	store       task.Store
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
+	embedded    *sqlitestore.Store
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -133,6 +134,10 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	}
 	s := &Stack{log: c.Logger, store: c.Store}
 	queue := c.Queue
+	// runs is the store of the services that run tasks (consumer, status controller): the API's,
+	// but on the embedded store a view whose transitions are not synced on their own (see
+	// sqlitestore.Unsynced): losing them to a power loss only makes a task run again.
+	var runs task.Store
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
 	}
@@ -146,6 +151,9 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		// that ends a task goes through this wrapper, which wakes the waits for its result.
 		ends := taskend.Wrap(s.store)
 		s.store, s.ends, changes = ends, ends, ends
+		runs = ends.Through(s.embedded.Unsynced())
+	} else {
+		runs = s.store
 	}
 	if c.Functions != nil {
 		if c.Store == nil {
@@ -158,7 +166,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		c.Logger.Info("atf dev is up, running the function handlers", "api", "http://"+s.addr, "lambdas", names(lambdas))
 		return s, nil
 	}
-	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
+	cons := consumer.New(runs, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger})
 	if c.Store == nil {
 		// The in-memory queue and the executors died with the previous process: run what they
 		// held again now, rather than after its timeouts.
@@ -172,7 +180,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
-	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
+	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
 	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
@@ -355,7 +363,7 @@ func (s *Stack) openEmbedded(path string) error {
 		lock.Close()
 		return err
 	}
-	s.store, s.lock, s.closeStore = store, lock, true
+	s.store, s.embedded, s.lock, s.closeStore = store, store, lock, true
 	return nil
 }
 
