@@ -105,6 +105,7 @@ type Stack struct {
 	store       task.Store
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
 	embedded    *sqlitestore.Store
+	completer   *status.Completer // records the executors' results on the embedded store
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -181,7 +182,14 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
 	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
-	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, executor.Config{Task: c.Task, Logger: c.Logger})
+	ecfg := executor.Config{Task: c.Task, Logger: c.Logger}
+	if c.Store == nil {
+		// Results are recorded in batches, a commit for those that came meanwhile: the slots do
+		// not wait for the writes.
+		s.completer = status.NewCompleter(hsc)
+		ecfg.Results = s.completer
+	}
+	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, ecfg)
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -286,6 +294,9 @@ func (s *Stack) Stop(ctx context.Context) {
 		wg.Go(func() { c.Stop(ctx) })
 	}
 	wg.Wait()
+	if s.completer != nil {
+		s.completer.Close()
+	}
 	s.close()
 }
 

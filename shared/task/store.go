@@ -278,3 +278,30 @@ func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
 	g.mu.Unlock()
 	return gates, nil
 }
+
+// Versioned is a task to write over the version it was read at, as Update(ctx, Task, Prev).
+type Versioned struct {
+	Task Task
+	Prev int64
+}
+
+// BatchUpdater is a Store that writes many updates in one commit: the embedded store, where a
+// commit's cost is mostly the pages it writes, and updates of one commit share them. Each update
+// keeps its own condition and outcome, as with Update.
+type BatchUpdater interface {
+	UpdateMany(ctx context.Context, ws []Versioned) []error
+}
+
+// UpdateMany writes every update of ws, through s's UpdateMany if s is a BatchUpdater, or one
+// Update after another otherwise, and returns the outcome of each: nil, ErrConflict, or the error
+// that kept it from being written.
+func UpdateMany(ctx context.Context, s Store, ws []Versioned) []error {
+	if b, ok := s.(BatchUpdater); ok {
+		return b.UpdateMany(ctx, ws)
+	}
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		errs[i] = s.Update(ctx, w.Task, w.Prev)
+	}
+	return errs
+}

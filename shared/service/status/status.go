@@ -200,16 +200,9 @@ func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) er
 // item's 400 KB) still ends the task, as a fatal failure whose error says so: retrying would end
 // the same way.
 func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
-	var fn func(task.Task) (task.Task, error)
-	switch r.Outcome {
-	case Success:
-		fn = func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }
-	case Retriable, Fatal:
-		fn = func(t task.Task) (task.Task, error) {
-			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
-		}
-	default:
-		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
+	fn, err := c.resultTransition(lease, r)
+	if err != nil {
+		return task.Task{}, err
 	}
 	fn, send := c.ahead(ctx, lambda, fn)
 	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)
@@ -230,6 +223,19 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 		c.log.Debug("task finished a run", "lambda", lambda, "task_id", id, "attempt", t.Attempts, "status", t.Status)
 	}
 	return t, err
+}
+
+// resultTransition is the transition that records r under lease.
+func (c *Controller) resultTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
+	switch r.Outcome {
+	case Success:
+		return func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }, nil
+	case Retriable, Fatal:
+		return func(t task.Task) (task.Task, error) {
+			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
+		}, nil
+	}
+	return nil, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal", r.Outcome)
 }
 
 // Release hands a task back untried, as when its executor shuts down.

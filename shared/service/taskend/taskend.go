@@ -54,6 +54,17 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	return nil
 }
 
+// UpdateMany writes ws (see task.UpdateMany) and wakes the waiters of each task it wrote terminal.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	errs := task.UpdateMany(ctx, s.Store, ws)
+	for i, w := range ws {
+		if errs[i] == nil && w.Task.Status.Terminal() {
+			s.wake(task.Ref{Lambda: w.Task.Lambda, ID: w.Task.ID})
+		}
+	}
+	return errs
+}
+
 // GetState reads through the wrapped store's GetState if it has one (task.StateReader), and
 // Get otherwise, so that wrapping a store keeps its cheaper reads.
 func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {

@@ -192,6 +192,7 @@ func TestSweepPlans(t *testing.T) {
 	checkPlan(t, s, nextParkedSQL, l.Name, "")
 	// And each transition the sweeps write.
 	checkPlan(t, s, updateSQL, updateArgs(tasks[0], tasks[0].Version)...)
+	checkPlan(t, s, updateStateSQL, updateStateArgs(tasks[0], tasks[0].Version)...)
 }
 
 // TestListPlans: every kind of list query, by status, collection, both or neither, first page

@@ -161,6 +161,7 @@ type Store struct {
 	// concurrent transitions and creations share a commit and its fsync instead of queueing for
 	// one each.
 	update, insert *sql.Stmt
+	updateState    *sql.Stmt // updateStateSQL, tried before update
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
 	getState       *sql.Stmt // Get without the payload
 	getAfter       *sql.Stmt // a task's upstreams, for Get
@@ -179,6 +180,10 @@ type update struct {
 	create []task.Task // a CreateBatch: these tasks, all or none
 	// unsynced is set by the Unsynced view: the commit need not wait for an fsync of its own.
 	unsynced bool
+	// many is an UpdateMany: these updates, in one group, each with its own outcome in manyDone;
+	// done then receives nil, or the error that failed them all.
+	many     []task.Versioned
+	manyDone []error
 	// done receives the outcome once the write is committed or has failed. The writer answers
 	// each update exactly once and done has room for that answer, so answering never blocks the
 	// writer, also when the caller has stopped waiting.
@@ -237,6 +242,7 @@ func Open(path string) (*Store, error) {
 		return st
 	}
 	upd := prepare(w, updateSQL)
+	updState := prepare(w, updateStateSQL)
 	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
 	getState := prepare(r, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`)
 	ins := prepare(w, insertSQL)
@@ -247,7 +253,7 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getState: getState, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -258,7 +264,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
-	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -326,6 +332,27 @@ const updateSQL = `UPDATE tasks SET
 	settled = ?, downstream = ?, notify_cursor = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
+// updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
+// stored: every transition's. SQLite rewrites a row's entry in every index with a column the SET
+// names, whatever its value, so leaving these three out spares two of the five indexes
+// (tasks_by_created, tasks_by_collection) on every transition. They are conditions instead: an
+// update that would change them matches no row, and updateSQL writes it.
+const updateStateSQL = `UPDATE tasks SET
+	status = ?, result = ?, error = ?, attempts = ?,
+	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
+	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
+	settled = ?, downstream = ?, notify_cursor = ?
+	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
+
+// updateStateArgs are updateStateSQL's arguments for t written over version prev.
+func updateStateArgs(t task.Task, prev int64) []any {
+	return []any{string(t.Status), blob(t.Result), t.Error,
+		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
+		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
+		blob(t.Settled), t.Downstream, t.NotifyCursor,
+		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
+}
+
 // updateArgs are updateSQL's arguments for t written over version prev.
 func updateArgs(t task.Task, prev int64) []any {
 	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
@@ -362,6 +389,32 @@ func (s *Store) Unsynced() Unsynced { return Unsynced{s} }
 // committed, without waiting for an fsync.
 func (u Unsynced) Update(ctx context.Context, t task.Task, prev int64) error {
 	return u.write(ctx, &update{t: t, prev: prev, unsynced: true, done: make(chan error, 1)}, t)
+}
+
+// UpdateMany writes each update like Update, all in one commit (task.BatchUpdater), synced.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	return s.updateMany(ctx, ws, false)
+}
+
+// UpdateMany writes each update like Update, all in one commit, not synced on its own.
+func (u Unsynced) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	return u.updateMany(ctx, ws, true)
+}
+
+func (s *Store) updateMany(ctx context.Context, ws []task.Versioned, unsynced bool) []error {
+	errs := make([]error, len(ws))
+	if len(ws) == 0 {
+		return errs
+	}
+	u := &update{many: ws, manyDone: errs, unsynced: unsynced, done: make(chan error, 1)}
+	if err := s.write(ctx, u, ws[0].Task); err != nil {
+		// Failed as a whole, or the caller stopped waiting: the writer may still fill errs.
+		errs = make([]error, len(ws))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // write hands u to the group writer and waits for its outcome.
@@ -472,7 +525,8 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, insert := tx.StmtContext(ctx, s.update), tx.StmtContext(ctx, s.insert)
+	stmt := updateStmts{state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update)}
+	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
@@ -482,8 +536,37 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			}
 			continue
 		}
-		t := u.t
-		res, err := stmt.ExecContext(ctx, updateArgs(t, u.prev)...)
+		if u.many != nil {
+			for j, w := range u.many {
+				var err error
+				if u.manyDone[j], err = updateIn(ctx, stmt, w.Task, w.Prev); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		var err error
+		if outcomes[i], err = updateIn(ctx, stmt, u.t, u.prev); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: write: %w", err)
+	}
+	return outcomes, nil
+}
+
+// updateStmts are the update statements of a transaction.
+type updateStmts struct{ state, full *sql.Stmt }
+
+// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
+// its outcome is nil or task.ErrConflict; the error is one that fails the group.
+func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
+	for _, try := range []struct {
+		stmt *sql.Stmt
+		args []any
+	}{{stmts.state, updateStateArgs(t, prev)}, {stmts.full, updateArgs(t, prev)}} {
+		res, err := try.stmt.ExecContext(ctx, try.args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -491,14 +574,11 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
-		if n == 0 {
-			outcomes[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		if n > 0 {
+			return nil, nil
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("sqlitestore: write: %w", err)
-	}
-	return outcomes, nil
+	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
 }
 
 // createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
