@@ -793,7 +793,8 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	if lanes := dueLanes(p); !p.Parked && len(lanes) > 1 {
 		return s.dueEachLane(ctx, p, lanes)
 	}
-	q := `SELECT ` + columns + ` FROM tasks
+	// Without the payload (task.Store.Due): a sweep reads many tasks and writes none of it.
+	q := `SELECT ` + stateColumns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
 	switch lane, ok := dueLane(p); {
