@@ -105,6 +105,7 @@ type Stack struct {
 	store       task.Store
 	ends        *taskend.Store // the embedded store's waiters of task ends; nil on another store
 	embedded    *sqlitestore.Store
+	claimer     *status.Claimer   // claims for the executors on the embedded store
 	completer   *status.Completer // records the executors' results on the embedded store
 	closeStore  bool
 	lock        *os.File
@@ -183,13 +184,14 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
 	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
 	ecfg := executor.Config{Task: c.Task, Logger: c.Logger}
+	signal := claimSignal{Controller: hsc, claimed: cons.Claimed}
 	if c.Store == nil {
-		// Results are recorded in batches, a commit for those that came meanwhile: the slots do
-		// not wait for the writes.
-		s.completer = status.NewCompleter(hsc)
-		ecfg.Results = s.completer
+		// Claims and results are written in batches, a read and a commit for those made
+		// meanwhile, and the slots do not wait for the results' writes.
+		s.claimer, s.completer = status.NewClaimer(hsc), status.NewCompleter(hsc)
+		signal.batch, ecfg.Results = s.claimer, s.completer
 	}
-	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed}, ecfg)
+	exec := executor.New(signal, ecfg)
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -246,11 +248,16 @@ func (s *Stack) serve(c Config, h http.Handler) error {
 // (consumer.Consumer.Claimed).
 type claimSignal struct {
 	*status.Controller
+	batch   *status.Claimer // claims through it, if set
 	claimed func(lambda string)
 }
 
 func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	t, err := s.Controller.Claim(ctx, lambda, id, delivery)
+	claim := s.Controller.Claim
+	if s.batch != nil {
+		claim = s.batch.Claim
+	}
+	t, err := claim(ctx, lambda, id, delivery)
 	if err == nil {
 		s.claimed(lambda)
 	}
@@ -294,7 +301,8 @@ func (s *Stack) Stop(ctx context.Context) {
 		wg.Go(func() { c.Stop(ctx) })
 	}
 	wg.Wait()
-	if s.completer != nil {
+	if s.claimer != nil {
+		s.claimer.Close()
 		s.completer.Close()
 	}
 	s.close()

@@ -305,3 +305,31 @@ func UpdateMany(ctx context.Context, s Store, ws []Versioned) []error {
 	}
 	return errs
 }
+
+// BatchGetter is a Store that reads many whole tasks in one read: the embedded store, whose
+// claims of one batch of messages read their tasks together.
+type BatchGetter interface {
+	// GetBatch reads tasks like Get, with their payloads, but After may be left out (AfterCount
+	// says how many upstreams a task has), in the order of refs; a task that does not exist is a
+	// zero Task (ID empty).
+	GetBatch(ctx context.Context, refs []Ref) ([]Task, error)
+}
+
+// GetBatch reads refs through s's GetBatch if s is a BatchGetter, or one Get after another.
+func GetBatch(ctx context.Context, s Store, refs []Ref) ([]Task, error) {
+	if b, ok := s.(BatchGetter); ok {
+		return b.GetBatch(ctx, refs)
+	}
+	out := make([]Task, len(refs))
+	for i, r := range refs {
+		t, err := s.Get(ctx, r.Lambda, r.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = t
+		}
+	}
+	return out, nil
+}

@@ -114,32 +114,55 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	if err != nil {
 		return task.Task{}, err
 	}
-	again, gated := false, ""
-	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		again, gated = false, "" // Apply may call this again, on the task as it is then
-		if mode := task.GateMode(gates, lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
-			gated = mode
-			return task.Hold(t, now)
-		}
-		if delivery == "" {
-			return task.Claim(t, task.NewLease(), now, c.cfg)
-		}
-		if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
-			again = true
-			return task.Heartbeat(t, t.Lease, now, c.cfg)
-		}
-		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
-	})
+	cl := c.claim(gates, lambda, id, delivery, now)
+	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
+	return c.claimed(ctx, cl, t, err)
+}
+
+// claimOf is one claim's transition, and what it found.
+type claimOf struct {
+	lambda, id, delivery string
+	gates                []task.Gate
+	now                  time.Time
+	cfg                  task.Config
+	again                bool   // a claim repeated for the same delivery
+	gated                string // the mode of the gate that held the task
+}
+
+func (c *Controller) claim(gates []task.Gate, lambda, id, delivery string, now time.Time) *claimOf {
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, gates: gates, now: now, cfg: c.cfg}
+}
+
+// transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
+// the task as it is then.
+func (cl *claimOf) transition(t task.Task) (task.Task, error) {
+	cl.again, cl.gated = false, ""
+	if mode := task.GateMode(cl.gates, cl.lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
+		cl.gated = mode
+		return task.Hold(t, cl.now)
+	}
+	if cl.delivery == "" {
+		return task.Claim(t, task.NewLease(), cl.now, cl.cfg)
+	}
+	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts) {
+		cl.again = true
+		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
+	}
+	return task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts+1), cl.now, cl.cfg)
+}
+
+// claimed answers a claim whose transition was written (err nil) or failed with err.
+func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
-	case gated != "" && err == nil:
-		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", lambda, "task_id", id, "gate", gated)
-		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", id, gated)
+	case cl.gated != "" && err == nil:
+		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", cl.lambda, "task_id", cl.id, "gate", cl.gated)
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", cl.id, cl.gated)
 	case err != nil:
 		return task.Task{}, err
-	case again:
-		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
+	case cl.again:
+		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", cl.lambda, "task_id", cl.id, "attempt", t.Attempts)
 	case t.Attempts == 1:
-		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
+		c.log.Info("task claimed", "lambda", cl.lambda, "task_id", cl.id, "delivery_ms", cl.now.Sub(t.RunAt).Milliseconds())
 	}
 	if t.AfterCount > 0 {
 		return c.withInputs(ctx, t)

@@ -65,6 +65,11 @@ func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
 	return errs
 }
 
+// GetBatch reads through the wrapped store's GetBatch, or one Get after another (task.GetBatch).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return task.GetBatch(ctx, s.Store, refs)
+}
+
 // GetState reads through the wrapped store's GetState if it has one (task.StateReader), and
 // Get otherwise, so that wrapping a store keeps its cheaper reads.
 func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {

@@ -136,6 +136,15 @@ const maxInList = 500
 // GetMany reads tasks without payload nor After, by lambda, maxInList ids a query, and returns
 // them in the order of refs, a zero Task for each that does not exist.
 func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return s.getMany(ctx, refs, stateColumns)
+}
+
+// GetBatch reads tasks with their payloads, without After, as GetMany does (task.BatchGetter).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return s.getMany(ctx, refs, columns)
+}
+
+func (s *Store) getMany(ctx context.Context, refs []task.Ref, cols string) ([]task.Task, error) {
 	byLambda := map[string][]string{}
 	var lambdas []string
 	for _, r := range refs {
@@ -155,7 +164,7 @@ func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, erro
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			tasks, err := s.query(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(chunk))+`)`, args...)
+			tasks, err := s.query(ctx, `SELECT `+cols+` FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(chunk))+`)`, args...)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: get many of %s: %w", l, err)
 			}
