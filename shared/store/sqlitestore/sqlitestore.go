@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -616,16 +617,23 @@ func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, task
 	return nil, nil
 }
 
+// takenSQL finds which of a JSON array of ids a lambda has: one statement whatever their number.
+const takenSQL = `SELECT id FROM tasks WHERE lambda = ? AND id IN (SELECT value FROM json_each(?))`
+
 // takenID returns the first task of tasks whose id its lambda has already, or nil: one query
 // per lambda of the batch.
 func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, error) {
-	byLambda := map[string][]any{}
+	byLambda := map[string][]string{}
 	for _, t := range tasks {
 		byLambda[t.Lambda] = append(byLambda[t.Lambda], t.ID)
 	}
 	taken := map[task.Ref]bool{}
 	for lambda, ids := range byLambda {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(ids))+`)`, append([]any{lambda}, ids...)...)
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := tx.QueryContext(ctx, takenSQL, lambda, string(list))
 		if err != nil {
 			return nil, err
 		}
