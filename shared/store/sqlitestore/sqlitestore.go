@@ -165,6 +165,8 @@ type Store struct {
 	updateState    *sql.Stmt // updateStateSQL, tried before update
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
 	getState       *sql.Stmt // Get without the payload
+	getStates      *sql.Stmt // GetMany's: getManySQL(stateColumns)
+	getTasks       *sql.Stmt // GetBatch's: getManySQL(columns)
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	updates        chan *update
 	closed         chan struct{}
@@ -246,6 +248,8 @@ func Open(path string) (*Store, error) {
 	updState := prepare(w, updateStateSQL)
 	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
 	getState := prepare(r, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	getStates := prepare(r, getManySQL(stateColumns))
+	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
 	getAfter := prepare(r, upstreamsSQL)
 	if err != nil {
@@ -254,7 +258,7 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -265,7 +269,7 @@ func Open(path string) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
-	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
