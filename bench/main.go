@@ -63,7 +63,14 @@ func main() {
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
 	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
 	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, periodic, aws, idle")
+	tasks := flag.Int("tasks", 0, "tasks of the burn-down (embedded and peers); 0 for the default of the run's size")
+	prof := profileFlags()
 	flag.Parse()
+	stopProfiles, err := prof.start()
+	if err != nil {
+		log.Fatalf("profile: %v", err)
+	}
+	defer stopProfiles()
 	part := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
@@ -77,11 +84,13 @@ func main() {
 	if *emuRate > 0 {
 		sz.emuRate = *emuRate
 	}
+	if *tasks > 0 {
+		sz.tasks = *tasks
+	}
 	ctx := context.Background()
 	began := time.Now()
 	r := Results{Quick: *quickFlag, Smoke: *smokeFlag, Started: began.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Prices: currentPrices()}
 
-	var err error
 	var grown *grownStore
 	if part("grown") {
 		log.Printf("grown store: writing %d finished tasks", sz.grown)

@@ -118,6 +118,9 @@ type Stack struct {
 	events      *lifecycle.Publisher
 	metrics     *prommetrics.Metrics // served at /metrics
 	feed        *lifecycle.Feed
+	embedded    *sqlitestore.Store
+	claimer     *status.Claimer   // claims for the executors on the embedded store
+	completer   *status.Completer // records the executors' results on the embedded store
 	closeStore  bool
 	lock        *os.File
 	server      *http.Server
@@ -148,6 +151,10 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	}
 	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil)}
 	queue := c.Queue
+	// runs is the store of the services that run tasks (consumer, status controller): the API's,
+	// but on the embedded store a view whose transitions are not synced on their own (see
+	// sqlitestore.Unsynced): losing them to a power loss only makes a task run again.
+	var runs task.Store
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
 	}
@@ -161,6 +168,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		// that ends a task goes through this wrapper, which wakes the waits for its result.
 		ends := taskend.Wrap(s.store)
 		s.store, s.ends, changes = ends, ends, ends
+		runs = ends.Through(s.embedded.Unsynced())
 	}
 	// The live feed of the API's events endpoint (atf tail) keeps the latest events in memory.
 	s.feed = lifecycle.NewFeed(0)
@@ -173,14 +181,22 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		}
 		s.events, pubs = pub, append(pubs, pub)
 	}
-	// Every service of the stack writes through s.store (c.Store with Functions).
+	// Every service of the stack writes through s.store (c.Store with Functions), or runs.
 	s.store = lifecycle.Wrap(s.store, pubs)
+	if runs != nil {
+		runs = lifecycle.Wrap(runs, pubs)
+	}
 	if c.Store != nil {
 		c.Store = s.store
 	}
 	// Metrics: the store's writes and errors, on every service of the stack (see serve).
 	s.metrics = prommetrics.New(prommetrics.Config{Lambdas: lambdas, Counts: s.store.Counts, Queue: sizer(queue), Logger: c.Logger})
 	s.store = metrics.Wrap(s.store, s.metrics)
+	if runs != nil {
+		runs = metrics.Wrap(runs, s.metrics)
+	} else {
+		runs = s.store
+	}
 	if c.Store != nil {
 		c.Store = s.store
 	}
@@ -198,7 +214,8 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// One snapshot of the gates for the claims and the schedule path: a gate set through the API
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
-	cons := consumer.New(s.store, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates), Metrics: s.metrics})
+	// The schedules' firings create tasks through the synced store, as the API does.
+	cons := consumer.New(runs, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates), Metrics: s.metrics})
 	if c.Store == nil {
 		// The in-memory queue and the executors died with the previous process: run what they
 		// held again now, rather than after its timeouts.
@@ -209,8 +226,17 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
 		}
 	}
-	hsc := status.New(s.store, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
-	exec := executor.New(claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}, executor.Config{Task: c.Task, Logger: c.Logger, Metrics: s.metrics})
+	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
+	ecfg := executor.Config{Task: c.Task, Logger: c.Logger, Metrics: s.metrics}
+	signal := claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}
+	if c.Store == nil {
+		// Claims and results are written in batches, a read and a commit for those made
+		// meanwhile, and the slots do not wait for the results' writes.
+		s.claimer = status.NewClaimer(hsc)
+		s.completer = status.NewCompleter(hsc, s.activity.Ended)
+		signal.batch, ecfg.Results = s.claimer, s.completer
+	}
+	exec := executor.New(signal, ecfg)
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
@@ -296,12 +322,17 @@ func sizer(q task.Queue) interface{ Sizes() []memqueue.Size } {
 // (consumer.Consumer.Claimed); and the dashboard's activity of every claim and result.
 type claimSignal struct {
 	*status.Controller
+	batch    *status.Claimer // claims through it, if set
 	claimed  func(lambda string)
 	activity *dashboard.Activity
 }
 
 func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	t, err := s.Controller.Claim(ctx, lambda, id, delivery)
+	claim := s.Controller.Claim
+	if s.batch != nil {
+		claim = s.batch.Claim
+	}
+	t, err := claim(ctx, lambda, id, delivery)
 	if err == nil {
 		s.claimed(lambda)
 		s.activity.Claimed(t)
@@ -354,6 +385,10 @@ func (s *Stack) Stop(ctx context.Context) {
 		wg.Go(func() { c.Stop(ctx) })
 	}
 	wg.Wait()
+	if s.claimer != nil {
+		s.claimer.Close()
+		s.completer.Close()
+	}
 	s.close()
 }
 
@@ -440,7 +475,7 @@ func (s *Stack) openEmbedded(path string, o sqlitestore.Options) error {
 		lock.Close()
 		return err
 	}
-	s.store, s.lock, s.closeStore = store, lock, true
+	s.store, s.embedded, s.lock, s.closeStore = store, store, lock, true
 	return nil
 }
 

@@ -350,3 +350,75 @@ func (g *GateSnapshot) At(ctx context.Context, now time.Time) ([]Gate, error) {
 	g.mu.Unlock()
 	return gates, nil
 }
+
+// Versioned is a task to write over the version it was read at, as Update(ctx, Task, Prev).
+type Versioned struct {
+	Task Task
+	Prev int64
+}
+
+// BatchUpdater is a Store that writes many updates in one commit: the embedded store, where a
+// commit's cost is mostly the pages it writes, and updates of one commit share them. Each update
+// keeps its own condition and outcome, as with Update.
+type BatchUpdater interface {
+	UpdateMany(ctx context.Context, ws []Versioned) []error
+}
+
+// Batched reports whether s writes many updates in one commit: it is a BatchUpdater, and so is
+// every store it wraps (through an Unwrap() Store method, as the stores that publish events or
+// count metrics have), down to the one that writes. A wrapper's UpdateMany over a store without
+// one writes one update after another, so a caller that batches for the commit's sake asks this.
+func Batched(s Store) bool {
+	for {
+		if _, ok := s.(BatchUpdater); !ok {
+			return false
+		}
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return true
+		}
+		s = w.Unwrap()
+	}
+}
+
+// UpdateMany writes every update of ws, through s's UpdateMany if s is a BatchUpdater, or one
+// Update after another otherwise, and returns the outcome of each: nil, ErrConflict, or the error
+// that kept it from being written.
+func UpdateMany(ctx context.Context, s Store, ws []Versioned) []error {
+	if b, ok := s.(BatchUpdater); ok {
+		return b.UpdateMany(ctx, ws)
+	}
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		errs[i] = s.Update(ctx, w.Task, w.Prev)
+	}
+	return errs
+}
+
+// BatchGetter is a Store that reads many whole tasks in one read: the embedded store, whose
+// claims of one batch of messages read their tasks together.
+type BatchGetter interface {
+	// GetBatch reads tasks like Get, with their payloads, but After may be left out (AfterCount
+	// says how many upstreams a task has), in the order of refs; a task that does not exist is a
+	// zero Task (ID empty).
+	GetBatch(ctx context.Context, refs []Ref) ([]Task, error)
+}
+
+// GetBatch reads refs through s's GetBatch if s is a BatchGetter, or one Get after another.
+func GetBatch(ctx context.Context, s Store, refs []Ref) ([]Task, error) {
+	if b, ok := s.(BatchGetter); ok {
+		return b.GetBatch(ctx, refs)
+	}
+	out := make([]Task, len(refs))
+	for i, r := range refs {
+		t, err := s.Get(ctx, r.Lambda, r.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = t
+		}
+	}
+	return out, nil
+}

@@ -667,7 +667,11 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 // messages go out as soon as its writes are done, so a pass cut short has at most one chunk to
 // send.
 func (c *passState) move(ctx context.Context, due []task.Task, held, dropped []string, now time.Time, quota *int) error {
-	for chunk := range slices.Chunk(due, enqueueWriters) {
+	size := enqueueWriters
+	if task.Batched(c.store) {
+		size = enqueueBatch
+	}
+	for chunk := range slices.Chunk(due, size) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -735,6 +739,10 @@ func (c *passState) admit(ctx context.Context, l task.Lambda, due []task.Task, h
 // hundred enqueues a second (docs/capacity.md).
 const enqueueWriters = 20
 
+// enqueueBatch is how many enqueues a pass writes together on a store that writes many in one
+// commit (task.BatchUpdater), and how many tasks' messages it then sends together.
+const enqueueBatch = 100
+
 // enqueue moves the due tasks that no gate holds to enqueued (or dead, past their deadline), all
 // at once, and returns the moved tasks in due's order: earliest first. A write whose outcome is
 // unknown (an error other than a refusal, a deadline included) counts as moved: its message is
@@ -742,6 +750,9 @@ const enqueueWriters = 20
 // no message for one that is would leave it to the enqueue timeout. A task that a gate holds is
 // parked, out of the sweep's range, or dropped if its gate drops; aside counts them.
 func (c *passState) enqueue(ctx context.Context, due []task.Task, held, dropped []string, now time.Time) (out []task.Task, aside int) {
+	if task.Batched(c.store) {
+		return c.enqueueBatch(ctx, c.store.(task.BatchUpdater), due, held, dropped, now)
+	}
 	moved := make([]*task.Task, len(due))
 	var parked, gone atomic.Int64
 	var wg sync.WaitGroup
@@ -774,6 +785,63 @@ func (c *passState) enqueue(ctx context.Context, due []task.Task, held, dropped 
 	for _, t := range moved {
 		if t != nil {
 			out = append(out, *t)
+		}
+	}
+	return out, aside
+}
+
+// enqueueBatch is enqueue on a store that writes many updates in one commit: every transition
+// of due goes in one UpdateMany, each still conditional on the version the sweep read.
+func (c *passState) enqueueBatch(ctx context.Context, b task.BatchUpdater, due []task.Task, held, dropped []string, now time.Time) (out []task.Task, aside int) {
+	type write struct {
+		next task.Task
+		set  bool // moved to enqueued (or dead): its message is sent
+		gone bool // dropped, not parked
+	}
+	var (
+		ws     []task.Versioned
+		writes []write
+	)
+	for _, t := range due {
+		var next task.Task
+		var err error
+		w := write{}
+		switch {
+		case slices.Contains(dropped, t.Collection):
+			next, err = task.Drop(t, now)
+			w.gone = true
+			aside++
+		case slices.Contains(held, t.Collection):
+			next, err = task.Park(t, now)
+			aside++
+		default:
+			next, err = task.Enqueue(t, now, c.cfg)
+			w.set = true
+		}
+		if err != nil {
+			if !refused(err) {
+				c.log.Warn("could not move task", "lambda", t.Lambda, "task_id", t.ID, "err", err)
+			}
+			continue
+		}
+		w.next = next
+		ws = append(ws, task.Versioned{Task: next, Prev: t.Version})
+		writes = append(writes, w)
+	}
+	for i, err := range b.UpdateMany(ctx, ws) {
+		w := writes[i]
+		if err != nil && !errors.Is(err, task.ErrConflict) {
+			c.log.Warn("could not move task", "lambda", w.next.Lambda, "task_id", w.next.ID, "err", err)
+		}
+		switch {
+		case !w.set:
+			if err == nil && w.gone {
+				c.st.Dropped++
+			} else if err == nil {
+				c.st.Parked++
+			}
+		case err == nil || !refused(err):
+			out = append(out, w.next)
 		}
 	}
 	return out, aside

@@ -60,6 +60,16 @@ type Config struct {
 	CancelGrace time.Duration
 	// Metrics, if set, observes every handler run: how long it took and how it ended.
 	Metrics HandlerMetrics
+	// Results, if set, takes the results of runs to record later, with others (status.Completer
+	// in the process of the store): the run ends once its result is handed over, and its slot
+	// takes the next task without waiting for the write. Nil: each result is recorded by the
+	// Status's SetResult before the run ends.
+	Results Results
+}
+
+// Results takes the result of a run under a lease, to be recorded later (status.Completer).
+type Results interface {
+	Complete(lambda, id, lease string, r status.Result)
 }
 
 // HandlerMetrics observes handler runs (metrics.Recorder is one). outcome is a status.Outcome, or
@@ -76,6 +86,7 @@ const DefaultCancelGrace = 10 * time.Second
 // Executor runs claimed tasks.
 type Executor struct {
 	status      Status
+	results     Results
 	cfg         task.Config
 	log         *slog.Logger
 	abandon     func(task.Task)
@@ -91,7 +102,7 @@ func New(s Status, c Config) *Executor {
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = DefaultCancelGrace
 	}
-	e := &Executor{status: s, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics}
+	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -340,6 +351,11 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 		// result over Lambda's 6 MB invoke limit never reaches the status function on AWS: the
 		// call would fail, and the task run again until dead. Ending it here says why, at once.
 		r = status.Result{Outcome: status.Fatal, Error: fmt.Sprintf("result is %d bytes; the limit is %d", len(result), e.cfg.PayloadLimit)}
+	}
+	if e.results != nil {
+		e.results.Complete(t.Lambda, t.ID, t.Lease, r)
+		log.Info("task ran; its result is handed over to be recorded", "outcome", r.Outcome, "err", r.Error)
+		return
 	}
 	stored, serr := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, r)
 	if serr != nil {

@@ -55,6 +55,26 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	return nil
 }
 
+// Unwrap returns the store that s wraps (see task.Batched).
+func (s *Store) Unwrap() task.Store { return s.Store }
+
+// UpdateMany writes ws (see task.UpdateMany), in one commit if the wrapped store can, and
+// publishes the event of each update written that makes one.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	errs := task.UpdateMany(ctx, s.Store, ws)
+	for i, err := range errs {
+		if err == nil {
+			s.written(ws[i].Task)
+		}
+	}
+	return errs
+}
+
+// GetBatch reads through the wrapped store's GetBatch, or one Get after another (task.GetBatch).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return task.GetBatch(ctx, s.Store, refs)
+}
+
 // AddUpstreams writes t like Update (see task.FlowStore) and publishes its event, if any.
 func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
 	if err := s.Store.AddUpstreams(ctx, t, prev, from); err != nil {

@@ -110,6 +110,27 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	return nil
 }
 
+// Unwrap returns the store that s wraps (see task.Batched).
+func (s *Store) Unwrap() task.Store { return s.Store }
+
+// UpdateMany writes ws (see task.UpdateMany), in one commit if the wrapped store can, and
+// records the transition of each update written.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	errs := task.UpdateMany(ctx, s.Store, ws)
+	for i, err := range errs {
+		if errs[i] = s.check("UpdateMany", err); err == nil {
+			s.written(ws[i].Task)
+		}
+	}
+	return errs
+}
+
+// GetBatch reads through the wrapped store's GetBatch, or one Get after another (task.GetBatch).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	tasks, err := task.GetBatch(ctx, s.Store, refs)
+	return tasks, s.check("GetBatch", err)
+}
+
 // AddUpstreams writes t (see task.FlowStore) and records its transition.
 func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
 	if err := s.check("AddUpstreams", s.Store.AddUpstreams(ctx, t, prev, from)); err != nil {
@@ -212,5 +233,5 @@ func (s *Store) Upstreams(ctx context.Context, down task.Ref, from, limit int) (
 
 func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
 	tasks, err := s.Store.GetMany(ctx, refs)
-	return tasks, s.check("GetMany", err)
+	return tasks, s.check("GetBatch", err)
 }

@@ -118,43 +118,67 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 	if err != nil {
 		return task.Task{}, err
 	}
-	again, gated, cancelled := false, "", false
-	t, err := task.Apply(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		again, gated, cancelled = false, "", false // Apply may call this again, on the task as it is then
-		if mode := task.GateMode(gates, lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
-			gated = mode
-			return task.Hold(t, now)
+	cl := c.claim(gates, lambda, id, delivery, now)
+	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
+	return c.claimed(ctx, cl, t, err)
+}
+
+// claimOf is one claim's transition, and what it found.
+type claimOf struct {
+	lambda, id, delivery string
+	gates                []task.Gate
+	now                  time.Time
+	cfg                  task.Config
+	again                bool   // a claim repeated for the same delivery
+	gated                string // the mode of the gate that held the task
+	cancelled            bool   // cancelled before the claim's answer got through
+}
+
+func (c *Controller) claim(gates []task.Gate, lambda, id, delivery string, now time.Time) *claimOf {
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, gates: gates, now: now, cfg: c.cfg}
+}
+
+// transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
+// the task as it is then.
+func (cl *claimOf) transition(t task.Task) (task.Task, error) {
+	cl.again, cl.gated, cl.cancelled = false, "", false
+	if mode := task.GateMode(cl.gates, cl.lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
+		cl.gated = mode
+		return task.Hold(t, cl.now)
+	}
+	if cl.delivery == "" {
+		return task.Claim(t, task.NewLease(), cl.now, cl.cfg)
+	}
+	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts) {
+		if t.CancelRequested {
+			// Cancelled before the claim's answer got through: its handler never ran.
+			cl.cancelled = true
+			return task.CancelRunning(t, t.Lease, cl.now)
 		}
-		if delivery == "" {
-			return task.Claim(t, task.NewLease(), now, c.cfg)
-		}
-		if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(lambda, id, delivery, t.Attempts) {
-			if t.CancelRequested {
-				// Cancelled before the claim's answer got through: its handler never ran.
-				cancelled = true
-				return task.CancelRunning(t, t.Lease, now)
-			}
-			again = true
-			return task.Heartbeat(t, t.Lease, now, c.cfg)
-		}
-		return task.Claim(t, task.DeliveryLease(lambda, id, delivery, t.Attempts+1), now, c.cfg)
-	})
+		cl.again = true
+		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
+	}
+	return task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts+1), cl.now, cl.cfg)
+}
+
+// claimed answers a claim whose transition was written (err nil) or failed with err.
+func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
 	case errors.Is(err, task.ErrNotDue):
 		// A message that came before its task's NotBefore (a resend or a duplicate of a task sent
 		// ahead): the worker drops it, as a duplicate; the task's own message comes then.
 		return task.Task{}, task.Errorf(task.ErrConflict, "%v; its message comes then", err)
-	case cancelled && err == nil:
-		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", id)
-	case gated != "" && err == nil:
-		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", lambda, "task_id", id, "gate", gated)
-		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", id, gated)
+	case cl.cancelled && err == nil:
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", cl.id)
+	case cl.gated != "" && err == nil:
+		c.log.Info("claim found the task's gate closed; handed back to the store", "lambda", cl.lambda, "task_id", cl.id, "gate", cl.gated)
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s is held by its gate (%s); the consumer applies it", cl.id, cl.gated)
 	case err != nil:
 		return task.Task{}, err
-	case again:
-		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", lambda, "task_id", id, "attempt", t.Attempts)
+	case cl.again:
+		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", cl.lambda, "task_id", cl.id, "attempt", t.Attempts)
 	case t.Attempts == 1:
-		c.log.Info("task claimed", "lambda", lambda, "task_id", id, "delivery_ms", now.Sub(t.RunAt).Milliseconds())
+		c.log.Info("task claimed", "lambda", cl.lambda, "task_id", cl.id, "delivery_ms", cl.now.Sub(t.RunAt).Milliseconds())
 	}
 	if t.AfterCount > 0 {
 		return c.withInputs(ctx, t)
@@ -221,18 +245,9 @@ func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) er
 // reported after the cancel is refused (not kept), and the task returned says cancelled. The
 // outcome Cancelled is for such a task only (task.ErrConflict otherwise).
 func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
-	var fn func(task.Task) (task.Task, error)
-	switch r.Outcome {
-	case Cancelled:
-		fn = func(t task.Task) (task.Task, error) { return task.CancelRunning(t, lease, c.now().UTC()) }
-	case Success:
-		fn = func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }
-	case Retriable, Fatal:
-		fn = func(t task.Task) (task.Task, error) {
-			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
-		}
-	default:
-		return task.Task{}, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal, cancelled", r.Outcome)
+	fn, err := c.resultTransition(lease, r)
+	if err != nil {
+		return task.Task{}, err
 	}
 	fn, send := c.ahead(ctx, lambda, fn)
 	t, err := task.ApplyState(ctx, c.store, lambda, id, fn)
@@ -253,6 +268,21 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 		c.log.Debug("task finished a run", "lambda", lambda, "task_id", id, "attempt", t.Attempts, "status", t.Status)
 	}
 	return t, err
+}
+
+// resultTransition is the transition that records r under lease.
+func (c *Controller) resultTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
+	switch r.Outcome {
+	case Cancelled:
+		return func(t task.Task) (task.Task, error) { return task.CancelRunning(t, lease, c.now().UTC()) }, nil
+	case Success:
+		return func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }, nil
+	case Retriable, Fatal:
+		return func(t task.Task) (task.Task, error) {
+			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
+		}, nil
+	}
+	return nil, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal, cancelled", r.Outcome)
 }
 
 // Release hands a task back untried, as when its executor shuts down.

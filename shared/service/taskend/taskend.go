@@ -15,7 +15,11 @@ import (
 // the task terminal. It implements frontend.Changes.
 type Store struct {
 	task.Store
+	*waiters // shared with the stores Through returns
+}
 
+// waiters are the waiters of tasks' ends.
+type waiters struct {
 	mu      sync.Mutex
 	tasks   map[task.Ref]*watch
 	waiting int // Watch calls not yet stopped
@@ -29,7 +33,14 @@ type watch struct {
 
 // Wrap returns s with waiters of tasks' ends.
 func Wrap(s task.Store) *Store {
-	return &Store{Store: s, tasks: map[task.Ref]*watch{}}
+	return &Store{Store: s, waiters: &waiters{tasks: map[task.Ref]*watch{}}}
+}
+
+// Through returns a Store that writes through w, another view of the wrapped store (such as
+// sqlitestore.Store.Unsynced), and wakes the same waiters: the services that write through
+// either one wake every wait.
+func (s *Store) Through(w task.Store) *Store {
+	return &Store{Store: w, waiters: s.waiters}
 }
 
 // Update writes t (see task.Store) and, if it did and t is terminal, wakes its waiters.
@@ -41,6 +52,25 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 		s.wake(task.Ref{Lambda: t.Lambda, ID: t.ID})
 	}
 	return nil
+}
+
+// Unwrap returns the store that s wraps (see task.Batched).
+func (s *Store) Unwrap() task.Store { return s.Store }
+
+// UpdateMany writes ws (see task.UpdateMany) and wakes the waiters of each task it wrote terminal.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	errs := task.UpdateMany(ctx, s.Store, ws)
+	for i, w := range ws {
+		if errs[i] == nil && w.Task.Status.Terminal() {
+			s.wake(task.Ref{Lambda: w.Task.Lambda, ID: w.Task.ID})
+		}
+	}
+	return errs
+}
+
+// GetBatch reads through the wrapped store's GetBatch, or one Get after another (task.GetBatch).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return task.GetBatch(ctx, s.Store, refs)
 }
 
 // GetState reads through the wrapped store's GetState if it has one (task.StateReader), and
@@ -80,7 +110,7 @@ func (s *Store) Watch(lambda, id string) (ended <-chan struct{}, stop func()) {
 	}
 }
 
-func (s *Store) wake(ref task.Ref) {
+func (s *waiters) wake(ref task.Ref) {
 	s.mu.Lock()
 	w := s.tasks[ref]
 	delete(s.tasks, ref)
@@ -91,7 +121,7 @@ func (s *Store) wake(ref task.Ref) {
 }
 
 // Waiters returns how many waiters are registered: Watch calls not yet stopped.
-func (s *Store) Waiters() int {
+func (s *waiters) Waiters() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.waiting

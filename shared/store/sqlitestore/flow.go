@@ -136,6 +136,23 @@ const maxInList = 500
 // GetMany reads tasks without payload nor After, by lambda, maxInList ids a query, and returns
 // them in the order of refs, a zero Task for each that does not exist.
 func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return s.getMany(ctx, refs, s.getStates, stateColumns)
+}
+
+// GetBatch reads tasks with their payloads, without After, as GetMany does (task.BatchGetter).
+func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return s.getMany(ctx, refs, s.getTasks, columns)
+}
+
+// getManySQL reads the tasks of one lambda whose ids a JSON array lists, with the columns cols:
+// one statement, prepared once, whatever their number (a statement with a variable per id was
+// parsed afresh each time, which cost as much as running it).
+func getManySQL(cols string) string {
+	return `SELECT ` + cols + ` FROM tasks WHERE lambda = ? AND id IN (SELECT value FROM json_each(?))`
+}
+
+// getMany reads refs with stmt, getManySQL(cols) prepared.
+func (s *Store) getMany(ctx context.Context, refs []task.Ref, stmt *sql.Stmt, cols string) ([]task.Task, error) {
 	byLambda := map[string][]string{}
 	var lambdas []string
 	for _, r := range refs {
@@ -150,12 +167,7 @@ func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, erro
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), maxInList)]
 			ids = ids[len(chunk):]
-			args := make([]any, 0, len(chunk)+1)
-			args = append(args, l)
-			for _, id := range chunk {
-				args = append(args, id)
-			}
-			tasks, err := s.query(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id IN (`+placeholders(len(chunk))+`)`, args...)
+			tasks, err := s.queryIDs(ctx, stmt, cols, l, chunk)
 			if err != nil {
 				return nil, fmt.Errorf("sqlitestore: get many of %s: %w", l, err)
 			}
@@ -169,6 +181,31 @@ func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, erro
 		out[i] = found[r]
 	}
 	return out, nil
+}
+
+// queryIDs reads the tasks of lambda with ids, with stmt, getManySQL(cols) prepared.
+func (s *Store) queryIDs(ctx context.Context, stmt *sql.Stmt, cols, lambda string, ids []string) ([]task.Task, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	if s.traced != nil {
+		s.traced(getManySQL(cols), []any{lambda, string(list)})
+	}
+	rows, err := stmt.QueryContext(ctx, lambda, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tasks []task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, rows.Err()
 }
 
 // AddUpstreams writes t over version prev, with its upstreams from index from on, in one

@@ -68,7 +68,8 @@ func checkPlan(t *testing.T, s *Store, q string, args ...any) []string {
 	}
 	shown := strings.Join(strings.Fields(strings.Replace(q, columns, "*", 1)), " ")
 	for _, step := range plan {
-		if strings.HasPrefix(step, "SCAN ") || strings.Contains(step, "TEMP B-TREE") {
+		// A scan of json_each reads the list of ids the caller gave (getManySQL), not the table.
+		if (strings.HasPrefix(step, "SCAN ") && !strings.HasPrefix(step, "SCAN json_each ")) || strings.Contains(step, "TEMP B-TREE") {
 			t.Errorf("%s %v\n  runs as %q: %q scans or sorts", shown, args, plan, step)
 		}
 	}
@@ -192,6 +193,7 @@ func TestSweepPlans(t *testing.T) {
 	checkPlan(t, s, nextParkedSQL, l.Name, "")
 	// And each transition the sweeps write.
 	checkPlan(t, s, updateSQL, updateArgs(tasks[0], tasks[0].Version)...)
+	checkPlan(t, s, updateStateSQL, updateStateArgs(tasks[0], tasks[0].Version)...)
 }
 
 // TestListPlans: every kind of list query, by status, collection, both or neither, first page

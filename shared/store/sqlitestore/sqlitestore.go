@@ -1,14 +1,18 @@
 // Package sqlitestore is the embedded task.Store: one SQLite file, so `atf dev` and tests run the
 // whole framework with no service to start. It uses the pure-Go driver modernc.org/sqlite, so atf
 // builds without cgo, and it syncs every commit (WAL with synchronous=FULL), so a task that was
-// accepted survives a crash or a restart of the process.
+// accepted survives a crash or a restart of the process, and a power loss. The Unsynced view
+// writes transitions that may be lost to a power loss (not to a crash of the process): those of
+// the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
 package sqlitestore
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -174,7 +178,11 @@ type Store struct {
 	// concurrent transitions and creations share a commit and its fsync instead of queueing for
 	// one each.
 	update, insert *sql.Stmt
+	updateState    *sql.Stmt // updateStateSQL, tried before update
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
+	getState       *sql.Stmt // Get without the payload
+	getStates      *sql.Stmt // GetMany's: getManySQL(stateColumns)
+	getTasks       *sql.Stmt // GetBatch's: getManySQL(columns)
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	updates        chan *update
 	closed         chan struct{}
@@ -192,6 +200,12 @@ type update struct {
 	create []task.Task // a CreateBatch: these tasks, all or none
 	// payload writes t's payload too, in the same transaction (a Redrive).
 	payload bool
+	// unsynced is set by the Unsynced view: the commit need not wait for an fsync of its own.
+	unsynced bool
+	// many is an UpdateMany: these updates, in one group, each with its own outcome in manyDone;
+	// done then receives nil, or the error that failed them all.
+	many     []task.Versioned
+	manyDone []error
 	// done receives the outcome once the write is committed or has failed. The writer answers
 	// each update exactly once and done has room for that answer, so answering never blocks the
 	// writer, also when the caller has stopped waiting.
@@ -202,7 +216,11 @@ type update struct {
 // very large transaction.
 const maxGroup = 256
 
-var _ task.Store = (*Store)(nil)
+var (
+	_ task.Store       = (*Store)(nil)
+	_ task.StateReader = (*Store)(nil)
+	_ task.Store       = Unsynced{}
+)
 
 // Open opens the database file at path, creating it and its schema if missing.
 func Open(path string) (*Store, error) {
@@ -250,7 +268,11 @@ func Open(path string) (*Store, error) {
 		return st
 	}
 	upd := prepare(w, updateSQL)
+	updState := prepare(w, updateStateSQL)
 	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	getState := prepare(r, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	getStates := prepare(r, getManySQL(stateColumns))
+	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
 	getAfter := prepare(r, upstreamsSQL)
 	if err != nil {
@@ -259,7 +281,7 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, insert: ins, get: get, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -271,7 +293,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
 	s.pruner.Wait()
-	return errors.Join(s.update.Close(), s.insert.Close(), s.get.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -316,6 +338,19 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 	return t, nil
 }
 
+// GetState returns one task without its payload nor its upstreams (task.StateReader): the
+// transitions of a run (heartbeats, results, releases) need neither, and Update writes neither.
+func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	t, err := scanTask(s.getState.QueryRowContext(ctx, lambda, id))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	case err != nil:
+		return task.Task{}, fmt.Errorf("sqlitestore: get %s/%s: %w", lambda, id, err)
+	}
+	return t, nil
+}
+
 // updateSQL leaves the payload alone: Create sets it once (task.Store.Update). It leaves the
 // upstreams alone too (after_count with the deps rows, and the trigger rule, set once):
 // AddUpstreams writes them.
@@ -325,6 +360,27 @@ const updateSQL = `UPDATE tasks SET
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
+
+// updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
+// stored: every transition's. SQLite rewrites a row's entry in every index with a column the SET
+// names, whatever its value, so leaving these three out spares two of the five indexes
+// (tasks_by_created, tasks_by_collection) on every transition. They are conditions instead: an
+// update that would change them matches no row, and updateSQL writes it.
+const updateStateSQL = `UPDATE tasks SET
+	status = ?, result = ?, error = ?, attempts = ?,
+	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
+	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
+	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?
+	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
+
+// updateStateArgs are updateStateSQL's arguments for t written over version prev.
+func updateStateArgs(t task.Task, prev int64) []any {
+	return []any{string(t.Status), blob(t.Result), t.Error,
+		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
+		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
+		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore),
+		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
+}
 
 // updateArgs are updateSQL's arguments for t written over version prev.
 func updateArgs(t task.Task, prev int64) []any {
@@ -346,6 +402,54 @@ func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 // SQLite keeps ended tasks and their payloads until they are deleted, so none is ever gone.
 func (s *Store) Redrive(ctx context.Context, t task.Task, prev int64) error {
 	return s.write(ctx, &update{t: t, prev: prev, payload: true, done: make(chan error, 1)}, t)
+}
+
+// Unsynced is a view of a Store whose Update does not wait for an fsync of its own: its writes
+// are committed at once, so they survive a crash of the process, but the last of them may be
+// lost to a power loss or a crash of the machine. Every other write, and every write of the
+// Store itself, is synced as before, and syncs the unsynced writes committed before it (they are
+// earlier in the same log): a write lost is always one of the last. A power loss thus takes the
+// store back to an earlier state it was in, never to a state it was never in.
+//
+// The services that run tasks (the status controller, the consumer) write through it: their
+// transitions, lost, leave a task as it was before them, waiting, enqueued or running, and the
+// restart's recovery (consumer.Recover) runs it again. The API writes through the Store: a
+// schedule, a cancel or a gate it acknowledged is synced (docs/guarantees.md).
+type Unsynced struct{ *Store }
+
+// Unsynced returns the view of s whose updates are not synced on their own.
+func (s *Store) Unsynced() Unsynced { return Unsynced{s} }
+
+// Update writes t if the stored version is still prev, as Store.Update, and returns once it is
+// committed, without waiting for an fsync.
+func (u Unsynced) Update(ctx context.Context, t task.Task, prev int64) error {
+	return u.write(ctx, &update{t: t, prev: prev, unsynced: true, done: make(chan error, 1)}, t)
+}
+
+// UpdateMany writes each update like Update, all in one commit (task.BatchUpdater), synced.
+func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	return s.updateMany(ctx, ws, false)
+}
+
+// UpdateMany writes each update like Update, all in one commit, not synced on its own.
+func (u Unsynced) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	return u.updateMany(ctx, ws, true)
+}
+
+func (s *Store) updateMany(ctx context.Context, ws []task.Versioned, unsynced bool) []error {
+	errs := make([]error, len(ws))
+	if len(ws) == 0 {
+		return errs
+	}
+	u := &update{many: ws, manyDone: errs, unsynced: unsynced, done: make(chan error, 1)}
+	if err := s.write(ctx, u, ws[0].Task); err != nil {
+		// Failed as a whole, or the caller stopped waiting: the writer may still fill errs.
+		errs = make([]error, len(ws))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // write hands u to the group writer and waits for its outcome.
@@ -429,35 +533,59 @@ func (s *Store) commitAlone(u *update) error {
 // error that failed the transaction. It answers none of them.
 func (s *Store) commitGroup(group []*update) ([]error, error) {
 	ctx := context.Background() // no caller's cancellation may abort the others' writes
-	tx, err := s.w.BeginTx(ctx, nil)
+	// The writer's connection, held for the group: the other writes on it (SetGate,
+	// AddUpstreams) never see its synchronous setting changed.
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: update: %w", err)
+	}
+	defer conn.Close()
+	// A group syncs its commit (synchronous=FULL, as the connection was opened) if any of its
+	// writes asks for it. The log is written in order, so a synced commit syncs the unsynced ones
+	// before it too. SQLite changes the setting only between transactions.
+	if !slices.ContainsFunc(group, func(u *update) bool { return !u.unsynced }) {
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+			return nil, fmt.Errorf("sqlitestore: update: %w", err)
+		}
+		defer func() {
+			if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+				// The connection must not go on unsynced: it is dropped, and opened afresh,
+				// synced, by its next user. The group's outcome stands.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
-	stmt, insert := tx.StmtContext(ctx, s.update), tx.StmtContext(ctx, s.insert)
+	stmt := updateStmts{state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update)}
+	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+			if outcomes[i], err = s.createIn(ctx, tx, insert, u.create); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		t := u.t
-		res, err := stmt.ExecContext(ctx, updateArgs(t, u.prev)...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n == 0 {
-			outcomes[i] = task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		if u.many != nil {
+			for j, w := range u.many {
+				var err error
+				if u.manyDone[j], err = updateIn(ctx, stmt, w.Task, w.Prev); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
-		if u.payload {
+		var err error
+		if outcomes[i], err = updateIn(ctx, stmt, u.t, u.prev); err != nil {
+			return nil, err
+		}
+		if outcomes[i] == nil && u.payload {
+			t := u.t
 			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET payload = ? WHERE lambda = ? AND id = ?`, blob(t.Payload), t.Lambda, t.ID); err != nil {
 				return nil, fmt.Errorf("sqlitestore: redrive %s/%s: %w", t.Lambda, t.ID, err)
 			}
@@ -469,12 +597,41 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	return outcomes, nil
 }
 
-// createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction,
-// within a savepoint: a taken id undoes the batch alone, and is its outcome (task.ErrExists). The
-// error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT batch`); err != nil {
+// updateStmts are the update statements of a transaction.
+type updateStmts struct{ state, full *sql.Stmt }
+
+// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
+// its outcome is nil or task.ErrConflict; the error is one that fails the group.
+func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
+	for _, try := range []struct {
+		stmt *sql.Stmt
+		args []any
+	}{{stmts.state, updateStateArgs(t, prev)}, {stmts.full, updateArgs(t, prev)}} {
+		res, err := try.stmt.ExecContext(ctx, try.args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		if n > 0 {
+			return nil, nil
+		}
+	}
+	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
+}
+
+// createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
+// first looks for the batch's ids among the tasks, those of the group's earlier writes included:
+// a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
+// undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
+// The error is one that fails the group.
+func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
+	if taken, err := takenID(ctx, tx, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	} else if taken != nil {
+		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
 	}
 	for _, t := range tasks {
 		res, err := insert.ExecContext(ctx,
@@ -485,24 +642,57 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if n, err := res.RowsAffected(); err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		} else if n == 0 {
+			// takenID found it free in this very transaction: the group fails, as on any fault.
+			return nil, fmt.Errorf("sqlitestore: create %s/%s: the id was taken after it was found free", t.Lambda, t.ID)
 		}
-		if n == 0 {
-			for _, q := range []string{`ROLLBACK TO batch`, `RELEASE batch`} {
-				if _, err := tx.ExecContext(ctx, q); err != nil {
-					return nil, fmt.Errorf("sqlitestore: create: %w", err)
-				}
+		if len(t.After) > 0 {
+			if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
+				return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 			}
-			return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda), nil
-		}
-		if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
-			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE batch`); err != nil {
-		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	return nil, nil
+}
+
+// takenSQL finds which of a JSON array of ids a lambda has: one statement whatever their number.
+const takenSQL = `SELECT id FROM tasks WHERE lambda = ? AND id IN (SELECT value FROM json_each(?))`
+
+// takenID returns the first task of tasks whose id its lambda has already, or nil: one query
+// per lambda of the batch.
+func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, error) {
+	byLambda := map[string][]string{}
+	for _, t := range tasks {
+		byLambda[t.Lambda] = append(byLambda[t.Lambda], t.ID)
+	}
+	taken := map[task.Ref]bool{}
+	for lambda, ids := range byLambda {
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := tx.QueryContext(ctx, takenSQL, lambda, string(list))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			taken[task.Ref{Lambda: lambda, ID: id}] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	for i := range tasks {
+		if taken[tasks[i].Ref()] {
+			return &tasks[i], nil
+		}
 	}
 	return nil, nil
 }
@@ -729,7 +919,8 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	if lanes := dueLanes(p); !p.Parked && len(lanes) > 1 {
 		return s.dueEachLane(ctx, p, lanes)
 	}
-	q := `SELECT ` + columns + ` FROM tasks
+	// Without the payload (task.Store.Due): a sweep reads many tasks and writes none of it.
+	q := `SELECT ` + stateColumns + ` FROM tasks
 		WHERE lambda = ? AND next_trigger_at IS NOT NULL AND next_trigger_at <= ?`
 	args := []any{p.Lambda, p.Before.UnixNano()}
 	switch lane, ok := dueLane(p); {

@@ -153,3 +153,29 @@ func TestCloseDuringFailedGroup(t *testing.T) {
 		t.Fatal("Close hangs")
 	}
 }
+
+// TestUpdateBeyondState: an update that changes what transitions never change (the collection,
+// the priority, the creation time) is written whole, and listed by its new collection; one from
+// a stale version is still refused.
+func TestUpdateBeyondState(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	tasks, _ := twoTasks(t, s)
+	moved := tasks[0]
+	moved.Collection, moved.Priority, moved.CreatedAt = "elsewhere", "low", moved.CreatedAt.Add(time.Second)
+	moved.Version++
+	if err := s.Update(t.Context(), moved, tasks[0].Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(t.Context(), moved, tasks[0].Version); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("an update from a stale version: got %v, want ErrConflict", err)
+	}
+	got, err := s.Get(t.Context(), moved.Lambda, moved.ID)
+	if err != nil || got.Collection != "elsewhere" || got.Priority != "low" || !got.CreatedAt.Equal(moved.CreatedAt) {
+		t.Errorf("got %+v, %v; want the new collection, priority and creation time", got, err)
+	}
+	page, _, err := s.List(t.Context(), task.ListParams{Lambda: moved.Lambda, Collection: "elsewhere"})
+	if err != nil || len(page) != 1 || page[0].ID != moved.ID {
+		t.Errorf("listed by its new collection: got %d tasks, %v", len(page), err)
+	}
+}
