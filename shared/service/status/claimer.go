@@ -15,15 +15,15 @@ import (
 // lease and transition, written conditionally on the version read; a claim whose write meets a
 // task changed since the read is made again alone by Claim, which reads afresh.
 //
-// A claim waits for the batch before it, never for a timer: claims made one at a time are each
-// written at once.
+// A claim waits for a batch in hand to end (claimBatches), never for a timer: claims made one at a
+// time are each written at once.
 type Claimer struct {
 	ctl *Controller
 
 	mu     sync.RWMutex // Claim holds it to read closed and send; Close takes it to close in
 	closed bool
 	in     chan *claimCall
-	done   chan struct{}
+	runs   sync.WaitGroup
 }
 
 // claimCall is one Claim waiting for its batch.
@@ -41,10 +41,16 @@ type claimAnswer struct {
 // claimBatch is the most claims one batch makes.
 const claimBatch = 256
 
+// claimBatches is how many batches may be in hand at once: one gathers and reads its tasks while
+// the one before is committed, so that the slots never wait for a whole commit and a read in turn.
+const claimBatches = 2
+
 // NewClaimer starts a Claimer that claims through c. Close stops it.
 func NewClaimer(c *Controller) *Claimer {
-	k := &Claimer{ctl: c, in: make(chan *claimCall), done: make(chan struct{})}
-	go k.run()
+	k := &Claimer{ctl: c, in: make(chan *claimCall)}
+	for range claimBatches {
+		k.runs.Go(k.run)
+	}
 	return k
 }
 
@@ -81,11 +87,10 @@ func (k *Claimer) Close() {
 		close(k.in)
 	}
 	k.mu.Unlock()
-	<-k.done
+	k.runs.Wait()
 }
 
 func (k *Claimer) run() {
-	defer close(k.done)
 	for call := range k.in {
 		batch := []*claimCall{call}
 	more: // the claims made while the last batch was written
