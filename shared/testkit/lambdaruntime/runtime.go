@@ -369,7 +369,11 @@ func startEnvironment(f *Function, n int) (*environment, error) {
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env.cmd.Env = append(env.cmd.Env, k+"="+vars[k])
 	}
-	logs := &lockedWriter{mu: &f.logMu, w: cmp.Or[io.Writer](f.Logs, io.Discard)}
+	var out io.Writer = io.Discard
+	if f.Logs != nil {
+		out = f.Logs
+	}
+	logs := &lockedWriter{mu: &f.logMu, w: out}
 	env.cmd.Stdout, env.cmd.Stderr = logs, logs
 	// A process group of its own, so that a kill ends whatever it started too.
 	env.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
