@@ -369,7 +369,7 @@ func startEnvironment(f *Function, n int) (*environment, error) {
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env.cmd.Env = append(env.cmd.Env, k+"="+vars[k])
 	}
-	var out io.Writer = io.Discard
+	out := io.Discard
 	if f.Logs != nil {
 		out = f.Logs
 	}
