@@ -1,0 +1,176 @@
+package lambdaruntime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/openatf/atf/shared/adapter/eventsource"
+)
+
+// IntegrationTimeout is how long API Gateway waits for the function (29 s, the most an HTTP
+// API's Lambda integration allows).
+const IntegrationTimeout = 29 * time.Second
+
+// ProxyRequest is the proxy event of r as an API Gateway HTTP API sends it with payload format
+// 1.0 (the REST proxy event shape), on the $default stage: the path as the client sent it.
+func ProxyRequest(r *http.Request, body []byte) events.APIGatewayProxyRequest {
+	path := r.URL.EscapedPath()
+	req := events.APIGatewayProxyRequest{
+		Resource: path, Path: path, HTTPMethod: r.Method,
+		Headers: map[string]string{}, MultiValueHeaders: map[string][]string{},
+		RequestContext: events.APIGatewayProxyRequestContext{
+			AccountID: account, APIID: "local", Stage: "$default", RequestID: newRequestID(),
+			RequestTime: time.Now().UTC().Format("02/Jan/2006:15:04:05 -0700"), RequestTimeEpoch: time.Now().UnixMilli(),
+			HTTPMethod: r.Method, Path: path, Protocol: r.Proto, DomainName: r.Host,
+			Identity: events.APIGatewayRequestIdentity{SourceIP: hostOf(r.RemoteAddr), UserAgent: r.UserAgent()},
+		},
+	}
+	for k, vs := range r.Header {
+		req.Headers[k] = vs[len(vs)-1]
+		req.MultiValueHeaders[k] = vs
+	}
+	if len(r.URL.Query()) > 0 {
+		req.QueryStringParameters, req.MultiValueQueryStringParameters = map[string]string{}, r.URL.Query()
+		for k, vs := range r.URL.Query() {
+			req.QueryStringParameters[k] = vs[len(vs)-1]
+		}
+	}
+	if utf8.Valid(body) {
+		req.Body = string(body)
+	} else {
+		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	return req
+}
+
+func hostOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i > 0 {
+		return addr[:i]
+	}
+	return addr
+}
+
+// APIGateway is an http.Handler that serves requests through an API function as an HTTP API
+// with a Lambda proxy integration (payload format 1.0) does: each request becomes a proxy event,
+// the function's proxy response becomes the answer. A function that fails answers 500
+// {"message":"Internal Server Error"}, and one that outlives the integration's timeout 503
+// {"message":"Service Unavailable"}, as API Gateway does. It does not authorize (the stack's
+// routes use IAM) nor throttle.
+type APIGateway struct {
+	Function *Function
+	Timeout  time.Duration // the integration's timeout [IntegrationTimeout]
+}
+
+func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
+	if err != nil {
+		gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+		return
+	}
+	event, err := json.Marshal(ProxyRequest(r, body))
+	if err != nil {
+		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	timeout := g.Timeout
+	if timeout <= 0 {
+		timeout = IntegrationTimeout
+	}
+	deadline := time.Now().Add(min(timeout, g.Function.timeout()))
+	out, ferr, err := g.Function.Invoke(r.Context(), event, deadline)
+	switch {
+	case err != nil:
+		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	case ferr != nil && ferr.Timeout():
+		gatewayError(w, http.StatusServiceUnavailable, "Service Unavailable")
+		return
+	case ferr != nil:
+		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	var resp events.APIGatewayProxyResponse
+	if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode == 0 {
+		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		w.Header()[http.CanonicalHeaderKey(k)] = vs
+	}
+	payload := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if payload, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+			gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
+			return
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(payload)
+}
+
+func gatewayError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"message":%q}`, msg)
+}
+
+// SQSEvent is the event an SQS event source mapping sends for msgs, received from the queue
+// whose ARN is arn, in region.
+func SQSEvent(arn, region string, msgs []sqstypes.Message) events.SQSEvent {
+	return eventsource.Event(arn, region, msgs)
+}
+
+// SQSHandler invokes f with each batch, for an eventsource.SQS (an emulated event source
+// mapping): a function that fails, or runs out of time, fails the whole batch, as on AWS.
+func SQSHandler(f *Function) eventsource.SQSHandler {
+	return func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		out, err := invokeJSON(ctx, f, e)
+		if err != nil {
+			return resp, err
+		}
+		if err := json.Unmarshal(out, &resp); err != nil {
+			return resp, fmt.Errorf("%s answered %s, not a batch response: %w", f.name(), out, err)
+		}
+		return resp, nil
+	}
+}
+
+// ScheduledHandler invokes f with each scheduled event, for an eventsource.Schedule.
+func ScheduledHandler(f *Function) func(ctx context.Context, e events.EventBridgeEvent) error {
+	return func(ctx context.Context, e events.EventBridgeEvent) error {
+		_, err := invokeJSON(ctx, f, e)
+		return err
+	}
+}
+
+// invokeJSON invokes f with event, by ctx's deadline if it has one; a function error is an error.
+func invokeJSON(ctx context.Context, f *Function, event any) ([]byte, error) {
+	payload, err := json.Marshal(event)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	out, ferr, err := f.Invoke(ctx, payload, deadline)
+	if err != nil {
+		return nil, err
+	}
+	if ferr != nil {
+		return nil, errors.Join(fmt.Errorf("function %s failed", f.name()), ferr)
+	}
+	return out, nil
+}
