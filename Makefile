@@ -212,6 +212,15 @@ diff: build cdk-cli ## compare environment ENV with what is deployed: make diff 
 deploy: build cdk-cli ## deploy environment ENV: make deploy ENV=dev (AWS credentials, account bootstrapped)
 	$(CDK) deploy -c env=$(ENV) atf-$(ENV)
 
+# make deploy-local: cdk bootstrap and cdk deploy of ENV into moto (CloudFormation, in memory, on
+# ATF_DEPLOY_MOTO_PORT, 5100, not the emulators' port), its outputs printed, then every resource of
+# its template checked through the AWS API (cmd/deploycheck); moto is stopped after, even on
+# failure. Without Docker the ecs lambdas' executors are left out (cdk -c ecs=false). What moto
+# does not apply is listed as it runs, and in localstack/README.md. Not part of make test.
+.PHONY: deploy-local
+deploy-local: build cdk-cli ## cdk deploy ENV [dev] into moto (no Docker, no AWS account) and check every resource it created
+	localstack/deploy-local run $(ENV)
+
 infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth
 	$(GO) test -count=1 ./shared/registry/
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...

@@ -7,6 +7,8 @@
 //	atf:assets         the function zips of `make build` [bin/lambda]
 //	atf:root           the repository's root, the executors' Docker context [.]
 //	env                the one environment to synthesize; every environment if unset
+//	ecs                false leaves the ecs lambdas' executors out (stack.Props.WithoutECS), for
+//	                   a deployment without Docker (make deploy-local); true if unset
 //
 // Paths are relative to the repository's root, where cdk.json's app command runs the app.
 package main
@@ -58,13 +60,26 @@ func build(app awscdk.App) error {
 		}
 		names = []string{only}
 	}
+	var withoutECS bool
+	ecs := ctx("ecs", "true")
+	if b, ok := app.Node().TryGetContext(jsii.String("ecs")).(bool); ok { // as cdk.json's context may say
+		ecs = fmt.Sprint(b)
+	}
+	switch ecs {
+	case "true":
+	case "false":
+		withoutECS = true
+	default:
+		return fmt.Errorf("-c ecs=%s: true or false", ecs)
+	}
 	for _, name := range names {
 		e := envs[name]
 		stack.New(app, "atf-"+name, stack.Props{
 			StackProps: awscdk.StackProps{Env: placement(e)},
 			Name:       name, Env: e, Registry: reg,
-			Assets: ctx("atf:assets", "bin/lambda"),
-			Root:   ctx("atf:root", "."),
+			Assets:     ctx("atf:assets", "bin/lambda"),
+			Root:       ctx("atf:root", "."),
+			WithoutECS: withoutECS,
 		})
 	}
 	return nil

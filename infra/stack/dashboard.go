@@ -45,7 +45,7 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 			row = append(row, graph(l.entry.Name+": worker invocations, errors, throttles", f.MetricInvocations(sum), f.MetricErrors(sum), f.MetricThrottles(sum)),
 				graph(l.entry.Name+": worker duration p95 (ms)", f.MetricDuration(p95)),
 				graph(l.entry.Name+": status function calls, errors, throttles", sf.MetricInvocations(sum), sf.MetricErrors(sum), sf.MetricThrottles(sum)))
-		} else {
+		} else if l.executor != nil {
 			svc := l.executor.service
 			row = append(row, graph(l.entry.Name+": executors CPU and memory (%)", svc.MetricCpuUtilization(max), svc.MetricMemoryUtilization(max)))
 		}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -55,6 +56,12 @@ type Props struct {
 	// Dockerfile is infra/executor/Dockerfile, and they copy binaries from Assets, which must
 	// lie inside it.
 	Root string
+	// WithoutECS leaves out what the ecs lambdas' executors need: their Fargate services, task
+	// definitions, container images (built with Docker at deploy time), scaling, and the VPC and
+	// cluster. Their queues stay, so the API and the consumer still take and send their tasks,
+	// which wait until executors run. For deploying where images cannot be built or run (make
+	// deploy-local, into moto without Docker); the stack warns that it left them out.
+	WithoutECS bool
 }
 
 // maxLambdasEnv bounds ATF_LAMBDAS: AWS Lambda allows 4 KB for all of a function's environment.
@@ -125,6 +132,7 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 	}
 	var lambdas []*lambdaResources
 	var cluster *executorCluster
+	var withoutECS []string // the ecs lambdas whose executors are left out
 	for i, e := range p.Registry.Lambdas {
 		scope := constructs.NewConstruct(d.stack, jsii.String("Lambda-"+e.Name))
 		lr := &lambdaResources{entry: e, index: i, queues: newQueues(scope, "Queues", d, e)}
@@ -134,6 +142,10 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 			lr.worker = newWorker(scope, "Worker", d, e, lr.queues, lr.status)
 			lr.logs = lr.worker.logGroup
 		case registry.KindECS:
+			if p.WithoutECS {
+				withoutECS = append(withoutECS, e.Name)
+				break
+			}
 			if cluster == nil {
 				cluster = newExecutorCluster(d.stack, "Executors", d)
 			}
@@ -141,6 +153,10 @@ func New(scope constructs.Construct, id string, p Props) awscdk.Stack {
 			lr.logs = lr.executor.logGroup
 		}
 		lambdas = append(lambdas, lr)
+	}
+	if len(withoutECS) > 0 {
+		awscdk.Annotations_Of(d.stack).AddWarningV2(jsii.String("atf:without-ecs"), jsii.String(
+			"ecs=false: the executors of the ecs lambdas "+strings.Join(withoutECS, ", ")+" are left out (no Fargate service, image, VPC or cluster); their queues stay and their tasks wait there"))
 	}
 	consumer := newConsumer(d.stack, "Consumer", d, store, lambdas)
 	api := newAPI(d.stack, "Api", d, store, lambdas)
@@ -193,7 +209,7 @@ type lambdaResources struct {
 	queues   *queues
 	worker   *worker          // kind function
 	status   *status          // kind function: its status function
-	executor *executor        // kind ecs
+	executor *executor        // kind ecs; nil if Props.WithoutECS
 	logs     awslogs.LogGroup // where its handler's runs are logged
 }
 
