@@ -215,7 +215,13 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	// acts on both at once.
 	gates := &task.GateSnapshot{Store: s.store, Age: status.GateAge}
 	// The schedules' firings create tasks through the synced store, as the API does.
-	cons := consumer.New(runs, queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates), Metrics: s.metrics})
+	// A pass enqueues what comes due before the pass after next, its messages delayed to the
+	// tasks' run times: a task the API could not send ahead (its lambda's room was taken) still
+	// starts on time, not up to a poll interval late.
+	cons := consumer.New(runs, queue, consumer.Config{
+		Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(s.store, lambdas, queue, gates), Metrics: s.metrics,
+		SweepAhead: 2 * c.Task.PollInterval,
+	})
 	if c.Store == nil {
 		// The in-memory queue and the executors died with the previous process: run what they
 		// held again now, rather than after its timeouts.

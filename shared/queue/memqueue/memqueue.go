@@ -35,7 +35,16 @@ var _ task.Queue = (*Queue)(nil)
 type Queue struct {
 	mu       sync.Mutex
 	queues   map[key]*queue
+	lambdas  map[string]*wakes // the wake of every lambda's queues, all priorities together
 	receipts map[string]*entry // the current receipt of every received, undeleted message
+}
+
+// wakes is a channel closed, and replaced, to wake those waiting on it.
+type wakes struct{ ch chan struct{} }
+
+func (w *wakes) signal() {
+	close(w.ch)
+	w.ch = make(chan struct{})
 }
 
 type key struct{ lambda, priority string }
@@ -44,8 +53,9 @@ type key struct{ lambda, priority string }
 type queue struct {
 	entries []*entry // in send order, so older messages are received first
 	// wake is closed, and replaced, whenever a message may have become visible sooner than a
-	// waiting Receive planned for.
-	wake chan struct{}
+	// waiting Receive planned for; so is lambda's, the wake of the lambda's every priority.
+	wake   chan struct{}
+	lambda *wakes
 }
 
 type entry struct {
@@ -57,14 +67,19 @@ type entry struct {
 
 // New returns an empty queue set.
 func New() *Queue {
-	return &Queue{queues: map[key]*queue{}, receipts: map[string]*entry{}}
+	return &Queue{queues: map[key]*queue{}, lambdas: map[string]*wakes{}, receipts: map[string]*entry{}}
 }
 
 // queue returns the queue of k, creating it. The caller holds mu.
 func (q *Queue) queue(k key) *queue {
 	qu := q.queues[k]
 	if qu == nil {
-		qu = &queue{wake: make(chan struct{})}
+		lw := q.lambdas[k.lambda]
+		if lw == nil {
+			lw = &wakes{ch: make(chan struct{})}
+			q.lambdas[k.lambda] = lw
+		}
+		qu = &queue{wake: make(chan struct{}), lambda: lw}
 		q.queues[k] = qu
 	}
 	return qu
@@ -74,6 +89,7 @@ func (q *Queue) queue(k key) *queue {
 func (qu *queue) signal() {
 	close(qu.wake)
 	qu.wake = make(chan struct{})
+	qu.lambda.signal()
 }
 
 // Send puts msgs on their queues. Either all are sent or, if one is invalid, none.
@@ -106,6 +122,11 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 // hides them for p.Visibility (DefaultVisibility if zero). If none is visible it waits up to
 // p.Wait for one. A wait that ends empty returns no messages and no error; one that ctx ends
 // returns ctx's error.
+//
+// A wait also ends, empty, once a message of another priority of the same lambda is visible: a
+// controller long-polls its highest priority when idle, and a task of a lower one must not wait
+// out the poll (on SQS, where one poll watches one queue, it does: up to the controller's
+// IdleWait).
 func (q *Queue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Delivery, error) {
 	if p.Lambda == "" || p.Priority == "" {
 		return nil, task.Errorf(task.ErrInvalid, "receive needs a lambda and a priority")
@@ -138,16 +159,24 @@ func (q *Queue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Deliv
 		now := time.Now()
 		qu := q.queue(k)
 		ds, next := q.take(qu, now, p)
-		wake := qu.wake
+		wake, others := qu.wake, qu.lambda.ch
+		var otherVisible bool
+		if len(ds) == 0 && now.Before(deadline) {
+			var otherNext time.Time
+			otherVisible, otherNext = q.visibleBeside(k, now)
+			if next.IsZero() || !otherNext.IsZero() && otherNext.Before(next) {
+				next = otherNext
+			}
+		}
 		q.mu.Unlock()
 		if len(ds) > 0 {
 			return ds, nil
 		}
-		if !now.Before(deadline) {
+		if otherVisible || !now.Before(deadline) {
 			return nil, nil
 		}
-		// Sleep until a Send or an Extend, the first hidden message's return, the deadline, or
-		// the end of ctx, whichever comes first.
+		// Sleep until a Send or an Extend on any of the lambda's queues, the first hidden
+		// message's return, the deadline, or the end of ctx, whichever comes first.
 		until := deadline
 		if !next.IsZero() && next.Before(until) {
 			until = next
@@ -159,11 +188,32 @@ func (q *Queue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Deliv
 		}
 		select {
 		case <-wake:
+		case <-others:
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// visibleBeside reports whether a message of another priority of k's lambda is visible at now,
+// and else the earliest time one becomes visible, or zero. The caller holds mu.
+func (q *Queue) visibleBeside(k key, now time.Time) (bool, time.Time) {
+	var next time.Time
+	for ok, qu := range q.queues {
+		if ok.lambda != k.lambda || ok.priority == k.priority {
+			continue
+		}
+		for _, e := range qu.entries {
+			if !e.visibleAt.After(now) {
+				return true, time.Time{}
+			}
+			if next.IsZero() || e.visibleAt.Before(next) {
+				next = e.visibleAt
+			}
+		}
+	}
+	return false, next
 }
 
 // take hides and returns up to p.Max messages of qu visible at now. If there are none it returns

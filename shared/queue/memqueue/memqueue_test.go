@@ -155,3 +155,25 @@ func TestSizes(t *testing.T) {
 		t.Fatalf("Sizes() = %+v, want %+v", got, want)
 	}
 }
+
+// A long poll of one priority ends, empty, once a message of another priority of the same
+// lambda is visible (a delayed one, here), so that the controller receives it at once; a
+// message of another lambda does not end it.
+func TestWaitEndsForAnotherPriority(t *testing.T) {
+	q := memqueue.New()
+	if err := q.Send(ctx, task.Message{Lambda: "other", Priority: "low", TaskID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Send(ctx, task.Message{Lambda: "l", Priority: "low", TaskID: "d", Delay: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ds, err := q.Receive(wctx, task.ReceiveParams{Lambda: "l", Priority: "high", Max: 10, Wait: time.Minute, Visibility: time.Minute})
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("the long poll of high ended with %d messages and %v, want none and no error: it must end once low's message is visible", len(ds), err)
+	}
+	if ds := receive(t, q, task.ReceiveParams{Lambda: "l", Priority: "low", Max: 10, Visibility: time.Minute}); len(ds) != 1 || ds[0].TaskID != "d" {
+		t.Fatalf("low then gave %v, want d", ds)
+	}
+}

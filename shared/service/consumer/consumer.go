@@ -60,6 +60,12 @@ type Config struct {
 	Scheduler Scheduler
 	// Metrics, if set, observes every pass over a lambda: how long it took, and whether it failed.
 	Metrics PassMetrics
+	// SweepAhead is how far ahead of its start a pass enqueues waiting tasks: one due before
+	// then goes to its queue now, its message delayed to its run time (task.EnqueueAhead), so
+	// that it starts on time rather than at the first pass after it, up to a poll interval late.
+	// Zero: a pass enqueues what is due by its start. It should be about the poll interval: what
+	// goes ahead takes room under the lambda's cap (task.Lambda.MaxEnqueued) while it waits.
+	SweepAhead time.Duration
 }
 
 // PassMetrics observes the consumer's passes (metrics.Recorder is one).
@@ -81,6 +87,7 @@ type Consumer struct {
 	byName      map[string]int // index of a lambda in lambdas
 	refilled    chan struct{}  // a refill is due: see Claimed
 	workers     int
+	sweepAhead  time.Duration
 	passTimeout time.Duration
 	sendTimeout time.Duration
 	drainEvery  time.Duration
@@ -118,7 +125,7 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 		now: c.Now, jitter: c.Jitter, log: c.Logger, wake: make(chan struct{}, 1),
 		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
 		refilled: make(chan struct{}, 1),
-		workers:  c.Workers, passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
+		workers:  c.Workers, sweepAhead: max(c.SweepAhead, 0), passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
 		drainEvery: c.DrainInterval, metrics: c.Metrics,
 	}
 	if cons.drainEvery == 0 {
@@ -635,7 +642,7 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 		}
 		// Tasks of held collections are read too, and parked (or dropped) below: the range
 		// never holds more of them than one quota.
-		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: waiting, Before: now, Limit: quota})
+		due, err := c.store.Due(ctx, task.DueParams{Lambda: l.Name, Priority: p, Statuses: waiting, Before: now.Add(c.sweepAhead), Limit: quota})
 		if err != nil {
 			return err
 		}
@@ -757,7 +764,7 @@ func (c *passState) enqueue(ctx context.Context, due []task.Task, held, dropped 
 	var parked, gone atomic.Int64
 	var wg sync.WaitGroup
 	for i, t := range due {
-		move := func(t task.Task) (task.Task, error) { return task.Enqueue(t, now, c.cfg) }
+		move := func(t task.Task) (task.Task, error) { return c.enqueueDue(t, now) }
 		count := (*atomic.Int64)(nil)
 		switch {
 		case slices.Contains(dropped, t.Collection):
@@ -815,7 +822,7 @@ func (c *passState) enqueueBatch(ctx context.Context, b task.BatchUpdater, due [
 			next, err = task.Park(t, now)
 			aside++
 		default:
-			next, err = task.Enqueue(t, now, c.cfg)
+			next, err = c.enqueueDue(t, now)
 			w.set = true
 		}
 		if err != nil {
@@ -845,6 +852,16 @@ func (c *passState) enqueueBatch(ctx context.Context, b task.BatchUpdater, due [
 		}
 	}
 	return out, aside
+}
+
+// enqueueDue enqueues t: at once if it is due, or ahead of its run time if it is due within the
+// sweep-ahead (its message is delayed to it: Task.MessageAt).
+func (c *passState) enqueueDue(t task.Task, now time.Time) (task.Task, error) {
+	if c.sweepAhead > 0 && t.Status != task.StatusEnqueued && t.NextTriggerAt != nil && t.NextTriggerAt.After(now) {
+		next, _, err := task.EnqueueAhead(t, now, c.cfg)
+		return next, err
+	}
+	return task.Enqueue(t, now, c.cfg)
 }
 
 // refused reports whether a transition's error says that it did not happen.

@@ -32,6 +32,7 @@ func newEnv(t *testing.T, quota int, names ...string) *env {
 type options struct {
 	cfg         task.Config
 	maxEnqueued int // of every lambda
+	sweepAhead  time.Duration
 	wrapStore   func(task.Store) task.Store
 	wrapQueue   func(task.Queue) task.Queue
 }
@@ -60,6 +61,7 @@ func newEnvWith(t *testing.T, o options, names ...string) *env {
 	}
 	e.cons = consumer.New(s, q, consumer.Config{
 		Lambdas: lambdas, Task: e.cfg, Now: func() time.Time { return e.now }, Jitter: func() float64 { return 0 },
+		SweepAhead: o.sweepAhead,
 	})
 	return e
 }
@@ -150,6 +152,30 @@ func TestEnqueuesDueTasksByPriorityUnderQuota(t *testing.T) {
 	}
 	if st := e.sweep(t); st.Enqueued != 1 || st.Full {
 		t.Fatalf("fourth sweep enqueued %d (full %v), want the last low task, under the quota", st.Enqueued, st.Full)
+	}
+}
+
+func TestSweepAhead(t *testing.T) {
+	e := newEnvWith(t, options{sweepAhead: 2 * time.Second}, "l")
+	e.schedule(t, "l", task.Spec{ID: "now"})
+	soon := e.schedule(t, "l", task.Spec{ID: "soon", Delay: ptr(time.Second)})
+	later := e.schedule(t, "l", task.Spec{ID: "later", Delay: ptr(5 * time.Second)})
+	if st := e.sweep(t); st.Enqueued != 2 {
+		t.Fatalf("sweep enqueued %d, want now and soon (due within the sweep-ahead)", st.Enqueued)
+	}
+	got, err := e.store.Get(context.Background(), "l", soon.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != task.StatusEnqueued || got.NotBefore == nil || !got.NotBefore.Equal(soon.RunAt) {
+		t.Fatalf("soon is %s, not before %v; want enqueued ahead, not claimable before its run time %v", got.Status, got.NotBefore, soon.RunAt)
+	}
+	// Its message is delayed to its run time: only the task due now can be received yet.
+	if ids := e.received(t, "l", "normal"); !slices.Equal(ids, []string{"now"}) {
+		t.Fatalf("received %v at once, want [now]", ids)
+	}
+	if s := e.status(t, "l", later.ID); s != task.StatusNew {
+		t.Fatalf("a task due after the sweep-ahead is %s, want new", s)
 	}
 }
 
