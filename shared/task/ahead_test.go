@@ -80,7 +80,16 @@ func TestHold(t *testing.T) {
 	if _, err := Hold(tk, later); !errors.Is(err, ErrConflict) {
 		t.Fatalf("hold of a new task: %v, want ErrConflict", err)
 	}
+	// A message that came before the task's run time hands it back due at that time, not now.
+	soon, _ := New(Spec{ID: "s", Delay: ptrTo(10 * time.Minute)}, Lambda{Name: "l"}.WithDefaults(), now, c)
+	enq, _, _ = EnqueueAhead(soon, now, c)
+	held, err = Hold(enq, later)
+	if err != nil || held.Status != StatusNew || !held.NextTriggerAt.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("early hold: %s due %s, %v; want new, due at its run time %s", held.Status, held.NextTriggerAt, err, now.Add(10*time.Minute))
+	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 func TestGateMode(t *testing.T) {
 	gates := []Gate{

@@ -151,13 +151,18 @@ func Refused(err error) bool {
 }
 
 // Hold hands back an enqueued task whose claim found its gate closed (paused or dropping): it
-// becomes new and due at once, so the consumer's next sweep applies the gate to it, parking or
-// dropping it (or, for a paused lambda, leaving it where it is), as it does for any due task.
+// becomes new and due at once (at its run time, if the message came before it: NotBefore), so
+// the consumer's sweep applies the gate to it, parking or dropping it (or, for a paused lambda,
+// leaving it where it is), as it does for any due task.
 func Hold(t Task, now time.Time) (Task, error) {
 	if err := notFrom(t, "hold", StatusEnqueued); err != nil {
 		return t, err
 	}
-	return t.next(StatusNew, now, at(now)), nil
+	due := now
+	if t.NotBefore != nil && t.NotBefore.After(now) {
+		due = *t.NotBefore // a message that came early keeps the task's run time
+	}
+	return t.next(StatusNew, now, at(due)), nil
 }
 
 // MaxEnqueueWait caps the wait of a task enqueued again and again (see Enqueue). A message lost

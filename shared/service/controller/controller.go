@@ -238,10 +238,19 @@ func (c *Controller) fetch(stop, poll context.Context) {
 			}
 			continue
 		}
+		began := time.Now()
 		got, ok := c.pass(stop, poll, n, idle)
-		if !ok {
+		switch {
+		case !ok:
 			// Don't hammer a queue that fails: rest before the next pass.
 			sleep(stop, c.cfg.IdleWait, nil)
+		case got == 0 && idle:
+			// A long poll may end early and empty (the in-memory queue ends it once another
+			// priority of the lambda has a message, even one of a priority no longer polled):
+			// passes that find nothing start at most once an IdleWait, or when a slot frees.
+			if rest := c.cfg.IdleWait - time.Since(began); rest > 0 && !sleep(stop, rest, c.fetchKick) {
+				return
+			}
 		}
 		idle = got == 0
 	}

@@ -233,5 +233,5 @@ func (s *Store) Upstreams(ctx context.Context, down task.Ref, from, limit int) (
 
 func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
 	tasks, err := s.Store.GetMany(ctx, refs)
-	return tasks, s.check("GetBatch", err)
+	return tasks, s.check("GetMany", err)
 }

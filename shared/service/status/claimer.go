@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -37,6 +38,9 @@ type claimAnswer struct {
 	t   task.Task
 	err error
 }
+
+// claimTimeout bounds a batch of claims whose caller set no deadline of its own.
+const claimTimeout = 10 * time.Second
 
 // claimBatch is the most claims one batch makes.
 const claimBatch = 256
@@ -162,6 +166,17 @@ func (k *Claimer) claim(batch []*claimCall) {
 		calls = append(calls, call)
 		cls = append(cls, cl)
 	}
+	// A caller may have given up while the batch waited for the one before: make no claim for it.
+	kept := 0
+	for i, call := range calls {
+		if err := call.ctx.Err(); err != nil {
+			call.answer <- claimAnswer{err: err}
+			continue
+		}
+		ws[kept], calls[kept], cls[kept] = ws[i], call, cls[i]
+		kept++
+	}
+	ws, calls, cls = ws[:kept], calls[:kept], cls[:kept]
 	for i, err := range task.UpdateMany(ctx, c.store, ws) {
 		call, a := calls[i], claimAnswer{}
 		if errors.Is(err, task.ErrConflict) {
@@ -175,13 +190,13 @@ func (k *Claimer) claim(batch []*claimCall) {
 }
 
 // batchContext is a context without cancellation whose deadline is the latest of the batch's
-// callers' (none if any has none).
+// callers', or claimTimeout from now if one has none.
 func batchContext(batch []*claimCall) (context.Context, context.CancelFunc) {
 	var latest context.Context
 	for _, call := range batch {
 		d, ok := call.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(call.ctx))
+			return context.WithTimeout(context.WithoutCancel(call.ctx), claimTimeout)
 		}
 		if latest == nil {
 			latest = call.ctx
