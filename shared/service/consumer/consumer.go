@@ -727,6 +727,13 @@ func (c *passState) admit(ctx context.Context, l task.Lambda, due []task.Task, h
 				*room = max(l.EnqueuedCap(c.cfg)-max(counts[task.StatusEnqueued], 0), 0)
 			}
 			switch {
+			case t.NextTriggerAt != nil && t.NextTriggerAt.After(now):
+				// Swept ahead (SweepAhead): only while half the cap stays free for tasks due
+				// now, as the schedule path sends ahead; otherwise it waits for its time.
+				if *room <= l.EnqueuedCap(c.cfg)/2 {
+					continue
+				}
+				*room--
 			case *room > 0:
 				*room--
 			case t.NextTriggerAt != nil && now.Sub(*t.NextTriggerAt) >= inFlightGrace:

@@ -179,6 +179,21 @@ func TestSweepAhead(t *testing.T) {
 	}
 }
 
+// Tasks swept ahead leave half the lambda's cap free for tasks due now.
+func TestSweepAheadLeavesHalfTheCap(t *testing.T) {
+	e := newEnvWith(t, options{sweepAhead: 2 * time.Second, maxEnqueued: 4}, "l")
+	for i := range 3 {
+		e.schedule(t, "l", task.Spec{ID: fmt.Sprintf("soon-%d", i), Delay: ptr(time.Second)})
+	}
+	if st := e.sweep(t); st.Enqueued != 2 {
+		t.Fatalf("sweep enqueued %d ahead, want 2: the other half of the cap (4) stays free", st.Enqueued)
+	}
+	e.schedule(t, "l", task.Spec{ID: "now"})
+	if st := e.sweep(t); st.Enqueued != 1 || e.status(t, "l", "now") != task.StatusEnqueued {
+		t.Fatalf("sweep enqueued %d, want the task due now", st.Enqueued)
+	}
+}
+
 func TestTimeoutsReenqueueOrKill(t *testing.T) {
 	e := newEnv(t, 100, "l")
 	ctx := context.Background()
