@@ -80,8 +80,9 @@ const pollersPerMapping = 2
 // TestDeployedStack deploys the dev stack into moto, reads back what it created, runs the
 // function binaries as it wires them, and runs the core scenarios of atf dev through the Go
 // client: a run with its result, retries ending in success, dead and a fatal failure, a paused
-// gate holding a task and an open one running it, cancels of a waiting and a running task, and
-// a task got and tasks listed by status.
+// gate holding a task and an open one running it, a flow, cancels of a waiting and a running
+// task, and a task got and tasks listed by status. Then every AWS call the functions made is
+// checked against their deployed roles, which moto does not enforce.
 func TestDeployedStack(t *testing.T) {
 	started := time.Now()
 	endpoint := deployIntoMoto(t)
@@ -237,6 +238,7 @@ func TestDeployedStack(t *testing.T) {
 			}
 		}
 	})
+	t.Run("iam", func(t *testing.T) { auditIAM(t, d, run.proxies) })
 	t.Logf("deployed, read and ran the scenarios in %s", time.Since(started).Round(time.Second))
 }
 
@@ -335,12 +337,14 @@ type scheduleRule struct {
 
 // clientsAt returns clients of every service at endpoint, with moto's dummy credentials, and no
 // endpoint or profile from the environment (make test's point at the emulators, not this moto).
-func clientsAt(endpoint string) *stackapi.Clients {
-	return stackapi.NewClients(aws.Config{
+func clientsAt(endpoint string) *stackapi.Clients { return stackapi.NewClients(awsConfigAt(endpoint)) }
+
+func awsConfigAt(endpoint string) aws.Config {
+	return aws.Config{
 		Region:       lambdaruntime.DefaultRegion,
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(endpoint),
-	})
+	}
 }
 
 // readDeployment reads the stack's outputs and resources, every function's configuration and
@@ -561,6 +565,7 @@ func (d *deployment) only(asset string) *deployedFunction {
 type running struct {
 	client   *client.Client
 	consumer *consumerRuns
+	proxies  map[string]*auditProxy // by function name
 }
 
 // runDeployment starts every deployed function's binary under the harness with its deployed
@@ -585,12 +590,18 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	for _, m := range d.mappings {
 		pollers[m.function] += min(max(m.maxConcurrency, 1), pollersPerMapping)
 	}
+	// Every AWS call of a function goes through a proxy of its own to moto (Lambda's to the
+	// Invoke API server), which records it for the IAM audit (deployed_iam_test.go).
+	account := strings.Split(d.rule.arn, ":")[4]
+	proxies := map[string]*auditProxy{}
 	for _, f := range d.functions {
+		proxy := newAuditProxy(t, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account)
+		proxies[f.name] = proxy
 		env := maps.Clone(f.env)
 		maps.Copy(env, map[string]string{
 			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-			"AWS_ENDPOINT_URL_DYNAMODB": d.endpoint, "AWS_ENDPOINT_URL_SQS": d.endpoint, "AWS_ENDPOINT_URL_EVENTBRIDGE": d.endpoint,
-			"AWS_ENDPOINT_URL_LAMBDA": invoke.URL,
+			"AWS_ENDPOINT_URL_DYNAMODB": proxy.srv.URL, "AWS_ENDPOINT_URL_SQS": proxy.srv.URL, "AWS_ENDPOINT_URL_EVENTBRIDGE": proxy.srv.URL,
+			"AWS_ENDPOINT_URL_LAMBDA": proxy.srv.URL,
 		})
 		rf := &lambdaruntime.Function{
 			Name: f.name, Binary: filepath.Join(bins, f.binary()), Env: env,
@@ -623,8 +634,9 @@ func runDeployment(t *testing.T, d *deployment) *running {
 				return events.SQSEventResponse{}, err
 			}
 		}
+		// The mapping polls with the function's role: through the function's proxy.
 		src := eventsource.SQS{
-			Client: d.clients.SQS, Queue: m.queue, Handler: handler, BatchSize: m.batchSize,
+			Client: sqs.NewFromConfig(awsConfigAt(proxies[m.function].srv.URL)), Queue: m.queue, Handler: handler, BatchSize: m.batchSize,
 			Timeout: d.functions[m.function].timeout, Visibility: visibility, Abort: ctx, Logger: quiet,
 		}
 		for range min(max(m.maxConcurrency, 1), pollersPerMapping) {
@@ -647,7 +659,7 @@ func runDeployment(t *testing.T, d *deployment) *running {
 
 	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name]})
 	t.Cleanup(srv.Close)
-	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs}
+	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies}
 }
 
 // queueVisibility is the visibility timeout the queue was deployed with, which Lambda's poller
