@@ -47,6 +47,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -302,8 +304,10 @@ type deployment struct {
 	clients   *stackapi.Clients
 	stack     *stackapi.Stack
 	functions map[string]*deployedFunction // by function name
-	mappings  []eventSourceMapping
-	rule      scheduleRule
+	// partitionKey is the table's partition key attribute, for the IAM audit's LeadingKeys.
+	partitionKey string
+	mappings     []eventSourceMapping
+	rule         scheduleRule
 }
 
 // deployedFunction is a function's deployed configuration, and the source of its code.
@@ -359,6 +363,15 @@ func readDeployment(t *testing.T, endpoint string) *deployment {
 		t.Fatal(err)
 	}
 	d.stack = st
+	table, err := d.clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(st.Table())})
+	if err != nil {
+		t.Fatalf("table %s of the stack's output: %v", st.Table(), err)
+	}
+	for _, k := range table.Table.KeySchema {
+		if k.KeyType == dynamodbtypes.KeyTypeHash {
+			d.partitionKey = aws.ToString(k.AttributeName)
+		}
+	}
 
 	// The code of each function is one of make build's zips: Lambda's CodeSha256 is the
 	// base64 SHA-256 of the zip. That says which main of functions/ it runs, built here for
@@ -595,7 +608,7 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	account := strings.Split(d.rule.arn, ":")[4]
 	proxies := map[string]*auditProxy{}
 	for _, f := range d.functions {
-		proxy := newAuditProxy(t, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account)
+		proxy := newAuditProxy(t, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account, d.partitionKey)
 		proxies[f.name] = proxy
 		env := maps.Clone(f.env)
 		maps.Copy(env, map[string]string{
