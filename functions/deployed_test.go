@@ -86,6 +86,7 @@ const pollersPerMapping = 2
 // task, and a task got and tasks listed by status. Then every AWS call the functions made is
 // checked against their deployed roles, which moto does not enforce.
 func TestDeployedStack(t *testing.T) {
+	t.Parallel()
 	started := time.Now()
 	endpoint := deployIntoMoto(t)
 	t.Logf("deployed atf-%s into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
@@ -216,6 +217,20 @@ func TestDeployedStack(t *testing.T) {
 		var apiErr *client.Error
 		if _, err := c.Get(ctx, "echo", "no-such-task"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 			t.Errorf("get a missing task: %v, want 404", err)
+		}
+		// The lambdas the API knows are the registry's the stack was built from, ecs ones too.
+		infos, err := c.Lambdas(ctx)
+		var names []string
+		for _, l := range infos {
+			names = append(names, l.Name)
+		}
+		var want []string
+		for _, e := range loadDeployed(t).reg.Lambdas {
+			want = append(want, e.Name)
+		}
+		slices.Sort(names)
+		if slices.Sort(want); err != nil || !slices.Equal(names, want) {
+			t.Errorf("lambdas %v, %v; want those of lambdas.json, %v", names, err, want)
 		}
 		for _, w := range []struct {
 			lambda string
