@@ -227,7 +227,7 @@ deploy-local: build cdk-cli ## cdk deploy ENV [dev] into moto (no Docker, no AWS
 # deployed into moto (localstack/deploy-local, on ATF_DEPLOY_MOTO_PORT [5100]), its names, function
 # environments, event source mappings and rule read back through the AWS API, and the function
 # binaries run under the Lambda Runtime API harness as they wire them, through the core scenarios.
-# About 30 s once make build and the tools are in place; make test runs it too. Moto is stopped
+# About 40 s once make build and the tools are in place; make test runs it too. Moto is stopped
 # after, even on failure.
 .PHONY: e2e-deployed
 e2e-deployed: build cdk-cli ## deploy the dev stack into moto and run the function binaries as it wires them, through the core scenarios

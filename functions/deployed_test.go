@@ -509,11 +509,15 @@ func (d *deployment) checkWiring(t *testing.T) {
 	if d.rule.target != byAsset["consumer"][0].name || d.rule.period != time.Minute {
 		t.Errorf("the rule %s (%s) invokes %q, want the consumer %s every minute", d.rule.name, d.rule.schedule, d.rule.target, byAsset["consumer"][0].name)
 	}
-	// What AWS refuses and moto accepts: a function's environment over 4 KB.
+	// What AWS refuses and moto accepts: a function's environment over 4 KB, or setting a
+	// variable Lambda reserves.
 	for _, f := range d.functions {
 		size := 0
 		for k, v := range f.env {
 			size += len(k) + len(v)
+			if lambdaReserved[k] || strings.HasPrefix(k, "AWS_LAMBDA_") {
+				t.Errorf("function %s (%s) sets %s, which Lambda reserves", f.name, f.asset, k)
+			}
 		}
 		if size > lambdaEnvLimit {
 			t.Errorf("function %s (%s): its environment is %d bytes, over the %d Lambda allows", f.name, f.asset, size, lambdaEnvLimit)
@@ -567,6 +571,14 @@ func (d *deployment) checkWiring(t *testing.T) {
 
 // lambdaEnvLimit is the most Lambda allows for all of a function's environment variables.
 const lambdaEnvLimit = 4096
+
+// lambdaReserved are the environment variables Lambda sets itself and refuses in a function's
+// configuration (with every AWS_LAMBDA_ one).
+var lambdaReserved = map[string]bool{
+	"_HANDLER": true, "_X_AMZN_TRACE_ID": true, "AWS_DEFAULT_REGION": true, "AWS_REGION": true, "AWS_EXECUTION_ENV": true,
+	"AWS_ACCESS_KEY": true, "AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+	"LAMBDA_TASK_ROOT": true, "LAMBDA_RUNTIME_DIR": true,
+}
 
 // workers are the worker functions: those given a status function.
 func (d *deployment) workers() []*deployedFunction {
