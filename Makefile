@@ -46,7 +46,9 @@ invoke: build-handlers ## run a function once on a sample event, on the emulator
 	ATF_TABLE=atf-dev ATF_QUEUE_PREFIX=atf-dev ATF_LAMBDAS='$(LAMBDAS_JSON)' \
 	ATF_LAMBDA=$(if $(findstring workers/,$(FN)),$(notdir $(FN)),$(if $(filter status,$(FN)),echo)) ATF_INVOKE=$(EVENT) $(GO) run ./functions/$(FN)
 
-test: ui-tools ## every test (AWS suites on DynamoDB Local and moto, started and stopped here; the dashboard in Chromium), then make api-contract and make infra-test
+# make build and make cdk-cli come first: functions' TestDeployedStack deploys the dev stack into a
+# moto of its own (make e2e-deployed), and the template references the zips.
+test: ui-tools build cdk-cli ## every test (AWS suites on DynamoDB Local and moto, started and stopped here; the dashboard in Chromium; the dev stack deployed into moto and run), then make api-contract and make infra-test
 	@mkdir -p $(BIN)
 	@set -o pipefail; \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
@@ -220,6 +222,16 @@ deploy: build cdk-cli ## deploy environment ENV: make deploy ENV=dev (AWS creden
 .PHONY: deploy-local
 deploy-local: build cdk-cli ## cdk deploy ENV [dev] into moto (no Docker, no AWS account) and check every resource it created
 	localstack/deploy-local run $(ENV)
+
+# make e2e-deployed: end to end on what was deployed (functions/deployed_test.go): the dev stack
+# deployed into moto (localstack/deploy-local, on ATF_DEPLOY_MOTO_PORT [5100]), its names, function
+# environments, event source mappings and rule read back through the AWS API, and the function
+# binaries run under the Lambda Runtime API harness as they wire them, through the core scenarios.
+# About 40 s once make build and the tools are in place; make test runs it too. Moto is stopped
+# after, even on failure.
+.PHONY: e2e-deployed
+e2e-deployed: build cdk-cli ## deploy the dev stack into moto and run the function binaries as it wires them, through the core scenarios
+	ATF_DEPLOYED_TESTS=require $(GO) test -count=1 -run '^TestDeployedStack$$' -v ./functions/
 
 infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth
 	$(GO) test -count=1 ./shared/registry/

@@ -1,0 +1,837 @@
+package functions_test
+
+// End to end on what was deployed: the dev stack deployed into moto (localstack/deploy-local),
+// read back through the AWS API, and the function binaries run under the Lambda Runtime API
+// harness as that deployment wires them: the names, environment, timeouts, event source mappings
+// and rule are the deployed ones, never atf create's or written here. What feeds the functions
+// stands in for the AWS services moto does not run:
+//
+//   - API Gateway: moto creates no HTTP API, so lambdaruntime.APIGateway turns the Go client's
+//     requests into the proxy events (payload format 1.0) of the deployed integration;
+//   - the event source mappings: eventsource.SQS polls each mapping's queue with its batch size
+//     and hands batches to its function, deleting what the batch response does not report
+//     failed (ReportBatchItemFailures), as Lambda's poller does;
+//   - the rule: eventsource.Schedule invokes the consumer with the rule's scheduled event (its
+//     ARN in resources), on a faster tick than the rule's rate (see consumerTick);
+//   - Lambda's Invoke API: lambdaruntime.InvokeServer, so a worker's status calls reach the
+//     status binary under the name its ATF_STATUS_FUNCTION gives.
+//
+// It needs make build (the zips the template references) and make cdk-cli first; make test and
+// make e2e-deployed run both, and require the test (ATF_AWS_TESTS or ATF_DEPLOYED_TESTS=require).
+// Moto runs on ATF_DEPLOY_MOTO_PORT [5100]. ATF_DEPLOYED_LOGS=1 prints the functions' logs even
+// when it passes.
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/eventsource"
+	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/task"
+	stackapi "github.com/openatf/atf/shared/testkit/deployed"
+	"github.com/openatf/atf/shared/testkit/lambdaruntime"
+)
+
+// deployedEnv is the environment deployed: dev, the one moto can take (localstack/README.md).
+const deployedEnv = "dev"
+
+// consumerTick is how often the test invokes the consumer with the rule's event. The rule says
+// rate(1 minute) (asserted below); the deployed consumer stops as soon as nothing is due
+// (consumerfn.Deployed), so at the rule's rate a task of a gate that opens waits up to a minute
+// for the next invocation, and the gate scenario alone would take one. A faster tick does what
+// the next minute's invocation would, sooner; a busy invocation still sweeps to the end of its
+// event's minute, as on AWS, and invocations never overlap (the rule's target has a reserved
+// concurrency of one).
+const consumerTick = 2 * time.Second
+
+// pollersPerMapping caps the pollers of one event source mapping: Lambda runs up to its
+// MaximumConcurrency invocations of it at once; two show that batches of one queue run side by
+// side, without loading this 2-core machine with the dozens the stack allows.
+const pollersPerMapping = 2
+
+// TestDeployedStack deploys the dev stack into moto, reads back what it created, runs the
+// function binaries as it wires them, and runs the core scenarios of atf dev through the Go
+// client: a run with its result, retries ending in success, dead and a fatal failure, a paused
+// gate holding a task and an open one running it, a flow, cancels of a waiting and a running
+// task, and a task got and tasks listed by status. Then every AWS call the functions made is
+// checked against their deployed roles, which moto does not enforce.
+func TestDeployedStack(t *testing.T) {
+	t.Parallel()
+	started := time.Now()
+	endpoint := deployIntoMoto(t)
+	t.Logf("deployed atf-%s into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
+	d := readDeployment(t, endpoint)
+	run := runDeployment(t, d)
+	c := run.client
+	ctx := t.Context()
+
+	// Gates first and alone: a pause is the lambda's, and with nothing else in flight the
+	// consumer's invocations end at once, so one that started after the schedule has swept it.
+	t.Run("gate", func(t *testing.T) {
+		if _, err := c.SetGate(ctx, "echo", "", task.GatePause); err != nil {
+			t.Fatal(err)
+		}
+		scheduled := time.Now()
+		held := schedule(t, c, "echo", client.ScheduleRequest{ID: "gated", Payload: json.RawMessage(`{"gated":true}`)})
+		run.consumer.sweptSince(t, scheduled)
+		if got, err := c.Get(ctx, "echo", held.ID); err != nil || got.Status != task.StatusNew {
+			t.Fatalf("a task of the paused lambda after a sweep: %s, %v; want new", got.Status, err)
+		}
+		if !listed(t, c, "echo", task.StatusNew, held.ID) {
+			t.Errorf("the list of new echo tasks lacks %s", held.ID)
+		}
+		if _, err := c.SetGate(ctx, "echo", "", task.GateOpen); err != nil {
+			t.Fatal(err)
+		}
+		done := waitEnd(t, c, "echo", held.ID)
+		if done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"gated":true}` || done.Attempts != 1 {
+			t.Fatalf("after the gate opened: %s, result %s, %d attempts; want success with the payload after 1", done.Status, done.Result, done.Attempts)
+		}
+	})
+
+	t.Run("scenarios", func(t *testing.T) {
+		t.Run("run", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "echo", client.ScheduleRequest{ID: "run", Payload: json.RawMessage(`{"hi":"there"}`), Priority: "low"})
+			done := waitEnd(t, c, "echo", tk.ID)
+			if done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"hi":"there"}` || done.Attempts != 1 || done.Priority != "low" {
+				t.Fatalf("%s, result %s, %d attempts, priority %s; want success with the payload after 1, low", done.Status, done.Result, done.Attempts, done.Priority)
+			}
+		})
+		t.Run("delay", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "echo", client.ScheduleRequest{ID: "delayed", Payload: json.RawMessage(`{"n":1}`), Delay: "2s"})
+			done := waitEnd(t, c, "echo", tk.ID)
+			if done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"n":1}` || done.UpdatedAt.Before(tk.RunAt) {
+				t.Fatalf("%s, result %s, ended %s, run_at %s; want success with the payload after run_at", done.Status, done.Result, done.UpdatedAt, tk.RunAt)
+			}
+		})
+		t.Run("retry", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "flaky", client.ScheduleRequest{ID: "retried", Payload: json.RawMessage(`{"failures":2}`)})
+			done := waitEnd(t, c, "flaky", tk.ID)
+			if done.Status != task.StatusSuccess || done.Attempts != 3 || compactJSON(done.Result) != `{"succeeded_on_attempt":3}` {
+				t.Fatalf("%s after %d attempts, result %s; want success on the third", done.Status, done.Attempts, done.Result)
+			}
+		})
+		t.Run("dead", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "flaky", client.ScheduleRequest{ID: "dead", Payload: json.RawMessage(`{"failures":5}`), MaxAttempts: 2})
+			done := waitEnd(t, c, "flaky", tk.ID)
+			if done.Status != task.StatusDead || done.Attempts != 2 || !strings.Contains(done.Error, "attempt 2 of the 5 that fail on purpose") {
+				t.Fatalf("%s after %d attempts, error %q; want dead after 2", done.Status, done.Attempts, done.Error)
+			}
+		})
+		t.Run("fatal", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "flaky", client.ScheduleRequest{ID: "fatal", Payload: json.RawMessage(`"not an object"`)})
+			done := waitEnd(t, c, "flaky", tk.ID)
+			if done.Status != task.StatusFatalFailure || done.Attempts != 1 || !strings.Contains(done.Error, "payload must be") {
+				t.Fatalf("%s after %d attempts, error %q; want a fatal failure after 1", done.Status, done.Attempts, done.Error)
+			}
+		})
+		t.Run("flow", func(t *testing.T) {
+			t.Parallel()
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "up", Payload: json.RawMessage(`{"step":1}`)})
+			down := schedule(t, c, "echo", client.ScheduleRequest{ID: "down", Payload: json.RawMessage(`{"step":2}`), After: []task.Ref{{ID: "up"}}})
+			if down.Status != task.StatusPending && down.Status != task.StatusNew {
+				t.Errorf("a task after another, scheduled: %s, want pending (or new if its upstream had ended)", down.Status)
+			}
+			done := waitEnd(t, c, "echo", down.ID)
+			up, err := c.Get(ctx, "echo", "up")
+			if err != nil || up.Status != task.StatusSuccess || done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"step":2}` || done.UpdatedAt.Before(up.UpdatedAt) {
+				t.Fatalf("upstream %s (%v), downstream %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
+			}
+		})
+		t.Run("ecs lambda without executors", func(t *testing.T) {
+			t.Parallel()
+			// Deployed without its executors (-c ecs=false): the API takes its tasks and sends
+			// them to its queue, which the stack still has; they wait there.
+			tk := schedule(t, c, "sleep-long", client.ScheduleRequest{ID: "waits", Payload: json.RawMessage(`{"seconds":1}`)})
+			if tk.Status != task.StatusEnqueued {
+				t.Fatalf("%s, want enqueued in its deployed queue", tk.Status)
+			}
+		})
+		t.Run("cancel waiting", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "echo", client.ScheduleRequest{ID: "later", Delay: "1h"})
+			got, err := c.Cancel(ctx, "echo", tk.ID)
+			if err != nil || got.Status != task.StatusCancelled {
+				t.Fatalf("cancel: %s, %v; want cancelled", got.Status, err)
+			}
+			var apiErr *client.Error
+			if _, err := c.Cancel(ctx, "echo", tk.ID); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+				t.Fatalf("cancel again: %v, want 409", err)
+			}
+		})
+		t.Run("cancel running", func(t *testing.T) {
+			t.Parallel()
+			tk := schedule(t, c, "sleep", client.ScheduleRequest{ID: "long", Payload: json.RawMessage(`{"seconds":120}`)})
+			waitStatus(t, c, "sleep", tk.ID, task.StatusProcessing)
+			got, err := c.Cancel(ctx, "sleep", tk.ID)
+			if err != nil || got.Status != task.StatusProcessing || !got.CancelRequested {
+				t.Fatalf("cancel: %s, cancel_requested %v, %v; want processing with the cancel requested", got.Status, got.CancelRequested, err)
+			}
+			// The worker learns it at its next heartbeat and stops the handler.
+			if done := waitEnd(t, c, "sleep", tk.ID); done.Status != task.StatusCancelled {
+				t.Fatalf("%s (error %q); want cancelled", done.Status, done.Error)
+			}
+		})
+	})
+
+	t.Run("status", func(t *testing.T) {
+		got, err := c.Get(ctx, "echo", "run")
+		if err != nil || got.Lambda != "echo" || got.Status != task.StatusSuccess || compactJSON(got.Payload) != `{"hi":"there"}` {
+			t.Errorf("get echo/run: %+v, %v", got, err)
+		}
+		var apiErr *client.Error
+		if _, err := c.Get(ctx, "echo", "no-such-task"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
+			t.Errorf("get a missing task: %v, want 404", err)
+		}
+		// The lambdas the API knows are the registry's the stack was built from, ecs ones too.
+		infos, err := c.Lambdas(ctx)
+		var names []string
+		for _, l := range infos {
+			names = append(names, l.Name)
+		}
+		var want []string
+		for _, e := range loadDeployed(t).reg.Lambdas {
+			want = append(want, e.Name)
+		}
+		slices.Sort(names)
+		if slices.Sort(want); err != nil || !slices.Equal(names, want) {
+			t.Errorf("lambdas %v, %v; want those of lambdas.json, %v", names, err, want)
+		}
+		for _, w := range []struct {
+			lambda string
+			status task.Status
+			ids    []string
+		}{
+			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "up"}},
+			{"echo", task.StatusCancelled, []string{"later"}},
+			{"flaky", task.StatusSuccess, []string{"retried"}},
+			{"flaky", task.StatusDead, []string{"dead"}},
+			{"flaky", task.StatusFatalFailure, []string{"fatal"}},
+			{"sleep", task.StatusCancelled, []string{"long"}},
+		} {
+			tasks, _, err := c.List(ctx, task.ListParams{Lambda: w.lambda, Status: w.status})
+			var ids []string
+			for _, tk := range tasks {
+				ids = append(ids, tk.ID)
+			}
+			slices.Sort(ids)
+			if err != nil || !slices.Equal(ids, w.ids) {
+				t.Errorf("list %s %s: %v, %v; want %v", w.lambda, w.status, ids, err, w.ids)
+			}
+		}
+	})
+	t.Run("iam", func(t *testing.T) { auditIAM(t, d, run.proxies) })
+	t.Logf("deployed, read and ran the scenarios in %s", time.Since(started).Round(time.Second))
+}
+
+// deployIntoMoto starts moto on ATF_DEPLOY_MOTO_PORT and deploys the dev stack into it with
+// localstack/deploy-local, stopping it when the test ends, and returns its endpoint.
+func deployIntoMoto(t *testing.T) string {
+	t.Helper()
+	// As the AWS suites (awstest): it runs when it can, and skips saying why otherwise, unless
+	// required, as make test and make e2e-deployed require it: then what is missing fails it.
+	need := func(msg string) {
+		t.Helper()
+		if os.Getenv("ATF_DEPLOYED_TESTS") == "require" || os.Getenv("ATF_AWS_TESTS") == "require" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if zips, _ := filepath.Glob("../bin/lambda/*.zip"); len(zips) == 0 {
+		need("no function zips in bin/lambda, which the template references: run make build (make e2e-deployed does)")
+	}
+	if _, err := os.Stat("../.tools/node_modules/.bin/cdk"); err != nil {
+		need("no CDK CLI in .tools: run make cdk-cli (make e2e-deployed does)")
+	}
+	port := cmp.Or(os.Getenv("ATF_DEPLOY_MOTO_PORT"), "5100")
+	// A moto of its own: one already on the port may hold another deployment, and stopping it
+	// at the end would take it from whoever started it.
+	if conn, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+		conn.Close()
+		need("port " + port + " (ATF_DEPLOY_MOTO_PORT) is taken: stop what listens there (localstack/deploy-local stop) or set another port")
+	}
+	script := func(ctx context.Context, args ...string) error {
+		cmd := exec.CommandContext(ctx, "../localstack/deploy-local", args...)
+		cmd.Env = append(os.Environ(), "ATF_DEPLOY_MOTO_PORT="+port)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("localstack/deploy-local %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := script(ctx, "stop"); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if err := script(ctx, "start"); err != nil {
+		t.Fatal(err)
+	}
+	if err := script(ctx, "deploy", deployedEnv); err != nil {
+		t.Fatal(err)
+	}
+	// localhost, as the script's own endpoint (moto tells S3 from its other services by host).
+	return "http://localhost:" + port
+}
+
+// deployment is what the deployed stack says, read through the AWS API.
+type deployment struct {
+	endpoint  string
+	clients   *stackapi.Clients
+	stack     *stackapi.Stack
+	functions map[string]*deployedFunction // by function name
+	// partitionKey is the table's partition key attribute, for the IAM audit's LeadingKeys.
+	partitionKey string
+	mappings     []eventSourceMapping
+	rule         scheduleRule
+}
+
+// deployedFunction is a function's deployed configuration, and the source of its code.
+type deployedFunction struct {
+	name     string
+	asset    string // the zip of bin/lambda its code is, without .zip: api, consumer, status, workers-<handler>
+	env      map[string]string
+	timeout  time.Duration
+	memoryMB int
+	reserved int // its reserved concurrency; 0 if none
+}
+
+// binary is the folder of functions/ its code was built from, which names its host build in bins.
+func (f *deployedFunction) binary() string { return strings.TrimPrefix(f.asset, "workers-") }
+
+// eventSourceMapping is an SQS event source mapping as deployed.
+type eventSourceMapping struct {
+	function       string // the function's name
+	queue          string // the queue's name
+	batchSize      int
+	reportFailures bool // ReportBatchItemFailures
+	maxConcurrency int  // ScalingConfig.MaximumConcurrency; 0 if unset
+}
+
+// scheduleRule is the consumer's rule as deployed.
+type scheduleRule struct {
+	name, arn, schedule string
+	period              time.Duration // of schedule
+	target              string        // the function it invokes
+}
+
+// clientsAt returns clients of every service at endpoint, with moto's dummy credentials, and no
+// endpoint or profile from the environment (make test's point at the emulators, not this moto).
+func clientsAt(endpoint string) *stackapi.Clients { return stackapi.NewClients(awsConfigAt(endpoint)) }
+
+func awsConfigAt(endpoint string) aws.Config {
+	return aws.Config{
+		Region:       lambdaruntime.DefaultRegion,
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(endpoint),
+	}
+}
+
+// readDeployment reads the stack's outputs and resources, every function's configuration and
+// code, the event source mappings and the rule.
+func readDeployment(t *testing.T, endpoint string) *deployment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	d := &deployment{endpoint: endpoint, clients: clientsAt(endpoint), functions: map[string]*deployedFunction{}}
+	st, err := stackapi.Read(ctx, d.clients.CloudFormation, "atf-"+deployedEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stack = st
+	table, err := d.clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(st.Table())})
+	if err != nil {
+		t.Fatalf("table %s of the stack's output: %v", st.Table(), err)
+	}
+	for _, k := range table.Table.KeySchema {
+		if k.KeyType == dynamodbtypes.KeyTypeHash {
+			d.partitionKey = aws.ToString(k.AttributeName)
+		}
+	}
+
+	// The code of each function is one of make build's zips: Lambda's CodeSha256 is the
+	// base64 SHA-256 of the zip. That says which main of functions/ it runs, built here for
+	// this machine by TestMain from the same source.
+	zips, err := filepath.Glob("../bin/lambda/*.zip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assetBySHA := map[string]string{}
+	for _, z := range zips {
+		b, err := os.ReadFile(z)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		assetBySHA[base64.StdEncoding.EncodeToString(sum[:])] = strings.TrimSuffix(filepath.Base(z), ".zip")
+	}
+	for id, r := range st.Resources {
+		if r.Type != "AWS::Lambda::Function" {
+			continue
+		}
+		out, err := d.clients.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.PhysicalID)})
+		if err != nil {
+			t.Fatalf("function %s (%s): %v", r.PhysicalID, id, err)
+		}
+		cfg := out.Configuration
+		f := &deployedFunction{
+			name: aws.ToString(cfg.FunctionName), asset: assetBySHA[aws.ToString(cfg.CodeSha256)],
+			timeout: time.Duration(aws.ToInt32(cfg.Timeout)) * time.Second, memoryMB: int(aws.ToInt32(cfg.MemorySize)),
+			env: map[string]string{},
+		}
+		if f.asset == "" {
+			t.Fatalf("function %s (%s): its code (SHA-256 %s) is none of the zips in bin/lambda: the deployment is not of this build", f.name, id, aws.ToString(cfg.CodeSha256))
+		}
+		if cfg.Environment != nil {
+			maps.Copy(f.env, cfg.Environment.Variables)
+		}
+		if out.Concurrency != nil {
+			f.reserved = int(aws.ToInt32(out.Concurrency.ReservedConcurrentExecutions))
+		}
+		if _, err := os.Stat(filepath.Join(bins, f.binary())); err != nil {
+			t.Fatalf("function %s runs %s, which has no main in functions/ built here: %v", f.name, f.asset, err)
+		}
+		d.functions[f.name] = f
+	}
+
+	p := lambda.NewListEventSourceMappingsPaginator(d.clients.Lambda, &lambda.ListEventSourceMappingsInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list event source mappings: %v", err)
+		}
+		for _, m := range page.EventSourceMappings {
+			fn := functionNameOf(aws.ToString(m.FunctionArn))
+			if d.functions[fn] == nil {
+				continue // another stack's
+			}
+			esm := eventSourceMapping{
+				function: fn, queue: lastField(aws.ToString(m.EventSourceArn), ":"),
+				batchSize: int(aws.ToInt32(m.BatchSize)), reportFailures: slices.Contains(m.FunctionResponseTypes, "ReportBatchItemFailures"),
+			}
+			if m.ScalingConfig != nil {
+				esm.maxConcurrency = int(aws.ToInt32(m.ScalingConfig.MaximumConcurrency))
+			}
+			d.mappings = append(d.mappings, esm)
+		}
+	}
+
+	for id, r := range st.Resources {
+		if r.Type != "AWS::Events::Rule" {
+			continue
+		}
+		rule, err := d.clients.EventBridge.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r.PhysicalID)})
+		if err != nil {
+			t.Fatalf("rule %s (%s): %v", r.PhysicalID, id, err)
+		}
+		if rule.ScheduleExpression == nil {
+			continue // a rule of events, not of a schedule
+		}
+		if d.rule.name != "" {
+			t.Fatalf("two scheduled rules: %s and %s", d.rule.name, r.PhysicalID)
+		}
+		targets, err := d.clients.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(r.PhysicalID)})
+		if err != nil || len(targets.Targets) != 1 {
+			t.Fatalf("targets of rule %s: %d, %v; want one", r.PhysicalID, len(targets.Targets), err)
+		}
+		d.rule = scheduleRule{
+			name: aws.ToString(rule.Name), arn: aws.ToString(rule.Arn), schedule: aws.ToString(rule.ScheduleExpression),
+			target: functionNameOf(aws.ToString(targets.Targets[0].Arn)),
+		}
+		if d.rule.period, err = ratePeriod(d.rule.schedule); err != nil {
+			t.Fatalf("rule %s: %v", d.rule.name, err)
+		}
+	}
+	d.checkWiring(t)
+	return d
+}
+
+// checkWiring checks the deployment holds together as the functions need it: the outputs name
+// what every function is given, each worker's status function is its own lambda's, every queue
+// of a worker's lambda feeds it with batch item failures reported, and the rule invokes the
+// consumer every minute.
+func (d *deployment) checkWiring(t *testing.T) {
+	t.Helper()
+	table, prefix := d.stack.Table(), d.stack.QueuePrefix()
+	if table == "" || prefix == "" {
+		t.Fatalf("the stack's outputs %v lack %s or %s", d.stack.Outputs, stackapi.OutputTableName, stackapi.OutputQueuePrefix)
+	}
+	byAsset := map[string][]*deployedFunction{}
+	for _, f := range d.functions {
+		byAsset[f.asset] = append(byAsset[f.asset], f)
+		if f.env[awsfn.EnvTable] != table || f.env[awsfn.EnvQueuePrefix] != prefix {
+			t.Errorf("function %s (%s): %s=%q %s=%q, want the stack's outputs %q and %q", f.name, f.asset,
+				awsfn.EnvTable, f.env[awsfn.EnvTable], awsfn.EnvQueuePrefix, f.env[awsfn.EnvQueuePrefix], table, prefix)
+		}
+	}
+	if len(byAsset["api"]) != 1 || len(byAsset["consumer"]) != 1 {
+		t.Fatalf("%d api and %d consumer functions, want one each", len(byAsset["api"]), len(byAsset["consumer"]))
+	}
+	if d.rule.target != byAsset["consumer"][0].name || d.rule.period != time.Minute {
+		t.Errorf("the rule %s (%s) invokes %q, want the consumer %s every minute", d.rule.name, d.rule.schedule, d.rule.target, byAsset["consumer"][0].name)
+	}
+	// What AWS refuses and moto accepts: a function's environment over 4 KB, or setting a
+	// variable Lambda reserves.
+	for _, f := range d.functions {
+		size := 0
+		for k, v := range f.env {
+			size += len(k) + len(v)
+			if lambdaReserved[k] || strings.HasPrefix(k, "AWS_LAMBDA_") {
+				t.Errorf("function %s (%s) sets %s, which Lambda reserves", f.name, f.asset, k)
+			}
+		}
+		if size > lambdaEnvLimit {
+			t.Errorf("function %s (%s): its environment is %d bytes, over the %d Lambda allows", f.name, f.asset, size, lambdaEnvLimit)
+		}
+	}
+	queues := d.stack.QueueURLs()
+	for _, w := range d.workers() {
+		lambdaName := w.env[awsfn.EnvLambda]
+		st := d.functions[w.env[awsfn.EnvStatusFunction]]
+		if st == nil || st.asset != "status" || st.env[awsfn.EnvLambda] != lambdaName {
+			t.Errorf("worker %s of lambda %q: %s=%q is not a status function of that lambda", w.name, lambdaName, awsfn.EnvStatusFunction, w.env[awsfn.EnvStatusFunction])
+		}
+		var fed []string
+		for _, m := range d.mappings {
+			if m.function != w.name {
+				continue
+			}
+			fed = append(fed, m.queue)
+			if queues[m.queue] == "" || !strings.HasPrefix(m.queue, prefix+"-"+lambdaName+"-") {
+				t.Errorf("worker %s of lambda %s is fed from queue %s, not one of its lambda's in the stack", w.name, lambdaName, m.queue)
+			}
+			if !m.reportFailures || m.batchSize < 1 || m.batchSize > 10 {
+				t.Errorf("the mapping of %s to %s: batch size %d, ReportBatchItemFailures %v; want 1 to 10, reported", m.queue, w.name, m.batchSize, m.reportFailures)
+			}
+			// What AWS refuses and moto accepts: a mapping's MaximumConcurrency outside 2..1000,
+			// and a queue whose visibility timeout is shorter than the function's timeout.
+			if m.maxConcurrency != 0 && (m.maxConcurrency < 2 || m.maxConcurrency > 1000) {
+				t.Errorf("the mapping of %s to %s: MaximumConcurrency %d, outside the 2..1000 AWS accepts", m.queue, w.name, m.maxConcurrency)
+			}
+			if queues[m.queue] != "" {
+				if v := queueVisibility(t, d, m.queue); v < w.timeout {
+					t.Errorf("queue %s hides a message %s, less than the timeout %s of %s, which it feeds: AWS refuses the mapping", m.queue, v, w.timeout, w.name)
+				}
+			}
+		}
+		if len(fed) == 0 {
+			t.Errorf("no event source mapping feeds worker %s of lambda %s", w.name, lambdaName)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, f := range slices.SortedFunc(maps.Values(d.functions), func(a, b *deployedFunction) int { return strings.Compare(a.name, b.name) }) {
+		t.Logf("function %s: %s, timeout %s, %d MB, reserved concurrency %d", f.name, f.asset, f.timeout, f.memoryMB, f.reserved)
+	}
+	for _, m := range d.mappings {
+		t.Logf("event source mapping %s -> %s: batch size %d, ReportBatchItemFailures %v, MaximumConcurrency %d", m.queue, m.function, m.batchSize, m.reportFailures, m.maxConcurrency)
+	}
+	t.Logf("rule %s: %s -> %s", d.rule.name, d.rule.schedule, d.rule.target)
+}
+
+// lambdaEnvLimit is the most Lambda allows for all of a function's environment variables.
+const lambdaEnvLimit = 4096
+
+// lambdaReserved are the environment variables Lambda sets itself and refuses in a function's
+// configuration (with every AWS_LAMBDA_ one).
+var lambdaReserved = map[string]bool{
+	"_HANDLER": true, "_X_AMZN_TRACE_ID": true, "AWS_DEFAULT_REGION": true, "AWS_REGION": true, "AWS_EXECUTION_ENV": true,
+	"AWS_ACCESS_KEY": true, "AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+	"LAMBDA_TASK_ROOT": true, "LAMBDA_RUNTIME_DIR": true,
+}
+
+// workers are the worker functions: those given a status function.
+func (d *deployment) workers() []*deployedFunction {
+	var ws []*deployedFunction
+	for _, f := range d.functions {
+		if f.env[awsfn.EnvStatusFunction] != "" {
+			ws = append(ws, f)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *deployedFunction) int { return strings.Compare(a.name, b.name) })
+	return ws
+}
+
+func (d *deployment) only(asset string) *deployedFunction {
+	for _, f := range d.functions {
+		if f.asset == asset {
+			return f
+		}
+	}
+	return nil
+}
+
+// running is the deployment's functions running under the harness, fed as AWS would.
+type running struct {
+	client   *client.Client
+	consumer *consumerRuns
+	proxies  map[string]*auditProxy // by function name
+}
+
+// runDeployment starts every deployed function's binary under the harness with its deployed
+// environment (plus moto's endpoint for DynamoDB, SQS and EventBridge, and the Invoke API
+// server's for Lambda), the API Gateway proxy in front of the api function, a poller per
+// event source mapping and the rule's schedule; all stop when the test ends.
+func runDeployment(t *testing.T, d *deployment) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	invoke := lambdaruntime.NewInvokeServer()
+	fns := map[string]*lambdaruntime.Function{}
+	t.Cleanup(func() {
+		for _, f := range fns {
+			f.Close()
+		}
+		invoke.Close()
+		if t.Failed() || os.Getenv("ATF_DEPLOYED_LOGS") != "" {
+			t.Logf("the functions' logs:\n%s", logs.String())
+		}
+	})
+	pollers := map[string]int{}
+	for _, m := range d.mappings {
+		pollers[m.function] += min(max(m.maxConcurrency, 1), pollersPerMapping)
+	}
+	// Every AWS call of a function goes through a proxy of its own to moto (Lambda's to the
+	// Invoke API server), which records it for the IAM audit (deployed_iam_test.go).
+	account := strings.Split(d.rule.arn, ":")[4]
+	proxies := map[string]*auditProxy{}
+	for _, f := range d.functions {
+		proxy := newAuditProxy(t, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account, d.partitionKey)
+		proxies[f.name] = proxy
+		env := maps.Clone(f.env)
+		maps.Copy(env, map[string]string{
+			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+			"AWS_ENDPOINT_URL_DYNAMODB": proxy.srv.URL, "AWS_ENDPOINT_URL_SQS": proxy.srv.URL, "AWS_ENDPOINT_URL_EVENTBRIDGE": proxy.srv.URL,
+			"AWS_ENDPOINT_URL_LAMBDA": proxy.srv.URL,
+		})
+		rf := &lambdaruntime.Function{
+			Name: f.name, Binary: filepath.Join(bins, f.binary()), Env: env,
+			Timeout: f.timeout, MemoryMB: f.memoryMB, Region: lambdaruntime.DefaultRegion,
+			Logs: prefixed(logs, f.asset),
+			// Its reserved concurrency, or as many as its pollers run at once; the api as many
+			// as the scenarios' requests (each waits for a task's end up to the client's MaxWait).
+			MaxEnvironments: cmp.Or(f.reserved, pollers[f.name], 16),
+		}
+		fns[f.name] = rf
+		invoke.Add(rf)
+	}
+
+	// The event sources stop before the functions do (cleanups run last first): the
+	// invocations in flight are cut short, as a test's end leaves nothing to finish them for.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	quiet := slog.New(slog.NewTextHandler(prefixed(logs, "eventsource"), nil))
+	for _, m := range d.mappings {
+		visibility := queueVisibility(t, d, m.queue)
+		handler := lambdaruntime.SQSHandler(fns[m.function])
+		if !m.reportFailures { // Lambda ignores the batch response: a success deletes every record
+			inner := handler
+			handler = func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+				_, err := inner(ctx, e)
+				return events.SQSEventResponse{}, err
+			}
+		}
+		// The mapping polls with the function's role: through the function's proxy.
+		src := eventsource.SQS{
+			Client: sqs.NewFromConfig(awsConfigAt(proxies[m.function].srv.URL)), Queue: m.queue, Handler: handler, BatchSize: m.batchSize,
+			Timeout: d.functions[m.function].timeout, Visibility: visibility, Abort: ctx, Logger: quiet,
+		}
+		for range min(max(m.maxConcurrency, 1), pollersPerMapping) {
+			wg.Go(func() { _ = src.Run(ctx) })
+		}
+	}
+	consumer := d.functions[d.rule.target]
+	runs := &consumerRuns{}
+	invokeConsumer := lambdaruntime.ScheduledHandler(fns[consumer.name])
+	sched := eventsource.Schedule{
+		Period: consumerTick, Timeout: consumer.timeout, Rule: d.rule.arn, Logger: quiet,
+		Handler: func(ctx context.Context, e events.EventBridgeEvent) error {
+			start := time.Now()
+			err := invokeConsumer(ctx, e)
+			runs.add(start, err)
+			return err
+		},
+	}
+	wg.Go(func() { _ = sched.Run(ctx) })
+
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name]})
+	t.Cleanup(srv.Close)
+	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies}
+}
+
+// queueVisibility is the visibility timeout the queue was deployed with, which Lambda's poller
+// receives with.
+func queueVisibility(t *testing.T, d *deployment, queue string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := d.clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(d.stack.QueueURLs()[queue]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout},
+	})
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	s, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)])
+	if err != nil {
+		t.Fatalf("queue %s: visibility timeout %q", queue, out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)])
+	}
+	return time.Duration(s) * time.Second
+}
+
+// consumerRuns records the consumer's invocations: when each started, and that it ended.
+type consumerRuns struct {
+	mu     sync.Mutex
+	starts []time.Time
+	errs   []error
+}
+
+func (r *consumerRuns) add(start time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts, r.errs = append(r.starts, start), append(r.errs, err)
+}
+
+// sweptSince waits until an invocation that started after since has ended, and fails the test
+// if it failed.
+func (r *consumerRuns) sweptSince(t *testing.T, since time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute + 30*time.Second) // an invocation sweeps its minute at most
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		for i, s := range r.starts {
+			if s.After(since) {
+				err := r.errs[i]
+				r.mu.Unlock()
+				if err != nil {
+					t.Fatalf("the consumer's invocation failed: %v", err)
+				}
+				return
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no invocation of the consumer ended within 90 s")
+}
+
+func schedule(t *testing.T, c *client.Client, lambda string, req client.ScheduleRequest) task.Task {
+	t.Helper()
+	tk, created, err := c.Schedule(t.Context(), lambda, req)
+	if err != nil || !created {
+		t.Fatalf("schedule %s/%s: created %v, %v", lambda, req.ID, created, err)
+	}
+	return tk
+}
+
+// waitEnd waits, through the API, for the task to end: at most a minute, far more than any
+// scenario needs.
+func waitEnd(t *testing.T, c *client.Client, lambda, id string) task.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tk, err := c.Wait(ctx, lambda, id)
+	if err != nil {
+		t.Fatalf("wait for %s/%s: %v (last seen %s)", lambda, id, err, tk.Status)
+	}
+	return tk
+}
+
+// waitStatus polls the task until it has status want, for at most a minute.
+func waitStatus(t *testing.T, c *client.Client, lambda, id string, want task.Status) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		tk, err := c.Get(t.Context(), lambda, id)
+		if err == nil && tk.Status == want {
+			return
+		}
+		if time.Now().After(deadline) || err == nil && tk.Status.Terminal() {
+			t.Fatalf("%s/%s is %s (%v), want %s", lambda, id, tk.Status, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// listed reports whether the lambda's tasks of status include id.
+func listed(t *testing.T, c *client.Client, lambda string, status task.Status, id string) bool {
+	t.Helper()
+	tasks, _, err := c.List(t.Context(), task.ListParams{Lambda: lambda, Status: status})
+	if err != nil {
+		t.Fatalf("list %s %s: %v", lambda, status, err)
+	}
+	return slices.ContainsFunc(tasks, func(tk task.Task) bool { return tk.ID == id })
+}
+
+func compactJSON(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// functionNameOf is the name in a function's ARN.
+func functionNameOf(arn string) string {
+	_, name, _ := strings.Cut(arn, ":function:")
+	name, _, _ = strings.Cut(name, ":")
+	return name
+}
+
+func lastField(s, sep string) string { return s[strings.LastIndex(s, sep)+len(sep):] }
+
+var rateExpr = regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$`)
+
+// ratePeriod is the period of an EventBridge rate expression.
+func ratePeriod(expr string) (time.Duration, error) {
+	m := rateExpr.FindStringSubmatch(expr)
+	if m == nil {
+		return 0, fmt.Errorf("schedule %q is not a rate expression", expr)
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}[strings.TrimSuffix(m[2], "s")]
+	return time.Duration(n) * unit, nil
+}
