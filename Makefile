@@ -53,7 +53,8 @@ test: ui-tools build cdk-cli ## every test (AWS suites on DynamoDB Local and mot
 	@set -o pipefail; \
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
-	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
+	export ATF_DEPLOY_MOTO_PORT=$${ATF_DEPLOY_MOTO_PORT:-5101}; \
+	stop() { localstack/deploy-local stop; [ -n "$$was_up" ] || localstack/emulators stop; }; trap stop EXIT; \
 	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
 	@$(MAKE) --no-print-directory api-contract
 	@$(MAKE) --no-print-directory infra-test
@@ -231,6 +232,7 @@ deploy-local: build cdk-cli ## cdk deploy ENV [dev] into moto (no Docker, no AWS
 # after, even on failure.
 .PHONY: e2e-deployed
 e2e-deployed: build cdk-cli ## deploy the dev stack into moto and run the function binaries as it wires them, through the core scenarios
+	@trap 'localstack/deploy-local stop' EXIT; \
 	ATF_DEPLOYED_TESTS=require $(GO) test -count=1 -run '^TestDeployedStack$$' -v ./functions/
 
 infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth
