@@ -668,6 +668,33 @@ func TestWorkers(t *testing.T) {
 	}
 }
 
+// TestWorkerDeadline runs the real sleep worker past its invocation's deadline: an invocation
+// given less than the lambda's timeout plus the margin (a function configured too short) cuts
+// the handler margin (sqsworker.DefaultMargin) before the deadline and counts a timed-out
+// attempt, reported through the status function; the invocation itself answers in time, and
+// the task is not left processing for the consumer's heartbeat timeout.
+func TestWorkerDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.gateway(t, e.api(t))
+	l := e.lambda(t, "sleep")
+	if _, _, err := c.Schedule(t.Context(), "sleep", client.ScheduleRequest{ID: "past-deadline", Payload: json.RawMessage(`{"seconds":60}`)}); err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	arn, msgs := e.receive(t, "sleep", l.DefaultPriority(), 1)
+	worker, _ := e.worker(t, "sleep")
+	if got := batchFailures(t, invoke(t, worker, e.sqsEvent(arn, msgs), sqsworker.DefaultMargin+2*time.Second)); len(got) != 0 {
+		t.Errorf("batchItemFailures %v, want none: the task's attempt was reported", got)
+	}
+	got, err := c.Get(t.Context(), "sleep", "past-deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Attempts != 1 || (got.Status != task.StatusRetriableFailure && got.Status != task.StatusEnqueued) || got.Error == "" {
+		t.Errorf("task %s after %d attempts, error %q; want its attempt counted as timed out and a retry waiting", got.Status, got.Attempts, got.Error)
+	}
+}
+
 // TestGatedFlow is the consumer's part of a flow, through the binaries: a task scheduled while
 // its lambda is paused waits (the api function does not send it ahead); once the gate opens the
 // consumer function's sweep sends it to its queue, the echo worker runs it, and the api
