@@ -412,6 +412,10 @@ func TestAPIEvents(t *testing.T) {
 // null and sends the due task to its queue.
 func TestConsumerEvent(t *testing.T) {
 	t.Parallel()
+	// The one sample of events/eventbridge is the rule's; another would need its own case here.
+	if files, _ := filepath.Glob("../events/eventbridge/*.json"); len(files) != 1 || filepath.Base(files[0]) != "scheduled.json" {
+		t.Errorf("events/eventbridge holds %v; TestConsumerEvent knows scheduled.json only: add a case for the others", files)
+	}
 	e := newEnv(t)
 	echo := e.lambda(t, "echo")
 	e.put(t, echo, "consumer-due-1", `{"due":true}`, 0, false, false)
