@@ -91,6 +91,9 @@ func TestDeployedStack(t *testing.T) {
 	endpoint := deployIntoMoto(t)
 	t.Logf("deployed atf-%s into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
 	d := readDeployment(t, endpoint)
+	// What make deploy-local checks, on the stack this test deployed: every resource the template
+	// declares, through the AWS API (the check of cmd/deploycheck).
+	t.Run("resources", func(t *testing.T) { checkResources(t, d) })
 	run := runDeployment(t, d)
 	c := run.client
 	ctx := t.Context()
@@ -311,6 +314,34 @@ func deployIntoMoto(t *testing.T) string {
 	}
 	// localhost, as the script's own endpoint (moto tells S3 from its other services by host).
 	return "http://localhost:" + port
+}
+
+// deployedTemplate is the template localstack/deploy-local deployed: it synthesizes into
+// bin/deploy-local/cdk.out.
+var deployedTemplate = filepath.Join("..", "bin", "deploy-local", "cdk.out", "atf-"+deployedEnv+".template.json")
+
+// checkResources runs the resource check of make deploy-local (stackapi.Check, as cmd/deploycheck
+// runs it) on the deployed stack against the template it was deployed from, and fails on any
+// problem. What moto does not apply, and applies otherwise than AWS, is logged.
+func checkResources(t *testing.T, d *deployment) {
+	t.Helper()
+	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	if err != nil {
+		t.Fatalf("the template deploy-local deployed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	r := stackapi.Check(ctx, d.clients, tpl, d.stack)
+	t.Logf("%d resources verified through the AWS API", len(r.Verified))
+	for _, l := range slices.Concat(r.NotApplied, r.NotVerified, r.Differences) {
+		t.Log("  not checked or known to differ: " + l)
+	}
+	for _, p := range r.Problems {
+		t.Error(p)
+	}
+	if len(r.Verified) == 0 {
+		t.Error("no resource verified")
+	}
 }
 
 // deployment is what the deployed stack says, read through the AWS API.
