@@ -185,6 +185,10 @@ func TestDeployedStack(t *testing.T) {
 				t.Fatalf("%s, want enqueued in its deployed queue", tk.Status)
 			}
 		})
+		t.Run("batch item failure", func(t *testing.T) {
+			t.Parallel()
+			batchItemFailure(t, d, run.batches)
+		})
 		t.Run("cancel waiting", func(t *testing.T) {
 			t.Parallel()
 			tk := schedule(t, c, "echo", client.ScheduleRequest{ID: "later", Delay: "1h"})
@@ -637,6 +641,7 @@ type running struct {
 	client   *client.Client
 	consumer *consumerRuns
 	proxies  map[string]*auditProxy // by function name
+	batches  *batchLog              // what the workers answered for each record their mappings fed them
 }
 
 // runDeployment starts every deployed function's binary under the harness with its deployed
@@ -695,9 +700,10 @@ func runDeployment(t *testing.T, d *deployment) *running {
 		wg.Wait()
 	})
 	quiet := slog.New(slog.NewTextHandler(prefixed(logs, "eventsource"), nil))
+	batches := &batchLog{records: map[string]recordOutcome{}}
 	for _, m := range d.mappings {
 		visibility := queueVisibility(t, d, m.queue)
-		handler := lambdaruntime.SQSHandler(fns[m.function])
+		handler := batches.recording(lambdaruntime.SQSHandler(fns[m.function]))
 		if !m.reportFailures { // Lambda ignores the batch response: a success deletes every record
 			inner := handler
 			handler = func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
@@ -730,7 +736,142 @@ func runDeployment(t *testing.T, d *deployment) *running {
 
 	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name]})
 	t.Cleanup(srv.Close)
-	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies}
+	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies, batches: batches}
+}
+
+// batchLog records, for each message an event source mapping delivered, the batch it came in
+// and what the function answered for it.
+type batchLog struct {
+	mu      sync.Mutex
+	batches int
+	records map[string]recordOutcome // by message id; its last delivery
+}
+
+type recordOutcome struct {
+	batch   int // which batch, in the order the functions answered them
+	receipt string
+	failed  bool // the function failed, or reported the record as a batch item failure
+}
+
+// recording wraps a mapping's handler so that l records its answers.
+func (l *batchLog) recording(h eventsource.SQSHandler) eventsource.SQSHandler {
+	return func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := h(ctx, e)
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.batches++
+		for _, r := range e.Records {
+			l.records[r.MessageId] = recordOutcome{batch: l.batches, receipt: r.ReceiptHandle, failed: err != nil || failed[r.MessageId]}
+		}
+		return resp, err
+	}
+}
+
+func (l *batchLog) outcome(id string) (recordOutcome, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o, ok := l.records[id]
+	return o, ok
+}
+
+// batchItemFailure sends a poison body and a message of a task that does not exist to a deployed
+// queue of echo, in one SendMessageBatch, until its worker gets them in one batch (a receive may
+// take them apart): the worker reports the poison as a batch item failure and discards the other
+// (no such task). The other is deleted, and the poison is not: it stays in flight, to come back
+// after the queue's visibility timeout and, after the redrive's count, go to the dead-letter
+// queue. Whether a message is still on the queue is told by ChangeMessageVisibility on its
+// receipt handle: moto (as SQS) refuses the handle of a deleted message.
+func batchItemFailure(t *testing.T, d *deployment, batches *batchLog) {
+	t.Helper()
+	var queue string
+	for _, m := range d.mappings {
+		if d.functions[m.function].env[awsfn.EnvLambda] == "echo" && (queue == "" || strings.HasSuffix(m.queue, "-normal")) {
+			queue = m.queue
+		}
+	}
+	url := d.stack.QueueURLs()[queue]
+	if url == "" {
+		t.Fatalf("no deployed queue of echo fed by a mapping: %v", d.mappings)
+	}
+	priority := lastField(queue, "-")
+	sqsc := d.clients.SQS
+	inFlight := func(receipt string) (bool, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: &receipt, VisibilityTimeout: 60})
+		if invalid := (*sqstypes.ReceiptHandleIsInvalid)(nil); errors.As(err, &invalid) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	for try := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		good := fmt.Sprintf(`{"lambda":"echo","priority":%q,"task_id":"no-such-task-%d","attempt":1}`, priority, try)
+		out, err := sqsc.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &url, Entries: []sqstypes.SendMessageBatchRequestEntry{
+			{Id: aws.String("poison"), MessageBody: aws.String(fmt.Sprintf("not a task message %d", try))},
+			{Id: aws.String("good"), MessageBody: aws.String(good)},
+		}})
+		cancel()
+		if err != nil || len(out.Successful) != 2 {
+			t.Fatalf("send to %s: %v, %+v", queue, err, out)
+		}
+		ids := map[string]string{}
+		for _, e := range out.Successful {
+			ids[aws.ToString(e.Id)] = aws.ToString(e.MessageId)
+		}
+		var poison, other recordOutcome
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var okP, okO bool
+			poison, okP = batches.outcome(ids["poison"])
+			other, okO = batches.outcome(ids["good"])
+			if okP && okO {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker of %s did not answer for both messages within 30 s", queue)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !poison.failed || other.failed {
+			t.Fatalf("the worker answered the poison as failed: %v, the message of no task: %v; want true, false", poison.failed, other.failed)
+		}
+		// The deletes of a batch are one call, after the answer: once the other is gone, the
+		// poison would be too if the mapping had deleted it.
+		for {
+			still, err := inFlight(other.receipt)
+			if err != nil {
+				t.Fatalf("the message of no task: %v", err)
+			}
+			if !still {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the message the worker did not fail was not deleted within 30 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		still, err := inFlight(poison.receipt)
+		if err != nil || !still {
+			t.Fatalf("the poison message, reported as a batch item failure: in flight %v (%v); want it in flight, not deleted", still, err)
+		}
+		// Done with it: it would only come back and fail again until the dead-letter queue.
+		ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+		_, err = sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: aws.String(poison.receipt)})
+		cancel()
+		if err != nil {
+			t.Errorf("delete the poison: %v", err)
+		}
+		if poison.batch == other.batch {
+			return
+		}
+		t.Logf("try %d: the two messages came in batches of their own; again", try+1)
+	}
+	t.Fatal("the two messages never came in one batch in 3 tries")
 }
 
 // queueVisibility is the visibility timeout the queue was deployed with, which Lambda's poller
