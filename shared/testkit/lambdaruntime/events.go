@@ -1,6 +1,7 @@
 package lambdaruntime
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -64,9 +65,11 @@ func hostOf(addr string) string {
 // APIGateway is an http.Handler that serves requests through an API function as an HTTP API
 // with a Lambda proxy integration (payload format 1.0) does: each request becomes a proxy event,
 // the function's proxy response becomes the answer. A function that fails answers 500
-// {"message":"Internal Server Error"}, and one that outlives the integration's timeout 503
-// {"message":"Service Unavailable"}, as API Gateway does. It does not authorize (the stack's
-// routes use IAM) nor throttle.
+// {"message":"Internal Server Error"}, one that runs out of its own time too (Lambda reports it as
+// a function error); at the integration's timeout the client gets 503 {"message":"Service
+// Unavailable"}, as API Gateway answers. The invocation is Lambda's, not the client's: it runs on
+// to its end or the function's deadline when the client goes away or the integration times out.
+// It does not authorize (the stack's routes use IAM) nor throttle.
 type APIGateway struct {
 	Function *Function
 	Timeout  time.Duration // the integration's timeout [IntegrationTimeout]
@@ -83,20 +86,31 @@ func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return
 	}
-	timeout := g.Timeout
-	if timeout <= 0 {
-		timeout = IntegrationTimeout
+	type result struct {
+		out  []byte
+		ferr *FunctionError
+		err  error
 	}
-	deadline := time.Now().Add(min(timeout, g.Function.timeout()))
-	out, ferr, err := g.Function.Invoke(r.Context(), event, deadline)
-	switch {
-	case err != nil:
-		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
-		return
-	case ferr != nil && ferr.Timeout():
+	done := make(chan result, 1)
+	// Not r's context: a client that disconnects does not end the function's invocation.
+	ictx := context.WithoutCancel(r.Context())
+	go func() {
+		out, ferr, err := g.Function.Invoke(ictx, event, time.Now().Add(g.Function.timeout()))
+		done <- result{out, ferr, err}
+	}()
+	integration := time.NewTimer(cmp.Or(g.Timeout, IntegrationTimeout))
+	defer integration.Stop()
+	var res result
+	select {
+	case res = <-done:
+	case <-integration.C:
 		gatewayError(w, http.StatusServiceUnavailable, "Service Unavailable")
 		return
-	case ferr != nil:
+	case <-r.Context().Done():
+		return // the client is gone: the answer has nowhere to go
+	}
+	out := res.out
+	if res.err != nil || res.ferr != nil {
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return
 	}
