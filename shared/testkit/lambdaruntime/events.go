@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -73,6 +75,84 @@ func hostOf(addr string) string {
 type APIGateway struct {
 	Function *Function
 	Timeout  time.Duration // the integration's timeout [IntegrationTimeout]
+	// Routes are the HTTP API's route keys ("GET /v1/lambdas/{lambda}/tasks", "$default"), as
+	// the template's AWS::ApiGatewayV2::Route resources give them: a request no route matches is
+	// answered 404 {"message":"Not Found"} without reaching the function, and the matched route
+	// gives the event its resource and path parameters. None: every request reaches the
+	// function, its path as the resource.
+	Routes []string
+}
+
+// MatchRoute returns the route key of routes that an HTTP API selects for a request of method
+// on path, and the path parameters it binds; ok is false if none matches. As API Gateway, it
+// prefers the most specific route: segment by segment, a literal over a {variable} over a
+// greedy {variable+}; a route of the method over one of ANY; $default last.
+func MatchRoute(routes []string, method, path string) (key string, params map[string]string, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	best, bestRank := -1, []int(nil)
+	var bestParams map[string]string
+	for i, rk := range routes {
+		m, rpath, _ := strings.Cut(rk, " ")
+		if rk == "$default" {
+			if best < 0 {
+				best, bestRank, bestParams = i, []int{-1}, nil
+			}
+			continue
+		}
+		if m != method && m != "ANY" {
+			continue
+		}
+		rank, p, matched := matchSegments(strings.Split(strings.Trim(rpath, "/"), "/"), segs)
+		if !matched {
+			continue
+		}
+		rank = append(rank, map[bool]int{true: 1, false: 0}[m == method])
+		if best < 0 || slices.Compare(rank, bestRank) > 0 {
+			best, bestRank, bestParams = i, rank, p
+		}
+	}
+	if best < 0 {
+		return "", nil, false
+	}
+	return routes[best], bestParams, true
+}
+
+// matchSegments matches a route's path segments to a request's, and ranks the match: 2 for a
+// literal segment, 1 for a variable, 0 for a greedy variable.
+func matchSegments(route, segs []string) (rank []int, params map[string]string, ok bool) {
+	params = map[string]string{}
+	for i, r := range route {
+		if strings.HasPrefix(r, "{") && strings.HasSuffix(r, "+}") { // greedy: the rest, at least one
+			if i >= len(segs) {
+				return nil, nil, false
+			}
+			params[strings.TrimSuffix(r[1:], "+}")] = strings.Join(segs[i:], "/")
+			return append(rank, 0), params, true
+		}
+		if i >= len(segs) {
+			return nil, nil, false
+		}
+		if strings.HasPrefix(r, "{") && strings.HasSuffix(r, "}") {
+			if segs[i] == "" {
+				return nil, nil, false
+			}
+			v, err := url.PathUnescape(segs[i])
+			if err != nil {
+				v = segs[i]
+			}
+			params[r[1:len(r)-1]] = v
+			rank = append(rank, 1)
+			continue
+		}
+		if r != segs[i] {
+			return nil, nil, false
+		}
+		rank = append(rank, 2)
+	}
+	if len(route) != len(segs) {
+		return nil, nil, false
+	}
+	return rank, params, true
 }
 
 func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +161,23 @@ func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 		return
 	}
-	event, err := json.Marshal(ProxyRequest(r, body))
+	req := ProxyRequest(r, body)
+	if len(g.Routes) > 0 {
+		key, params, ok := MatchRoute(g.Routes, r.Method, r.URL.EscapedPath())
+		if !ok {
+			gatewayError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		if _, path, found := strings.Cut(key, " "); found {
+			req.Resource, req.RequestContext.ResourcePath = path, path
+		} else {
+			req.Resource, req.RequestContext.ResourcePath = key, key
+		}
+		if len(params) > 0 {
+			req.PathParameters = params
+		}
+	}
+	event, err := json.Marshal(req)
 	if err != nil {
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return

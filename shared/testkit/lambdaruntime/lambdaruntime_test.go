@@ -51,7 +51,9 @@ func TestMain(m *testing.M) {
 type event struct {
 	Do string `json:"do"`
 	// Body is a proxy event's: the fake reads what to do from the request's body.
-	Body string `json:"body"`
+	Body           string            `json:"body"`
+	Resource       string            `json:"resource"`
+	PathParameters map[string]string `json:"pathParameters"`
 }
 
 // fake is the handler of the fake function.
@@ -60,6 +62,12 @@ func fake(ctx context.Context, e event) (any, error) {
 		_ = json.Unmarshal([]byte(e.Body), &e)
 	}
 	switch e.Do {
+	case "proxy": // answers the proxy event's resource and path parameters
+		var params []string
+		for k, v := range e.PathParameters {
+			params = append(params, k+"="+v)
+		}
+		return map[string]any{"statusCode": 200, "body": e.Resource + " " + strings.Join(params, ",")}, nil
 	case "big":
 		return strings.Repeat("x", lambdaruntime.MaxResponseBytes), nil // over the limit once quoted
 	case "slow":
@@ -430,5 +438,72 @@ func TestResponseTooLarge(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the runtime did not report a 413 from the Runtime API within 10 s; its log:\n%s", logs.String())
 		}
+	}
+}
+
+// TestMatchRoute: the route an HTTP API selects, as the stack's route keys give them.
+func TestMatchRoute(t *testing.T) {
+	t.Parallel()
+	routes := []string{
+		"GET /v1/lambdas", "GET /v1/lambdas/{lambda}/tasks/{id}", "POST /v1/lambdas/{lambda}/tasks/{id}/cancel",
+		"POST /v1/lambdas/{lambda}/tasks/cancel", "POST /v1/lambdas/{lambda}/tasks/batch", "ANY /files/{path+}", "GET /files/{path+}",
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		params            map[string]string
+	}{
+		{"GET", "/v1/lambdas", "GET /v1/lambdas", nil},
+		{"GET", "/v1/lambdas/echo/tasks/t%2F1", "GET /v1/lambdas/{lambda}/tasks/{id}", map[string]string{"lambda": "echo", "id": "t/1"}},
+		{"POST", "/v1/lambdas/echo/tasks/cancel", "POST /v1/lambdas/{lambda}/tasks/cancel", map[string]string{"lambda": "echo"}},
+		{"POST", "/v1/lambdas/echo/tasks/t1/cancel", "POST /v1/lambdas/{lambda}/tasks/{id}/cancel", map[string]string{"lambda": "echo", "id": "t1"}},
+		{"GET", "/files/a/b", "GET /files/{path+}", map[string]string{"path": "a/b"}},
+		{"PUT", "/files/a", "ANY /files/{path+}", map[string]string{"path": "a"}},
+		{"DELETE", "/v1/lambdas", "", nil},
+		{"GET", "/v1/lambdas/echo", "", nil},
+		{"GET", "/files", "", nil},
+	} {
+		key, params, ok := lambdaruntime.MatchRoute(routes, tc.method, tc.path)
+		if key != tc.key || ok != (tc.key != "") || len(params) != len(tc.params) {
+			t.Errorf("%s %s: %q %v %v, want %q %v", tc.method, tc.path, key, params, ok, tc.key, tc.params)
+			continue
+		}
+		for k, v := range tc.params {
+			if params[k] != v {
+				t.Errorf("%s %s: parameter %s = %q, want %q", tc.method, tc.path, k, params[k], v)
+			}
+		}
+	}
+	if key, _, ok := lambdaruntime.MatchRoute(append(routes, "$default"), "GET", "/nope"); !ok || key != "$default" {
+		t.Errorf("a path no route matches, with $default: %q %v", key, ok)
+	}
+}
+
+// TestAPIGatewayRoutes: with the HTTP API's routes, a request none matches is answered 404
+// without reaching the function; one that does reaches it with the route's resource and path
+// parameters.
+func TestAPIGatewayRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 5*time.Second)
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: f, Routes: []string{"POST /v1/lambdas/{lambda}/tasks"}})
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/nothing/here", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || body.String() != `{"message":"Not Found"}` || f.Starts() != 0 {
+		t.Errorf("no route: %d %s, %d starts; want 404 {\"message\":\"Not Found\"}, the function not invoked", resp.StatusCode, body.String(), f.Starts())
+	}
+	resp, err = http.Post(srv.URL+"/v1/lambdas/echo/tasks", "application/json", strings.NewReader(`{"do":"proxy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.Reset()
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || body.String() != `/v1/lambdas/{lambda}/tasks lambda=echo` {
+		t.Errorf("a route: %d %s; want 200 with the route's resource and path parameters", resp.StatusCode, body.String())
 	}
 }
