@@ -29,9 +29,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -224,6 +226,10 @@ func TestDeployedStack(t *testing.T) {
 		var apiErr *client.Error
 		if _, err := c.Get(ctx, "echo", "no-such-task"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 			t.Errorf("get a missing task: %v, want 404", err)
+		}
+		// A path the HTTP API has no route for is API Gateway's 404, not the function's.
+		if status, body := httpGet(t, c.Endpoint+"/v1/no-such-route"); status != 404 || body != `{"message":"Not Found"}` {
+			t.Errorf("a path no route of the deployed API matches: %d %s, want API Gateway's 404 {\"message\":\"Not Found\"}", status, body)
 		}
 		// The lambdas the API knows are the registry's the stack was built from, ecs ones too.
 		infos, err := c.Lambdas(ctx)
@@ -734,7 +740,8 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	}
 	wg.Go(func() { _ = sched.Run(ctx) })
 
-	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name]})
+	// The HTTP API's routes are the template's: moto creates none (stackapi's notApplied).
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name], Routes: routeKeys(t)})
 	t.Cleanup(srv.Close)
 	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies, batches: batches}
 }
@@ -872,6 +879,48 @@ func batchItemFailure(t *testing.T, d *deployment, batches *batchLog) {
 		t.Logf("try %d: the two messages came in batches of their own; again", try+1)
 	}
 	t.Fatal("the two messages never came in one batch in 3 tries")
+}
+
+// httpGet returns the status and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// routeKeys are the route keys of the HTTP API of the template deploy-local deployed.
+func routeKeys(t *testing.T) []string {
+	t.Helper()
+	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	if err != nil {
+		t.Fatalf("the template deploy-local deployed: %v", err)
+	}
+	var keys []string
+	for _, id := range tpl.LogicalIDs("AWS::ApiGatewayV2::Route") {
+		key, _ := tpl.Resources[id].Properties["RouteKey"].(string)
+		if key == "" {
+			t.Fatalf("route %s of the template has no RouteKey", id)
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		t.Fatal("the template has no route of the HTTP API")
+	}
+	return keys
 }
 
 // queueVisibility is the visibility timeout the queue was deployed with, which Lambda's poller
