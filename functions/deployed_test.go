@@ -29,9 +29,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -91,6 +93,9 @@ func TestDeployedStack(t *testing.T) {
 	endpoint := deployIntoMoto(t)
 	t.Logf("deployed atf-%s into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
 	d := readDeployment(t, endpoint)
+	// What make deploy-local checks, on the stack this test deployed: every resource the template
+	// declares, through the AWS API (the check of cmd/deploycheck).
+	t.Run("resources", func(t *testing.T) { checkResources(t, d) })
 	run := runDeployment(t, d)
 	c := run.client
 	ctx := t.Context()
@@ -182,6 +187,10 @@ func TestDeployedStack(t *testing.T) {
 				t.Fatalf("%s, want enqueued in its deployed queue", tk.Status)
 			}
 		})
+		t.Run("batch item failure", func(t *testing.T) {
+			t.Parallel()
+			batchItemFailure(t, d, run.batches)
+		})
 		t.Run("cancel waiting", func(t *testing.T) {
 			t.Parallel()
 			tk := schedule(t, c, "echo", client.ScheduleRequest{ID: "later", Delay: "1h"})
@@ -217,6 +226,10 @@ func TestDeployedStack(t *testing.T) {
 		var apiErr *client.Error
 		if _, err := c.Get(ctx, "echo", "no-such-task"); !errors.As(err, &apiErr) || apiErr.Status != 404 {
 			t.Errorf("get a missing task: %v, want 404", err)
+		}
+		// A path the HTTP API has no route for is API Gateway's 404, not the function's.
+		if status, body := httpGet(t, c.Endpoint+"/v1/no-such-route"); status != 404 || body != `{"message":"Not Found"}` {
+			t.Errorf("a path no route of the deployed API matches: %d %s, want API Gateway's 404 {\"message\":\"Not Found\"}", status, body)
 		}
 		// The lambdas the API knows are the registry's the stack was built from, ecs ones too.
 		infos, err := c.Lambdas(ctx)
@@ -311,6 +324,34 @@ func deployIntoMoto(t *testing.T) string {
 	}
 	// localhost, as the script's own endpoint (moto tells S3 from its other services by host).
 	return "http://localhost:" + port
+}
+
+// deployedTemplate is the template localstack/deploy-local deployed: it synthesizes into
+// bin/deploy-local/cdk.out.
+var deployedTemplate = filepath.Join("..", "bin", "deploy-local", "cdk.out", "atf-"+deployedEnv+".template.json")
+
+// checkResources runs the resource check of make deploy-local (stackapi.Check, as cmd/deploycheck
+// runs it) on the deployed stack against the template it was deployed from, and fails on any
+// problem. What moto does not apply, and applies otherwise than AWS, is logged.
+func checkResources(t *testing.T, d *deployment) {
+	t.Helper()
+	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	if err != nil {
+		t.Fatalf("the template deploy-local deployed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	r := stackapi.Check(ctx, d.clients, tpl, d.stack)
+	t.Logf("%d resources verified through the AWS API", len(r.Verified))
+	for _, l := range slices.Concat(r.NotApplied, r.NotVerified, r.Differences) {
+		t.Log("  not checked or known to differ: " + l)
+	}
+	for _, p := range r.Problems {
+		t.Error(p)
+	}
+	if len(r.Verified) == 0 {
+		t.Error("no resource verified")
+	}
 }
 
 // deployment is what the deployed stack says, read through the AWS API.
@@ -606,6 +647,7 @@ type running struct {
 	client   *client.Client
 	consumer *consumerRuns
 	proxies  map[string]*auditProxy // by function name
+	batches  *batchLog              // what the workers answered for each record their mappings fed them
 }
 
 // runDeployment starts every deployed function's binary under the harness with its deployed
@@ -664,9 +706,10 @@ func runDeployment(t *testing.T, d *deployment) *running {
 		wg.Wait()
 	})
 	quiet := slog.New(slog.NewTextHandler(prefixed(logs, "eventsource"), nil))
+	batches := &batchLog{records: map[string]recordOutcome{}}
 	for _, m := range d.mappings {
 		visibility := queueVisibility(t, d, m.queue)
-		handler := lambdaruntime.SQSHandler(fns[m.function])
+		handler := batches.recording(lambdaruntime.SQSHandler(fns[m.function]))
 		if !m.reportFailures { // Lambda ignores the batch response: a success deletes every record
 			inner := handler
 			handler = func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
@@ -697,9 +740,187 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	}
 	wg.Go(func() { _ = sched.Run(ctx) })
 
-	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name]})
+	// The HTTP API's routes are the template's: moto creates none (stackapi's notApplied).
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name], Routes: routeKeys(t)})
 	t.Cleanup(srv.Close)
-	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies}
+	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies, batches: batches}
+}
+
+// batchLog records, for each message an event source mapping delivered, the batch it came in
+// and what the function answered for it.
+type batchLog struct {
+	mu      sync.Mutex
+	batches int
+	records map[string]recordOutcome // by message id; its last delivery
+}
+
+type recordOutcome struct {
+	batch   int // which batch, in the order the functions answered them
+	receipt string
+	failed  bool // the function failed, or reported the record as a batch item failure
+}
+
+// recording wraps a mapping's handler so that l records its answers.
+func (l *batchLog) recording(h eventsource.SQSHandler) eventsource.SQSHandler {
+	return func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+		resp, err := h(ctx, e)
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.batches++
+		for _, r := range e.Records {
+			l.records[r.MessageId] = recordOutcome{batch: l.batches, receipt: r.ReceiptHandle, failed: err != nil || failed[r.MessageId]}
+		}
+		return resp, err
+	}
+}
+
+func (l *batchLog) outcome(id string) (recordOutcome, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o, ok := l.records[id]
+	return o, ok
+}
+
+// batchItemFailure sends a poison body and a message of a task that does not exist to a deployed
+// queue of echo, in one SendMessageBatch, until its worker gets them in one batch (a receive may
+// take them apart): the worker reports the poison as a batch item failure and discards the other
+// (no such task). The other is deleted, and the poison is not: it stays in flight, to come back
+// after the queue's visibility timeout and, after the redrive's count, go to the dead-letter
+// queue. Whether a message is still on the queue is told by ChangeMessageVisibility on its
+// receipt handle: moto (as SQS) refuses the handle of a deleted message.
+func batchItemFailure(t *testing.T, d *deployment, batches *batchLog) {
+	t.Helper()
+	var queue string
+	for _, m := range d.mappings {
+		if d.functions[m.function].env[awsfn.EnvLambda] == "echo" && (queue == "" || strings.HasSuffix(m.queue, "-normal")) {
+			queue = m.queue
+		}
+	}
+	url := d.stack.QueueURLs()[queue]
+	if url == "" {
+		t.Fatalf("no deployed queue of echo fed by a mapping: %v", d.mappings)
+	}
+	priority := lastField(queue, "-")
+	sqsc := d.clients.SQS
+	inFlight := func(receipt string) (bool, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := sqsc.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: &receipt, VisibilityTimeout: 60})
+		if invalid := (*sqstypes.ReceiptHandleIsInvalid)(nil); errors.As(err, &invalid) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	for try := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		good := fmt.Sprintf(`{"lambda":"echo","priority":%q,"task_id":"no-such-task-%d","attempt":1}`, priority, try)
+		out, err := sqsc.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &url, Entries: []sqstypes.SendMessageBatchRequestEntry{
+			{Id: aws.String("poison"), MessageBody: aws.String(fmt.Sprintf("not a task message %d", try))},
+			{Id: aws.String("good"), MessageBody: aws.String(good)},
+		}})
+		cancel()
+		if err != nil || len(out.Successful) != 2 {
+			t.Fatalf("send to %s: %v, %+v", queue, err, out)
+		}
+		ids := map[string]string{}
+		for _, e := range out.Successful {
+			ids[aws.ToString(e.Id)] = aws.ToString(e.MessageId)
+		}
+		var poison, other recordOutcome
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var okP, okO bool
+			poison, okP = batches.outcome(ids["poison"])
+			other, okO = batches.outcome(ids["good"])
+			if okP && okO {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker of %s did not answer for both messages within 30 s", queue)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !poison.failed || other.failed {
+			t.Fatalf("the worker answered the poison as failed: %v, the message of no task: %v; want true, false", poison.failed, other.failed)
+		}
+		// The deletes of a batch are one call, after the answer: once the other is gone, the
+		// poison would be too if the mapping had deleted it.
+		for {
+			still, err := inFlight(other.receipt)
+			if err != nil {
+				t.Fatalf("the message of no task: %v", err)
+			}
+			if !still {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the message the worker did not fail was not deleted within 30 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		still, err := inFlight(poison.receipt)
+		if err != nil || !still {
+			t.Fatalf("the poison message, reported as a batch item failure: in flight %v (%v); want it in flight, not deleted", still, err)
+		}
+		// Done with it: it would only come back and fail again until the dead-letter queue.
+		ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+		_, err = sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: aws.String(poison.receipt)})
+		cancel()
+		if err != nil {
+			t.Errorf("delete the poison: %v", err)
+		}
+		if poison.batch == other.batch {
+			return
+		}
+		t.Logf("try %d: the two messages came in batches of their own; again", try+1)
+	}
+	t.Fatal("the two messages never came in one batch in 3 tries")
+}
+
+// httpGet returns the status and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// routeKeys are the route keys of the HTTP API of the template deploy-local deployed.
+func routeKeys(t *testing.T) []string {
+	t.Helper()
+	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	if err != nil {
+		t.Fatalf("the template deploy-local deployed: %v", err)
+	}
+	var keys []string
+	for _, id := range tpl.LogicalIDs("AWS::ApiGatewayV2::Route") {
+		key, _ := tpl.Resources[id].Properties["RouteKey"].(string)
+		if key == "" {
+			t.Fatalf("route %s of the template has no RouteKey", id)
+		}
+		keys = append(keys, key)
+	}
+	if len(keys) == 0 {
+		t.Fatal("the template has no route of the HTTP API")
+	}
+	return keys
 }
 
 // queueVisibility is the visibility timeout the queue was deployed with, which Lambda's poller

@@ -3,7 +3,9 @@
 //
 //   - SQS polls a queue and hands batches of messages to a handler as an event source mapping
 //     with ReportBatchItemFailures does: the messages the handler reports as failed stay on the
-//     queue until their visibility timeout, the others are deleted.
+//     queue until their visibility timeout, the others are deleted. A response that names a
+//     failure by an empty identifier, or by one that is no message of the batch, fails the whole
+//     batch, as on AWS.
 //   - Schedule invokes a handler with an EventBridge scheduled event at a fixed rate, as the
 //     rule rate(1 minute) does.
 package eventsource
@@ -95,7 +97,10 @@ func (m SQS) find(ctx context.Context) (url, arn string, err error) {
 }
 
 // invoke runs the handler on one batch and deletes what it did not report as failed. A handler
-// error fails the whole batch, as on AWS.
+// error fails the whole batch, as on AWS; so does a batch response that names a failure by an
+// empty (or null) itemIdentifier or by one that is no message id of the batch: AWS Lambda's
+// "success and failure conditions" of partial batch responses (Developer Guide, Handling errors
+// for an SQS event source). Deleting the others would lose the record the handler meant.
 func (m SQS) invoke(ctx context.Context, url, arn string, msgs []types.Message) {
 	event := Event(arn, m.Client.Options().Region, msgs)
 	base := m.Abort
@@ -109,8 +114,17 @@ func (m SQS) invoke(ctx context.Context, url, arn string, msgs []types.Message) 
 		m.Logger.Warn("batch failed; its messages come back after their visibility timeout", "queue", m.Queue, "messages", len(msgs), "err", err)
 		return
 	}
+	inBatch := map[string]bool{}
+	for _, msg := range msgs {
+		inBatch[aws.ToString(msg.MessageId)] = true
+	}
 	failed := map[string]bool{}
 	for _, f := range resp.BatchItemFailures {
+		if f.ItemIdentifier == "" || !inBatch[f.ItemIdentifier] {
+			m.Logger.Warn("the batch response names a failure by no message id of the batch: the whole batch failed; its messages come back after their visibility timeout",
+				"queue", m.Queue, "messages", len(msgs), "itemIdentifier", f.ItemIdentifier)
+			return
+		}
 		failed[f.ItemIdentifier] = true
 	}
 	var done []types.DeleteMessageBatchRequestEntry

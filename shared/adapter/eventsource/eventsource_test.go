@@ -91,6 +91,66 @@ func TestSQS(t *testing.T) {
 	}
 }
 
+// TestSQSInvalidBatchResponse: a batch response that names a failure by an empty itemIdentifier,
+// or by one that is no message of the batch, fails the whole batch, as on AWS: no message of it
+// is deleted, and every one comes back.
+func TestSQSInvalidBatchResponse(t *testing.T) {
+	client := sqs.NewFromConfig(awstest.Config(t, "SQS"))
+	for _, tc := range []struct{ name, identifier string }{{"empty", ""}, {"unknown", "no-such-message-id"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := awstest.Name("atf-es")
+			q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: &name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+			for _, body := range []string{"a", "b"} {
+				if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			again := map[string]bool{} // the bodies delivered a second time
+			done := make(chan struct{})
+			handler := func(_ context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				var resp events.SQSEventResponse
+				for _, r := range e.Records {
+					if r.Attributes["ApproximateReceiveCount"] == "1" {
+						// The first delivery: report a failure by no message id of the batch.
+						resp.BatchItemFailures = []events.SQSBatchItemFailure{{ItemIdentifier: tc.identifier}}
+						continue
+					}
+					again[r.Body] = true
+				}
+				if len(again) == 2 && resp.BatchItemFailures == nil {
+					select {
+					case <-done:
+					default:
+						close(done)
+					}
+				}
+				return resp, nil
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			m := eventsource.SQS{Client: client, Queue: name, Handler: handler, Timeout: time.Second, Visibility: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+			stopped := make(chan struct{})
+			go func() { m.Run(ctx); close(stopped) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("delivered again: %v; want both messages back (none deleted)", again)
+			}
+			cancel()
+			<-stopped
+		})
+	}
+}
+
 // TestSchedule invokes with scheduled events at the period, each with its period's start time.
 func TestSchedule(t *testing.T) {
 	var times []time.Time

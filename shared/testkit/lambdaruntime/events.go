@@ -1,6 +1,7 @@
 package lambdaruntime
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -64,12 +67,92 @@ func hostOf(addr string) string {
 // APIGateway is an http.Handler that serves requests through an API function as an HTTP API
 // with a Lambda proxy integration (payload format 1.0) does: each request becomes a proxy event,
 // the function's proxy response becomes the answer. A function that fails answers 500
-// {"message":"Internal Server Error"}, and one that outlives the integration's timeout 503
-// {"message":"Service Unavailable"}, as API Gateway does. It does not authorize (the stack's
-// routes use IAM) nor throttle.
+// {"message":"Internal Server Error"}, one that runs out of its own time too (Lambda reports it as
+// a function error); at the integration's timeout the client gets 503 {"message":"Service
+// Unavailable"}, as API Gateway answers. The invocation is Lambda's, not the client's: it runs on
+// to its end or the function's deadline when the client goes away or the integration times out.
+// It does not authorize (the stack's routes use IAM) nor throttle.
 type APIGateway struct {
 	Function *Function
 	Timeout  time.Duration // the integration's timeout [IntegrationTimeout]
+	// Routes are the HTTP API's route keys ("GET /v1/lambdas/{lambda}/tasks", "$default"), as
+	// the template's AWS::ApiGatewayV2::Route resources give them: a request no route matches is
+	// answered 404 {"message":"Not Found"} without reaching the function, and the matched route
+	// gives the event its resource and path parameters. None: every request reaches the
+	// function, its path as the resource.
+	Routes []string
+}
+
+// MatchRoute returns the route key of routes that an HTTP API selects for a request of method
+// on path, and the path parameters it binds; ok is false if none matches. As API Gateway, it
+// prefers the most specific route: segment by segment, a literal over a {variable} over a
+// greedy {variable+}; a route of the method over one of ANY; $default last.
+func MatchRoute(routes []string, method, path string) (key string, params map[string]string, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	best, bestRank := -1, []int(nil)
+	var bestParams map[string]string
+	for i, rk := range routes {
+		m, rpath, _ := strings.Cut(rk, " ")
+		if rk == "$default" {
+			if best < 0 {
+				best, bestRank, bestParams = i, []int{-1}, nil
+			}
+			continue
+		}
+		if m != method && m != "ANY" {
+			continue
+		}
+		rank, p, matched := matchSegments(strings.Split(strings.Trim(rpath, "/"), "/"), segs)
+		if !matched {
+			continue
+		}
+		rank = append(rank, map[bool]int{true: 1, false: 0}[m == method])
+		if best < 0 || slices.Compare(rank, bestRank) > 0 {
+			best, bestRank, bestParams = i, rank, p
+		}
+	}
+	if best < 0 {
+		return "", nil, false
+	}
+	return routes[best], bestParams, true
+}
+
+// matchSegments matches a route's path segments to a request's, and ranks the match: 2 for a
+// literal segment, 1 for a variable, 0 for a greedy variable.
+func matchSegments(route, segs []string) (rank []int, params map[string]string, ok bool) {
+	params = map[string]string{}
+	for i, r := range route {
+		if strings.HasPrefix(r, "{") && strings.HasSuffix(r, "+}") { // greedy: the rest, at least one
+			if i >= len(segs) {
+				return nil, nil, false
+			}
+			params[strings.TrimSuffix(r[1:], "+}")] = strings.Join(segs[i:], "/")
+			return append(rank, 0), params, true
+		}
+		if i >= len(segs) {
+			return nil, nil, false
+		}
+		if strings.HasPrefix(r, "{") && strings.HasSuffix(r, "}") {
+			if segs[i] == "" {
+				return nil, nil, false
+			}
+			v, err := url.PathUnescape(segs[i])
+			if err != nil {
+				v = segs[i]
+			}
+			params[r[1:len(r)-1]] = v
+			rank = append(rank, 1)
+			continue
+		}
+		if r != segs[i] {
+			return nil, nil, false
+		}
+		rank = append(rank, 2)
+	}
+	if len(route) != len(segs) {
+		return nil, nil, false
+	}
+	return rank, params, true
 }
 
 func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,25 +161,52 @@ func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 		return
 	}
-	event, err := json.Marshal(ProxyRequest(r, body))
+	req := ProxyRequest(r, body)
+	if len(g.Routes) > 0 {
+		key, params, ok := MatchRoute(g.Routes, r.Method, r.URL.EscapedPath())
+		if !ok {
+			gatewayError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		if _, path, found := strings.Cut(key, " "); found {
+			req.Resource, req.RequestContext.ResourcePath = path, path
+		} else {
+			req.Resource, req.RequestContext.ResourcePath = key, key
+		}
+		if len(params) > 0 {
+			req.PathParameters = params
+		}
+	}
+	event, err := json.Marshal(req)
 	if err != nil {
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return
 	}
-	timeout := g.Timeout
-	if timeout <= 0 {
-		timeout = IntegrationTimeout
+	type result struct {
+		out  []byte
+		ferr *FunctionError
+		err  error
 	}
-	deadline := time.Now().Add(min(timeout, g.Function.timeout()))
-	out, ferr, err := g.Function.Invoke(r.Context(), event, deadline)
-	switch {
-	case err != nil:
-		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
-		return
-	case ferr != nil && ferr.Timeout():
+	done := make(chan result, 1)
+	// Not r's context: a client that disconnects does not end the function's invocation.
+	ictx := context.WithoutCancel(r.Context())
+	go func() {
+		out, ferr, err := g.Function.Invoke(ictx, event, time.Now().Add(g.Function.timeout()))
+		done <- result{out, ferr, err}
+	}()
+	integration := time.NewTimer(cmp.Or(g.Timeout, IntegrationTimeout))
+	defer integration.Stop()
+	var res result
+	select {
+	case res = <-done:
+	case <-integration.C:
 		gatewayError(w, http.StatusServiceUnavailable, "Service Unavailable")
 		return
-	case ferr != nil:
+	case <-r.Context().Done():
+		return // the client is gone: the answer has nowhere to go
+	}
+	out := res.out
+	if res.err != nil || res.ferr != nil {
 		gatewayError(w, http.StatusInternalServerError, "Internal Server Error")
 		return
 	}

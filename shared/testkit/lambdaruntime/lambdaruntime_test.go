@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -49,11 +50,30 @@ func TestMain(m *testing.M) {
 
 type event struct {
 	Do string `json:"do"`
+	// Body is a proxy event's: the fake reads what to do from the request's body.
+	Body           string            `json:"body"`
+	Resource       string            `json:"resource"`
+	PathParameters map[string]string `json:"pathParameters"`
 }
 
 // fake is the handler of the fake function.
 func fake(ctx context.Context, e event) (any, error) {
+	if e.Do == "" && e.Body != "" {
+		_ = json.Unmarshal([]byte(e.Body), &e)
+	}
 	switch e.Do {
+	case "proxy": // answers the proxy event's resource and path parameters
+		var params []string
+		for k, v := range e.PathParameters {
+			params = append(params, k+"="+v)
+		}
+		return map[string]any{"statusCode": 200, "body": e.Resource + " " + strings.Join(params, ",")}, nil
+	case "big":
+		return strings.Repeat("x", lambdaruntime.MaxResponseBytes), nil // over the limit once quoted
+	case "slow":
+		fmt.Fprintln(os.Stderr, "slow: started")
+		time.Sleep(time.Second)
+		return map[string]any{"statusCode": 200, "body": "slow: done"}, nil
 	case "error":
 		return nil, errors.New("it went wrong")
 	case "panic":
@@ -314,7 +334,7 @@ func TestInvokeServer(t *testing.T) {
 }
 
 // TestAPIGateway: a request through the gateway reaches the function as a proxy event; a
-// function that fails answers 500 and one that runs out of time 503.
+// function that fails answers 500, one that runs out of its own time too.
 func TestAPIGateway(t *testing.T) {
 	t.Parallel()
 	f := newFunction(t, "serve", 2*time.Second)
@@ -330,8 +350,160 @@ func TestAPIGateway(t *testing.T) {
 	if resp.StatusCode != http.StatusInternalServerError {
 		t.Errorf("an answer that is not a proxy response: %d, want 500", resp.StatusCode)
 	}
+	// A function that runs out of its own time fails: 500, as any function error.
+	resp, err = http.Post(srv.URL+"/v1/anything", "application/json", strings.NewReader(`{"do":"hang"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("a function past its own timeout: %d, want 500", resp.StatusCode)
+	}
 	req := lambdaruntime.ProxyRequest(httptest.NewRequest(http.MethodGet, "/v1/lambdas?limit=5", nil), nil)
 	if req.Path != "/v1/lambdas" || req.HTTPMethod != "GET" || req.QueryStringParameters["limit"] != "5" || req.RequestContext.RequestID == "" {
 		t.Errorf("proxy request %+v", req)
+	}
+}
+
+// TestAPIGatewayIntegrationTimeout: a function that outlives the integration's timeout answers
+// the client 503 {"message":"Service Unavailable"}, as API Gateway does, while the function's
+// own timeout is longer.
+func TestAPIGatewayIntegrationTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 10*time.Second)
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: f, Timeout: time.Second})
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/anything", "application/json", strings.NewReader(`{"do":"hang"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || body.String() != `{"message":"Service Unavailable"}` {
+		t.Errorf("past the integration's timeout: %d %s, want 503 {\"message\":\"Service Unavailable\"}", resp.StatusCode, body.String())
+	}
+}
+
+// TestAPIGatewayClientGone: a client that disconnects does not end the invocation: the function
+// finishes in the same environment, which serves the next invocation.
+func TestAPIGatewayClientGone(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 10*time.Second)
+	f.MaxEnvironments = 1 // the next invocation waits for the one the client left
+	first, ferr := invoke(t, f, "echo", time.Time{})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: f})
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/anything", strings.NewReader(`{"do":"slow"}`))
+	gone := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gone <- err
+	}()
+	logs := f.Logs.(*syncBuffer)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "slow: started"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow invocation did not start within 10 s")
+		}
+	}
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the client's request: %v, want it cancelled", err)
+	}
+	after, ferr := invoke(t, f, "echo", time.Time{})
+	if ferr != nil || after["pid"] != first["pid"] || f.Starts() != 1 {
+		t.Errorf("after the client went away: %v, %v, %d starts; want the same environment (pid %v), not killed", after, ferr, f.Starts(), first["pid"])
+	}
+}
+
+// TestResponseTooLarge: the Runtime API answers a response over 6 MB with 413, which the runtime
+// reports (aws-lambda-go then exits); the invocation fails with Function.ResponseSizeTooLarge.
+func TestResponseTooLarge(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 10*time.Second)
+	_, ferr := invoke(t, f, "big", time.Time{})
+	if ferr == nil || ferr.Type != lambdaruntime.ErrorTypeTooLarge {
+		t.Fatalf("a response over 6 MB: %+v, want %s", ferr, lambdaruntime.ErrorTypeTooLarge)
+	}
+	logs := f.Logs.(*syncBuffer)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "unexpected status code: 413"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime did not report a 413 from the Runtime API within 10 s; its log:\n%s", logs.String())
+		}
+	}
+}
+
+// TestMatchRoute: the route an HTTP API selects, as the stack's route keys give them.
+func TestMatchRoute(t *testing.T) {
+	t.Parallel()
+	routes := []string{
+		"GET /v1/lambdas", "GET /v1/lambdas/{lambda}/tasks/{id}", "POST /v1/lambdas/{lambda}/tasks/{id}/cancel",
+		"POST /v1/lambdas/{lambda}/tasks/cancel", "POST /v1/lambdas/{lambda}/tasks/batch", "ANY /files/{path+}", "GET /files/{path+}",
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		params            map[string]string
+	}{
+		{"GET", "/v1/lambdas", "GET /v1/lambdas", nil},
+		{"GET", "/v1/lambdas/echo/tasks/t%2F1", "GET /v1/lambdas/{lambda}/tasks/{id}", map[string]string{"lambda": "echo", "id": "t/1"}},
+		{"POST", "/v1/lambdas/echo/tasks/cancel", "POST /v1/lambdas/{lambda}/tasks/cancel", map[string]string{"lambda": "echo"}},
+		{"POST", "/v1/lambdas/echo/tasks/t1/cancel", "POST /v1/lambdas/{lambda}/tasks/{id}/cancel", map[string]string{"lambda": "echo", "id": "t1"}},
+		{"GET", "/files/a/b", "GET /files/{path+}", map[string]string{"path": "a/b"}},
+		{"PUT", "/files/a", "ANY /files/{path+}", map[string]string{"path": "a"}},
+		{"DELETE", "/v1/lambdas", "", nil},
+		{"GET", "/v1/lambdas/echo", "", nil},
+		{"GET", "/files", "", nil},
+	} {
+		key, params, ok := lambdaruntime.MatchRoute(routes, tc.method, tc.path)
+		if key != tc.key || ok != (tc.key != "") || len(params) != len(tc.params) {
+			t.Errorf("%s %s: %q %v %v, want %q %v", tc.method, tc.path, key, params, ok, tc.key, tc.params)
+			continue
+		}
+		for k, v := range tc.params {
+			if params[k] != v {
+				t.Errorf("%s %s: parameter %s = %q, want %q", tc.method, tc.path, k, params[k], v)
+			}
+		}
+	}
+	if key, _, ok := lambdaruntime.MatchRoute(append(routes, "$default"), "GET", "/nope"); !ok || key != "$default" {
+		t.Errorf("a path no route matches, with $default: %q %v", key, ok)
+	}
+}
+
+// TestAPIGatewayRoutes: with the HTTP API's routes, a request none matches is answered 404
+// without reaching the function; one that does reaches it with the route's resource and path
+// parameters.
+func TestAPIGatewayRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 5*time.Second)
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: f, Routes: []string{"POST /v1/lambdas/{lambda}/tasks"}})
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/nothing/here", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || body.String() != `{"message":"Not Found"}` || f.Starts() != 0 {
+		t.Errorf("no route: %d %s, %d starts; want 404 {\"message\":\"Not Found\"}, the function not invoked", resp.StatusCode, body.String(), f.Starts())
+	}
+	resp, err = http.Post(srv.URL+"/v1/lambdas/echo/tasks", "application/json", strings.NewReader(`{"do":"proxy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body.Reset()
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || body.String() != `/v1/lambdas/{lambda}/tasks lambda=echo` {
+		t.Errorf("a route: %d %s; want 200 with the route's resource and path parameters", resp.StatusCode, body.String())
 	}
 }

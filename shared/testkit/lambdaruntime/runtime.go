@@ -552,6 +552,9 @@ func (env *environment) serveResponse(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusBadRequest, "InvalidResponse", err.Error())
 		inv.answer(answer{err: ownError("Runtime.InvalidResponse", err.Error())})
 	case len(body) > MaxResponseBytes:
+		// Read the rest (up to a bound) before answering, so that the runtime gets the 413
+		// rather than a connection closed under the body it is still sending.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 4*MaxResponseBytes))
 		writeAPIError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", fmt.Sprintf("the response is over %d bytes", MaxResponseBytes))
 		inv.answer(answer{err: ownError(ErrorTypeTooLarge, fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", MaxResponseBytes))})
 	case r.Trailer.Get(HeaderFunctionErrorType) != "":
