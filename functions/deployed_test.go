@@ -178,6 +178,31 @@ func TestDeployedStack(t *testing.T) {
 				t.Fatalf("upstream %s (%v), downstream %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
 			}
 		})
+		t.Run("idempotent schedule and wait", func(t *testing.T) {
+			t.Parallel()
+			req := client.ScheduleRequest{ID: "twice", Payload: json.RawMessage(`{"once":true}`)}
+			first := schedule(t, c, "echo", req)
+			again, created, err := c.Schedule(ctx, "echo", req)
+			if err != nil || created || again.ID != first.ID || !again.CreatedAt.Equal(first.CreatedAt) {
+				t.Fatalf("the same schedule again: created %v, %v; want the first task replayed", created, err)
+			}
+			// A GET that waits answers once the task ends, through the api function's deadline.
+			done, err := c.GetWait(ctx, "echo", first.ID, 20*time.Second)
+			if err != nil || done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"once":true}` || done.Attempts != 1 {
+				t.Fatalf("wait: %s, result %s, %d attempts, %v; want success with the payload after 1", done.Status, done.Result, done.Attempts, err)
+			}
+		})
+		t.Run("bad input", func(t *testing.T) {
+			t.Parallel()
+			_, _, err := c.Schedule(ctx, "echo", client.ScheduleRequest{ID: "bad", Priority: "urgent"})
+			var apiErr *client.Error
+			if !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnprocessableEntity {
+				t.Fatalf("a schedule with an unknown priority: %v; want 422, as on atf dev", err)
+			}
+			if _, err := c.Get(ctx, "echo", "bad"); !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound {
+				t.Fatalf("the refused task: %v; want 404, nothing stored", err)
+			}
+		})
 		t.Run("ecs lambda without executors", func(t *testing.T) {
 			t.Parallel()
 			// Deployed without its executors (-c ecs=false): the API takes its tasks and sends
@@ -250,7 +275,7 @@ func TestDeployedStack(t *testing.T) {
 			status task.Status
 			ids    []string
 		}{
-			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "up"}},
+			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "twice", "up"}},
 			{"echo", task.StatusCancelled, []string{"later"}},
 			{"flaky", task.StatusSuccess, []string{"retried"}},
 			{"flaky", task.StatusDead, []string{"dead"}},
