@@ -681,7 +681,7 @@ type running struct {
 // event source mapping and the rule's schedule; all stop when the test ends.
 func runDeployment(t *testing.T, d *deployment) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &lambdaruntime.LogBuffer{}
 	invoke := lambdaruntime.NewInvokeServer()
 	fns := map[string]*lambdaruntime.Function{}
 	t.Cleanup(func() {

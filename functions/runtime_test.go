@@ -20,7 +20,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -153,13 +152,13 @@ type env struct {
 	deployed
 	b      awstest.Backend
 	invoke *lambdaruntime.InvokeServer
-	logs   *syncBuffer // every function's log
+	logs   *lambdaruntime.LogBuffer // every function's log
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	d := loadDeployed(t)
-	e := &env{deployed: d, b: awstest.NewBackend(t, "atf-rt", d.lambdas...), invoke: lambdaruntime.NewInvokeServer(), logs: &syncBuffer{}}
+	e := &env{deployed: d, b: awstest.NewBackend(t, "atf-rt", d.lambdas...), invoke: lambdaruntime.NewInvokeServer(), logs: &lambdaruntime.LogBuffer{}}
 	t.Cleanup(func() {
 		e.invoke.Close()
 		if t.Failed() {
@@ -742,7 +741,7 @@ func TestGatedFlow(t *testing.T) {
 // timeout, and the next invocation works. The function is testdata/faulty, built as the others.
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &lambdaruntime.LogBuffer{}
 	f := &lambdaruntime.Function{Name: "faulty", Binary: filepath.Join(bins, "faulty"), Timeout: 5 * time.Second, Logs: logs}
 	t.Cleanup(func() {
 		f.Close()
@@ -781,28 +780,13 @@ func TestExecutorBinary(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // prefixed writes each line to w after name, so that one log holds several functions'.
-func prefixed(w *syncBuffer, name string) *prefixWriter { return &prefixWriter{w: w, name: name} }
+func prefixed(w *lambdaruntime.LogBuffer, name string) *prefixWriter {
+	return &prefixWriter{w: w, name: name}
+}
 
 type prefixWriter struct {
-	w    *syncBuffer
+	w    *lambdaruntime.LogBuffer
 	name string
 }
 

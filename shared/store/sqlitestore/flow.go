@@ -192,20 +192,7 @@ func (s *Store) queryIDs(ctx context.Context, stmt *sql.Stmt, cols, lambda strin
 	if s.traced != nil {
 		s.traced(getManySQL(cols), []any{lambda, string(list)})
 	}
-	rows, err := stmt.QueryContext(ctx, lambda, string(list))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var tasks []task.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, rows.Err()
+	return scanTasks(stmt.QueryContext(ctx, lambda, string(list)))
 }
 
 // AddUpstreams writes t over version prev, with its upstreams from index from on, in one

@@ -1126,7 +1126,11 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, 
 	if s.traced != nil {
 		s.traced(q, args)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	return scanTasks(s.r.QueryContext(ctx, q, args...))
+}
+
+// scanTasks reads every task of rows, the answer of a query that failed with err or not.
+func scanTasks(rows *sql.Rows, err error) ([]task.Task, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func newFunction(t *testing.T, mode string, timeout time.Duration) *lambdaruntim
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs lambdaruntime.LogBuffer
 	f := &lambdaruntime.Function{
 		Name: "fake", Binary: self, Timeout: timeout, MemoryMB: 256, Region: "eu-west-1",
 		Env: map[string]string{"FAKE_RUNTIME": mode, "OWN_SETTING": "mine"}, Logs: &logs,
@@ -126,23 +126,6 @@ func newFunction(t *testing.T, mode string, timeout time.Duration) *lambdaruntim
 		}
 	})
 	return f
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func invoke(t *testing.T, f *lambdaruntime.Function, do string, deadline time.Time) (map[string]any, *lambdaruntime.FunctionError) {
@@ -408,7 +391,7 @@ func TestAPIGatewayClientGone(t *testing.T) {
 		}
 		gone <- err
 	}()
-	logs := f.Logs.(*syncBuffer)
+	logs := f.Logs.(*lambdaruntime.LogBuffer)
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "slow: started"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow invocation did not start within 10 s")
@@ -433,7 +416,7 @@ func TestResponseTooLarge(t *testing.T) {
 	if ferr == nil || ferr.Type != lambdaruntime.ErrorTypeTooLarge {
 		t.Fatalf("a response over 6 MB: %+v, want %s", ferr, lambdaruntime.ErrorTypeTooLarge)
 	}
-	logs := f.Logs.(*syncBuffer)
+	logs := f.Logs.(*lambdaruntime.LogBuffer)
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "unexpected status code: 413"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the runtime did not report a 413 from the Runtime API within 10 s; its log:\n%s", logs.String())
