@@ -46,10 +46,23 @@ func chaosTasks(t *testing.T, short int) int {
 	return short
 }
 
+// chaosSeed is ATF_CHAOS_SEED, to replay a failed run's random graph, or a new seed.
+func chaosSeed(t *testing.T) uint64 {
+	if v := os.Getenv("ATF_CHAOS_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("ATF_CHAOS_SEED=%q: want a number", v)
+		}
+		return seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
 // TestChaosKill is scenarios (a) and (g) on the embedded backend: atf dev, which runs the
 // executors, is SIGKILLed every 200–800 ms while the tasks run, and started again on the same
 // database. Every task must end in success, with no overlapping executions, no attempt run
-// out of order, no terminal status changed and no task over its attempts.
+// out of order, no terminal status changed and no task over its attempts. An atf dev that ends
+// itself to abandon a handler (devProcess.abandoned) is one more crash; any other end fails.
 func TestChaosKill(t *testing.T) {
 	testChaosKill(t, "embedded", embedded(t), 1, chaosTasks(t, 2000), 0)
 }
@@ -109,7 +122,8 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 		t.Fatal(err)
 	}
 
-	var kills []history.Kill
+	var kills []history.Kill // and the processes that ended themselves (devProcess.abandoned)
+	abandoned := 0
 	var observed [][]history.Final
 	// Generous: a loaded machine runs fewer tasks a second; the check below says what was lost.
 	per := 30 * time.Millisecond
@@ -120,13 +134,26 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	lastList := time.Now()
 	for {
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		for i, d := range devs {
+			if d.abandoned(0) {
+				kills, abandoned = append(kills, history.Kill{Worker: workers[i], At: time.Now()}), abandoned+1
+				devs[i], workers[i] = start(), strconv.Itoa(starts)
+			} else if err := d.exited(); err != nil {
+				t.Fatalf("%v, not killed by the test", err) // its log follows
+			}
+		}
 		// Listing every task takes a while, so between kills only the counts are read; a full
 		// listing, for the check that no terminal status changes, every few seconds.
 		if done, err := finished(devs[0].client, name == "aws"); err == nil && done {
 			break // every task was scheduled before the gate opened
 		}
 		if time.Since(lastList) > 5*time.Second {
-			observed, lastList = append(observed, finals(t, devs[0].client, "rec")), time.Now()
+			fs, err := chaostest.List(devs[0].client, "rec")
+			if err != nil && !devs[0].abandoned(5*time.Second) {
+				t.Fatalf("list: %v", err)
+			} else if err == nil {
+				observed, lastList = append(observed, fs), time.Now()
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("tasks still running at the deadline, after %d kills", len(kills))
@@ -151,7 +178,7 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	}
 	final := observed[len(observed)-1]
 	r := history.Check(execs, kills, observed, final, task.StatusSuccess)
-	chaostest.Report(t, "kill ("+name+")", r, "")
+	chaostest.Report(t, "kill ("+name+")", r, fmt.Sprintf(" abandoned=%d", abandoned))
 	if r.Kills == 0 {
 		t.Error("no process was killed")
 	}
@@ -400,12 +427,13 @@ echo "{\"id\":\"$ATF_TASK_ID\"}"
 // fan-in and fan-out, some tasks all_done and a few failing fatally, runs while atf dev is
 // SIGKILLed every 200–800 ms and started again on the same database. From the history: no task
 // started before its upstreams had ended as its trigger rule wants (and each handler found its
-// inputs so), no two runs of a task overlap, and every task ended as the graph says.
+// inputs so), no two runs of a task overlap, and every task ended as the graph says. An atf dev
+// that ends itself to abandon a handler (devProcess.abandoned) is one more crash.
 func TestChaosKillFlow(t *testing.T) {
 	n := min(chaosTasks(t, 300), 5000)
 	lambdas := []string{"dag1", "dag2"}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := chaosSeed(t)
+	t.Logf("seed %d (ATF_CHAOS_SEED replays its graph)", seed)
 	dag := chaostest.RandomDAG(rand.New(rand.NewPCG(seed, 2)), n, lambdas)
 	want := dag.Want()
 
@@ -439,19 +467,30 @@ func TestChaosKillFlow(t *testing.T) {
 		}
 	}
 
-	list := func() []history.Final {
+	list := func() ([]history.Final, error) {
 		var all []history.Final
 		for _, l := range lambdas {
-			all = append(all, finals(t, dev.client, l)...)
+			fs, err := chaostest.List(dev.client, l)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, fs...)
 		}
-		return all
+		return all, nil
 	}
-	var kills []history.Kill
+	var kills []history.Kill // and the processes that ended themselves (devProcess.abandoned)
+	abandoned := 0
 	var observed [][]history.Final
 	deadline := time.Now().Add(2*time.Minute + time.Duration(n)*50*time.Millisecond)
 	lastList := time.Now()
 	for {
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
+		if dev.abandoned(0) {
+			kills, abandoned = append(kills, history.Kill{Worker: worker, At: time.Now()}), abandoned+1
+			dev, worker = start(), strconv.Itoa(starts)
+		} else if err := dev.exited(); err != nil {
+			t.Fatalf("%v, not killed by the test", err) // its log follows
+		}
 		left := 0
 		for _, l := range lambdas {
 			k, err := chaostest.Unfinished(dev.client, l)
@@ -465,7 +504,12 @@ func TestChaosKillFlow(t *testing.T) {
 			break
 		}
 		if time.Since(lastList) > 5*time.Second {
-			observed, lastList = append(observed, list()), time.Now()
+			all, err := list()
+			if err != nil && !dev.abandoned(5*time.Second) {
+				t.Fatalf("list: %v", err)
+			} else if err == nil {
+				observed, lastList = append(observed, all), time.Now()
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("tasks still running at the deadline, after %d kills", len(kills))
@@ -475,7 +519,11 @@ func TestChaosKillFlow(t *testing.T) {
 		dev.stop(syscall.SIGKILL)
 		dev, worker = start(), strconv.Itoa(starts)
 	}
-	observed = append(observed, list())
+	all, err := list()
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	observed = append(observed, all)
 	dev.stop(syscall.SIGTERM)
 
 	execs, err := history.Read(hist)
@@ -492,8 +540,8 @@ func TestChaosKillFlow(t *testing.T) {
 	for _, s := range want {
 		ended[s]++
 	}
-	chaostest.Report(t, "kill flow dag (embedded)", r, fmt.Sprintf(" early=%d succeeded=%d failed=%d upstream_failed=%d",
-		len(wrong), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed]))
+	chaostest.Report(t, "kill flow dag (embedded)", r, fmt.Sprintf(" abandoned=%d early=%d succeeded=%d failed=%d upstream_failed=%d",
+		abandoned, len(wrong), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed]))
 	if len(wrong) > 0 {
 		t.Errorf("runs let start before their upstreams allowed, or with wrong inputs: %v", wrong[:min(len(wrong), 10)])
 	}

@@ -19,11 +19,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
 )
@@ -77,9 +79,10 @@ func handlersDir(t *testing.T) string {
 type devProcess struct {
 	cmd    *exec.Cmd
 	client *client.Client
-	done   chan struct{}
+	done   chan struct{} // closed once it has exited and its stderr is read
 	log    func() string // what it logged so far
 	stdout *lockedBuffer // what it wrote to stdout (atf dev --events stdout)
+	killed atomic.Bool   // the test SIGKILLed it (stop), as a fault of a chaos scenario
 }
 
 // lockedBuffer is a bytes.Buffer a process writes while a test reads it.
@@ -155,18 +158,16 @@ func startDev(t *testing.T, handlers string, store []string, extra ...string) *d
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		p.stop(syscall.SIGKILL)
-		if t.Failed() {
-			logMu.Lock()
-			t.Logf("atf dev log:\n%s", log.String())
-			logMu.Unlock()
+		if t.Failed() && !p.killed.Load() {
+			p.logTail(t)
 		}
+		p.stop(syscall.SIGKILL)
 	})
 	select {
 	case ep := <-endpoint:
 		p.client = &client.Client{Endpoint: ep}
 	case <-p.done:
-		t.Fatalf("atf dev exited:\n%s", log.String())
+		t.Fatalf("%v before it came up", p.exited())
 	case <-time.After(30 * time.Second):
 		t.Fatal("atf dev did not come up")
 	}
@@ -174,8 +175,61 @@ func startDev(t *testing.T, handlers string, store []string, extra ...string) *d
 }
 
 func (p *devProcess) stop(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		p.killed.Store(true)
+	}
 	p.cmd.Process.Signal(sig)
 	<-p.done
+}
+
+// exited is an error saying how p ended, if it did; nil while it runs.
+func (p *devProcess) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("atf dev (pid %d) exited: %s", p.cmd.Process.Pid, p.cmd.ProcessState)
+	default:
+		return nil
+	}
+}
+
+// abandoned reports whether p has ended itself with executor.ExitAbandoned: a handler it stopped
+// for a lost lease had not returned within half the lease margin, as on a starved machine, and
+// it ended the process so that the handler could not overlap the task's next run. A chaos
+// scenario takes it as one more crash. It waits up to wait for a process that may be ending, as
+// when a call to its API failed.
+func (p *devProcess) abandoned(wait time.Duration) bool {
+	select {
+	case <-p.done:
+	case <-time.After(wait):
+		return false
+	}
+	return !p.killed.Load() && p.cmd.ProcessState.ExitCode() == executor.ExitAbandoned
+}
+
+// logTailLines is how much of an atf dev's log a failed test prints.
+const logTailLines = 100
+
+// logTail prints the end of p's log, a test log line each, so that `make chaos`'s filter of the
+// output keeps it. A failed test prints it for every atf dev but those it killed as a fault of
+// a chaos scenario: a long scenario starts hundreds.
+func (p *devProcess) logTail(t *testing.T) {
+	t.Helper()
+	// One ending on its own (a test sees it as its API gone) is given a moment to, so that its
+	// last words and its exit status show.
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Second):
+	}
+	lines := strings.Split(strings.TrimRight(p.log(), "\n"), "\n")
+	from := max(len(lines)-logTailLines, 0)
+	state := "still running"
+	if p.exited() != nil {
+		state = p.cmd.ProcessState.String()
+	}
+	t.Logf("atf dev (pid %d, %s): the last %d lines of its log:", p.cmd.Process.Pid, state, len(lines)-from)
+	for _, l := range lines[from:] {
+		t.Logf("atf dev %d| %s", p.cmd.Process.Pid, l)
+	}
 }
 
 // waitStatus polls a task until it is terminal and returns it.
