@@ -198,10 +198,12 @@ func (p *devProcess) exited() error {
 // scenario takes it as one more crash. It waits up to wait for a process that may be ending, as
 // when a call to its API failed.
 func (p *devProcess) abandoned(wait time.Duration) bool {
-	select {
-	case <-p.done:
-	case <-time.After(wait):
-		return false
+	if p.exited() == nil {
+		select {
+		case <-p.done:
+		case <-time.After(wait):
+			return false
+		}
 	}
 	return !p.killed.Load() && p.cmd.ProcessState.ExitCode() == executor.ExitAbandoned
 }
