@@ -43,6 +43,10 @@
 //	                                                 dead-letter queue, where people and alarms
 //	                                                 see it, as sqsqueue does for the executors
 //
+// A claim that failed without a refusal may have been written all the same: the executor hands
+// it back (unclaim) before the record is failed, so that its attempt is not spent on a run that
+// never started (docs/guarantees.md).
+//
 // A record failed for a transient reason would otherwise come back only after the queue's
 // visibility timeout, six times the function's: minutes. So, when Config.Queue is set (the worker
 // function sets it), Handle first hides its message for RetryDelay (2 s, doubling on each receive,

@@ -171,3 +171,5 @@ func (s *fakeStatus) SetResult(ctx context.Context, lambda, id, lease string, r 
 }
 
 func (s *fakeStatus) Release(ctx context.Context, lambda, id, lease string) error { return nil }
+
+func (s *fakeStatus) Unclaim(ctx context.Context, lambda, id, delivery string) error { return nil }

@@ -112,6 +112,12 @@ func (c *Client) Release(ctx context.Context, lambda, id, lease string) error {
 	return err
 }
 
+// Unclaim hands back the claim made for delivery, if it was written: its answer never came.
+func (c *Client) Unclaim(ctx context.Context, lambda, id, delivery string) error {
+	_, err := c.call(ctx, Request{Op: OpUnclaim, Lambda: lambda, TaskID: id, Delivery: delivery})
+	return err
+}
+
 func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 	req.V = Version
 	in, err := json.Marshal(req)

@@ -53,6 +53,8 @@ func FuzzHandle(f *testing.F) {
 		{`{"v":1,"op":"set_result","lambda":"echo","task_id":"t1","lease":"` + eventLease + `","outcome":"fatal","error":"no"}`, 5},
 		{`{"v":1,"op":"release","lambda":"echo","task_id":"t1","lease":"` + eventLease + `"}`, 3},
 		{`{"v":1,"op":"release","lambda":"echo","task_id":"t1","lease":"` + eventLease + `"}`, 0},
+		{`{"v":1,"op":"unclaim","lambda":"echo","task_id":"t1","delivery":"AQEB"}`, 3},
+		{`{"v":1,"op":"unclaim","lambda":"echo","task_id":"t1"}`, 3},
 		{`{"v":1,"op":"claim","lambda":"echo","task_id":"t1","result":null}`, 2},
 		{`{"v":1.5,"op":"claim"}`, 2},
 		{`{"v":2,"requests":[{"v":1,"op":"claim","lambda":"echo","task_id":"t1"},{"v":1,"op":"heartbeat","lambda":"echo","task_id":"t1"}]}`, 2},
@@ -136,6 +138,9 @@ func FuzzHandle(f *testing.F) {
 			want = "not_found"
 		case req.Op == statusfn.OpClaim && before.Status != task.StatusEnqueued:
 			want = "conflict"
+		case req.Op == statusfn.OpUnclaim:
+			// The fixtures' claims were made for no delivery: an unclaim finds none of its own.
+			want = "stale_lease"
 		case req.Op != statusfn.OpClaim && (!running || req.Lease != eventLease):
 			want = "stale_lease"
 		}
@@ -164,12 +169,13 @@ func FuzzHandle(f *testing.F) {
 
 func invalidRequest(r statusfn.Request) bool {
 	switch r.Op {
-	case statusfn.OpClaim, statusfn.OpHeartbeat, statusfn.OpSetResult, statusfn.OpRelease:
+	case statusfn.OpClaim, statusfn.OpHeartbeat, statusfn.OpSetResult, statusfn.OpRelease, statusfn.OpUnclaim:
 	default:
 		return true
 	}
+	needsLease := r.Op != statusfn.OpClaim && r.Op != statusfn.OpUnclaim
 	return r.V != statusfn.Version || len(r.Requests) > 0 || len(r.Delivery) > statusfn.MaxDelivery || task.ValidateName("lambda", r.Lambda) != nil ||
-		task.ValidateID("task_id", r.TaskID) != nil || r.Op != statusfn.OpClaim && r.Lease == ""
+		task.ValidateID("task_id", r.TaskID) != nil || needsLease && r.Lease == "" || r.Op == statusfn.OpUnclaim && r.Delivery == ""
 }
 
 // checkSuccess: the answer and the stored task are what the op promises.

@@ -174,6 +174,8 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 		}
 		t.Payload = nil // the worker has it: the answer stays small whatever the payload
 		return Response{Task: &t}, nil
+	case OpUnclaim:
+		return Response{}, h.status.Unclaim(ctx, req.Lambda, req.TaskID, req.Delivery)
 	default: // OpRelease; validate rejected the rest
 		return Response{}, h.status.Release(ctx, req.Lambda, req.TaskID, req.Lease)
 	}

@@ -11,10 +11,15 @@
 //	 "outcome": "success", "result": {"hi": "there"}}
 //	{"v": 1, "op": "set_result", ..., "outcome": "retriable", "error": "upstream timed out"}
 //	{"v": 1, "op": "release", "lambda": "echo", "task_id": "t1", "lease": "Q7B2..."}
+//	{"v": 1, "op": "unclaim", "lambda": "echo", "task_id": "t1", "delivery": "AQEB..."}
 //
 // A claim names the delivery of the task's message it is for (the SQS receipt handle). A claim
 // sent again for the same delivery, as when the Lambda client retries a call whose answer was
-// lost, is answered with the same claim and lease, renewed, and counts no second attempt.
+// lost, is answered with the same claim and lease, renewed, and counts no second attempt. An
+// unclaim names a delivery whose claim failed at the worker without a refusal (no answer came):
+// if that claim was written all the same, it is handed back untried (status.Controller.Unclaim),
+// and answered stale_lease if it was not. A function older than unclaim answers it invalid, and
+// the claim, if written, is counted at its heartbeat timeout as before.
 //
 // A response carries the task for claim and set_result (without its payload, which the worker
 // has), and for claim the lease beside it, since a task's JSON never shows its lease. Or it carries an error:
@@ -110,6 +115,7 @@ const (
 	OpHeartbeat Op = "heartbeat"
 	OpSetResult Op = "set_result"
 	OpRelease   Op = "release"
+	OpUnclaim   Op = "unclaim"
 )
 
 // Request is the payload of one invocation of the status function.
@@ -118,8 +124,9 @@ type Request struct {
 	Op     Op     `json:"op"`
 	Lambda string `json:"lambda"`
 	TaskID string `json:"task_id"`
-	Lease  string `json:"lease,omitempty"` // all but claim
-	// Delivery names the message delivery a claim is for (its receipt): see Client.Claim.
+	Lease  string `json:"lease,omitempty"` // all but claim and unclaim
+	// Delivery names the message delivery a claim or an unclaim is for (its receipt): see
+	// Client.Claim.
 	Delivery string `json:"delivery,omitempty"`
 
 	// How the run ended, for set_result.
@@ -218,9 +225,9 @@ func (r Request) validate() error {
 		return task.Errorf(task.ErrInvalid, "version %d is not supported: this status function speaks version %d", r.V, Version)
 	}
 	switch r.Op {
-	case OpClaim, OpHeartbeat, OpSetResult, OpRelease:
+	case OpClaim, OpHeartbeat, OpSetResult, OpRelease, OpUnclaim:
 	default:
-		return task.Errorf(task.ErrInvalid, "op %q is not one of %s, %s, %s, %s", r.Op, OpClaim, OpHeartbeat, OpSetResult, OpRelease)
+		return task.Errorf(task.ErrInvalid, "op %q is not one of %s, %s, %s, %s, %s", r.Op, OpClaim, OpHeartbeat, OpSetResult, OpRelease, OpUnclaim)
 	}
 	if err := task.ValidateName("lambda", r.Lambda); err != nil {
 		return err
@@ -231,7 +238,10 @@ func (r Request) validate() error {
 	if len(r.Delivery) > MaxDelivery {
 		return task.Errorf(task.ErrInvalid, "delivery is %d bytes; at most %d", len(r.Delivery), MaxDelivery)
 	}
-	if r.Op != OpClaim && r.Lease == "" {
+	switch {
+	case r.Op == OpUnclaim && r.Delivery == "":
+		return task.Errorf(task.ErrInvalid, "%s needs the delivery that the claim was for", r.Op)
+	case r.Op != OpClaim && r.Op != OpUnclaim && r.Lease == "":
 		return task.Errorf(task.ErrInvalid, "%s needs the lease that the claim returned", r.Op)
 	}
 	if len(r.Requests) > 0 {

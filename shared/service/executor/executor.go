@@ -31,6 +31,9 @@ type Status interface {
 	Heartbeat(ctx context.Context, lambda, id, lease string) error
 	SetResult(ctx context.Context, lambda, id, lease string, r status.Result) (task.Task, error)
 	Release(ctx context.Context, lambda, id, lease string) error
+	// Unclaim hands back the claim made for a delivery whose answer never came: see
+	// status.Controller.Unclaim.
+	Unclaim(ctx context.Context, lambda, id, delivery string) error
 }
 
 var _ Status = (*status.Controller)(nil)
@@ -124,12 +127,35 @@ type Claimed struct {
 // Claim claims the task of a message delivery. The claim starts the task (task.Claim), so the
 // lease runs from the call's send: a claim answered later than HeartbeatTimeout − LeaseMargin
 // after it would be stopped before it could start, and the call gives up then.
+//
+// A claim that fails without being refused (task.Refused: a timeout, a lost answer, a store or
+// status function fault) may have been written all the same, and nobody would run it: its
+// attempt would be spent at its heartbeat timeout. So Claim hands it back (Unclaim) before it
+// returns the error, best effort: the attempt does not count, and the task is due again at once.
 func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (Claimed, error) {
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(ctx, e.stopAt(sent))
+	cctx, cancel := context.WithDeadline(ctx, e.stopAt(sent))
 	defer cancel()
-	t, err := e.status.Claim(ctx, lambda, id, delivery)
+	t, err := e.status.Claim(cctx, lambda, id, delivery)
+	if err != nil && !task.Refused(err) && delivery != "" {
+		e.unclaim(ctx, lambda, id, delivery, err)
+	}
 	return Claimed{Task: t, Sent: sent}, err
+}
+
+// unclaim hands back the claim of delivery, which failed with claimErr, in case it was written.
+func (e *Executor) unclaim(ctx context.Context, lambda, id, delivery string, claimErr error) {
+	log := e.log.With("lambda", lambda, "task_id", id, "claim_err", claimErr)
+	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	switch err := e.status.Unclaim(report, lambda, id, delivery); {
+	case err == nil:
+		log.Info("claim failed after it was written; handed back untried")
+	case task.Refused(err):
+		log.Debug("claim failed and was not written; nothing to hand back", "err", err)
+	default:
+		log.Warn("claim failed and could not be handed back; if it was written, its heartbeat timeout counts its attempt", "err", err)
+	}
 }
 
 // errLeaseLost is the cause given to a handler's context when the executor stops it.

@@ -77,8 +77,8 @@ func (k *Claimer) Claim(ctx context.Context, lambda, id, delivery string) (task.
 	case a := <-call.answer:
 		return a.t, a.err
 	case <-ctx.Done():
-		// As with a call cut short: the claim may be written. Its task then runs again after its
-		// heartbeat timeout.
+		// As with a call cut short: the claim may be written. The executor hands it back
+		// (executor.Executor.Claim, Controller.Unclaim).
 		return task.Task{}, ctx.Err()
 	}
 }

@@ -292,3 +292,22 @@ func (c *Controller) Release(ctx context.Context, lambda, id, lease string) erro
 	})
 	return err
 }
+
+// Unclaim hands back untried the claim made for delivery, if that claim still holds the task:
+// its caller never got the claim's answer (the call failed in a way that leaves the write
+// unknown: a timeout, a lost response) and will run nothing under it, so the attempt does not
+// count (task.Release). The lease is the delivery's (task.DeliveryLease), which only the caller
+// can compute. It fails with task.ErrStaleLease when no claim of delivery holds the task: the
+// claim was never written, or the task has moved on.
+func (c *Controller) Unclaim(ctx context.Context, lambda, id, delivery string) error {
+	if delivery == "" {
+		return task.Errorf(task.ErrInvalid, "unclaim of task %s needs the delivery its claim was for", id)
+	}
+	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
+		return task.Release(t, task.DeliveryLease(lambda, id, delivery, t.Attempts), c.now().UTC())
+	})
+	if err == nil {
+		c.log.Info("claim handed back: its answer was lost, its handler never ran", "lambda", lambda, "task_id", id)
+	}
+	return err
+}

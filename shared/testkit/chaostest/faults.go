@@ -7,6 +7,7 @@ package chaostest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -421,3 +422,71 @@ func (s *FaultyStore) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task
 	}
 	return s.Store.GetMany(ctx, refs)
 }
+
+// LostClaimAnswers lands claim writes and loses their answers: the first write of each attempt
+// of a task that claims it (enqueued to processing) goes through, and the caller gets an error
+// that does not say it was refused, as when a response is lost after the write committed. The
+// next claim of the same attempt, once the first was handed back, is answered. Claims written in
+// a batch (task.BatchUpdater) lose their answers the same way.
+type LostClaimAnswers struct {
+	task.Store
+	mu   sync.Mutex
+	lost map[string]bool // lambda/id/attempt whose claim lost its answer
+}
+
+// errAnswerLost is the error of a claim whose write landed.
+var errAnswerLost = errors.New("injected: the claim was written and its answer lost")
+
+// Lost is how many claim answers were lost.
+func (s *LostClaimAnswers) Lost() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.lost)
+}
+
+// loses reports whether the answer to the write of t is lost, the first time for its attempt.
+func (s *LostClaimAnswers) loses(t task.Task) bool {
+	if t.Status != task.StatusProcessing || t.From != task.StatusEnqueued {
+		return false
+	}
+	key := fmt.Sprint(t.Lambda, "/", t.ID, "/", t.Attempts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost[key] {
+		return false
+	}
+	if s.lost == nil {
+		s.lost = map[string]bool{}
+	}
+	s.lost[key] = true
+	return true
+}
+
+func (s *LostClaimAnswers) Update(ctx context.Context, t task.Task, prev int64) error {
+	if err := s.Store.Update(ctx, t, prev); err != nil {
+		return err
+	}
+	if s.loses(t) {
+		return errAnswerLost
+	}
+	return nil
+}
+
+// UpdateMany writes through the store's own UpdateMany if it has one.
+func (s *LostClaimAnswers) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	errs := task.UpdateMany(ctx, s.Store, ws)
+	for i, err := range errs {
+		if err == nil && s.loses(ws[i].Task) {
+			errs[i] = errAnswerLost
+		}
+	}
+	return errs
+}
+
+// GetBatch reads through the store's own GetBatch if it has one.
+func (s *LostClaimAnswers) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	return task.GetBatch(ctx, s.Store, refs)
+}
+
+// Unwrap is the store written to (task.Batched).
+func (s *LostClaimAnswers) Unwrap() task.Store { return s.Store }
