@@ -206,12 +206,16 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 	hctx, cancelTimeout := context.WithTimeoutCause(hctx, l.Timeout, fmt.Errorf("handler timed out after %s", l.Timeout))
 	defer cancelTimeout()
 	done := make(chan outcome, 1)
+	// returned is closed the moment the handler returns, before anything else runs on its
+	// goroutine: stop judges the handler by it, not by done, which waits for the metrics.
+	returned := make(chan struct{})
 	go func() {
 		started := time.Now()
 		r, err := worker.Run(hctx, h, worker.Task{
 			ID: t.ID, Lambda: t.Lambda, Collection: t.Collection, Priority: t.Priority,
 			Attempt: t.Attempts, Payload: t.Payload, Inputs: t.Inputs,
 		})
+		close(returned)
 		e.observe(hctx, t.Lambda, err, time.Since(started))
 		done <- outcome{r, err}
 	}()
@@ -271,13 +275,13 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 				missed++
 			}
 			if missed >= task.MaxMissedHeartbeats {
-				e.stop(log, t, stop, done, "heartbeats failed")
+				e.stop(log, t, stop, returned, "heartbeats failed")
 				return
 			}
 		case <-deadline.C:
 			if !cancelled {
-				e.stop(log, t, stop, done, "no heartbeat succeeded in time")
-			} else if e.stop(log, t, stop, done, "the handler ignored its task's cancel until its lease ended") {
+				e.stop(log, t, stop, returned, "no heartbeat succeeded in time")
+			} else if e.stop(log, t, stop, returned, "the handler ignored its task's cancel until its lease ended") {
 				// Still within the lease, by the margin: the report ends the task now rather than
 				// at its timeout, which would end it cancelled too.
 				e.reportCancelled(ctx, log, t)
@@ -327,18 +331,26 @@ func (e *Executor) stopAt(sent time.Time) time.Time {
 // clock skew between the status controller and the consumer. A handler still running then is
 // abandoned: it ignores its context, and the task may be claimed again soon. It reports whether
 // the handler returned.
-func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCauseFunc, done <-chan outcome, why string) bool {
+//
+// The handler is judged by returned, closed as it returns: a select with the timer and returned
+// both ready picks either, and a starved machine can fire the timer late, so the timer's case
+// looks at returned once more before it abandons a handler that has in fact returned.
+func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCauseFunc, returned <-chan struct{}, why string) bool {
 	cancel(errLeaseLost)
 	grace := time.NewTimer(e.cfg.LeaseMargin / 2)
 	defer grace.Stop()
 	select {
-	case <-done:
-		log.Error("stopped handler: lease lost", "reason", why)
-		return true
+	case <-returned:
 	case <-grace.C:
-		e.abandon(t)
-		return false
+		select {
+		case <-returned:
+		default:
+			e.abandon(t)
+			return false
+		}
 	}
+	log.Error("stopped handler: lease lost", "reason", why)
+	return true
 }
 
 // reportCancelled reports that the handler of a task cancelled while it ran has stopped: the task

@@ -525,3 +525,37 @@ func TestReportBounded(t *testing.T) {
 		})
 	}
 }
+
+// slowMetrics holds every HandlerRan until release is closed, as a starved machine can hold the
+// handler's goroutine between its return and its report.
+type slowMetrics struct{ release chan struct{} }
+
+func (m slowMetrics) HandlerRan(string, string, time.Duration) { <-m.release }
+
+// TestStoppedHandlerReturnedNotAbandoned: a handler that returns as soon as it is stopped is not
+// abandoned, however long what follows its return on its goroutine takes (here the metrics, held
+// past the grace): the executor judges the handler by its return, not by its report. It had
+// abandoned such handlers, and atf dev ended itself (exit 70) under make chaos for handlers that
+// had returned.
+func TestStoppedHandlerReturnedNotAbandoned(t *testing.T) {
+	s := newSetup(t)
+	ctx := context.Background()
+	tk, _ := task.New(task.Spec{ID: "returns"}, s.l, time.Now().UTC(), s.cfg)
+	if err := s.store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	metrics := slowMetrics{release: make(chan struct{})}
+	defer close(metrics.release)
+	abandoned := make(chan task.Task, 1)
+	e := executor.New(&staleHeartbeats{Status: s.hsc}, executor.Config{Task: s.cfg, Metrics: metrics, Abandon: func(t task.Task) { abandoned <- t }})
+	claimed := s.claimNext(t, "returns")
+	e.Run(ctx, s.l, worker.HandlerFunc(func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
+		<-ctx.Done() // returns as soon as it is stopped
+		return nil, ctx.Err()
+	}), claimed)
+	select {
+	case got := <-abandoned:
+		t.Fatalf("abandoned %s, whose handler had returned when it was stopped", got.ID)
+	default:
+	}
+}
