@@ -13,15 +13,17 @@ import (
 // reaches its downstreams:
 //
 //   - Scheduling a task with upstreams writes an Edge under each upstream (Store.AddEdges), then
-//     marks each upstream as having downstreams (MarkDownstream), then creates the task pending,
-//     due at once for a check.
-//   - The check (the consumer's sweep of pending tasks, Check) reads every upstream and settles
-//     those that have already ended: this covers every upstream that ended before the task
-//     existed.
-//   - An upstream with downstreams keeps a trigger once it ends (next), so the consumer's sweep
-//     of ended tasks finds it, walks its edges (Store.Downstreams) and settles each downstream
-//     (Settle), then clears the trigger (Notified). This covers every upstream that ends after
-//     the task was created, since it was marked before.
+//     creates the task pending, due at once for a check, then marks each upstream as having
+//     downstreams (MarkDownstream). A mark is written only once a task that waits exists, so a
+//     request that fails marks nothing (a marked task cannot be redriven).
+//   - The check (the consumer's sweep of pending tasks, Check) reads every upstream, marks those
+//     not marked yet (the scheduler may have died before it did), and settles those that have
+//     ended, as marked: this covers every upstream that ended before the check.
+//   - An upstream with downstreams keeps a trigger once it ends (next), and one marked after it
+//     ended gets one then, so the consumer's sweep of ended tasks finds it, walks its edges
+//     (Store.Downstreams) and settles each downstream (Settle), then clears the trigger
+//     (Notified). This covers every upstream that ends after the check, since it was marked
+//     before the check cleared its trigger.
 //
 // Settling is idempotent (a bit per upstream) and conditional like every transition, so a sweep
 // repeated after a crash, or two consumers, settle each upstream of a task once.

@@ -54,7 +54,8 @@ var flowing = append([]task.Status{task.StatusPending}, task.Ended...)
 const maxTellRounds = 1000
 
 // check settles the upstreams of a new pending task that have already ended, and clears its
-// check trigger: an upstream that ends later tells the task itself.
+// check trigger: an upstream that ends later tells the task itself, as the check made sure that
+// every upstream is marked (markUpstreams).
 func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error {
 	var ups []task.Settled
 	for from := 0; from < t.AfterCount; from += upstreamsPerRead {
@@ -64,6 +65,11 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 		}
 		got, err := c.store.GetMany(ctx, refs)
 		if err != nil {
+			return err
+		}
+		if err := c.markUpstreams(ctx, got, now); errors.Is(err, task.ErrConflict) {
+			return nil // an upstream keeps changing: the task is checked when next due
+		} else if err != nil {
 			return err
 		}
 		for i, u := range got {
@@ -94,6 +100,44 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 		c.count(next)
 	}
 	return nil // a conflict or a stale entry: the task is checked when next due
+}
+
+// markUpstreams marks the upstreams a check read that are not marked yet: the frontend marks
+// them only once their downstream exists, and may have died before it did (task/flow.go). Each
+// one marked is replaced by its state as marked, which the check settles from, never from the
+// read before: a redrive in between may have given a failed upstream a second life, which is
+// what the downstream must wait for. One that no longer exists is left to count as gone.
+func (c *passState) markUpstreams(ctx context.Context, ups []task.Task, now time.Time) error {
+	var unmarked []int
+	for i, u := range ups {
+		if u.ID != "" && !u.Downstream {
+			unmarked = append(unmarked, i)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	err := each(ctx, len(unmarked), func(ctx context.Context, j int) {
+		i := unmarked[j]
+		marked, err := task.ApplyState(ctx, c.store, ups[i].Lambda, ups[i].ID, func(t task.Task) (task.Task, error) {
+			return task.MarkDownstream(t, now)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil, errors.Is(err, task.ErrExists): // marked, by this or another writer
+			ups[i] = marked
+		case errors.Is(err, task.ErrNotFound):
+			ups[i] = task.Task{}
+		case first == nil:
+			first = err
+		}
+	})
+	if first != nil {
+		return first
+	}
+	return err
 }
 
 // tell settles, for each ended task, the downstreams on its next page of edges, then records how

@@ -18,11 +18,12 @@ const flowWorkers = 16
 const MaxCycleReads = 10000
 
 // linkUpstreams prepares tasks that wait for others before they are created (see task/flow.go):
-// it checks that the graph has no cycle and that every upstream outside the batch exists, records
-// the edges under the upstreams, and marks the upstreams as having downstreams. tasks in the batch
-// that others of the batch wait for are marked in place. It costs nothing for tasks without
-// upstreams.
-func (s *Service) linkUpstreams(ctx context.Context, tasks []task.Task) error {
+// it checks that the graph has no cycle and that every upstream outside the batch exists, and
+// records the edges under the upstreams. tasks in the batch that others of the batch wait for are
+// marked in place, so that the create writes their marks with them. It returns the upstreams
+// outside the batch, to mark once the tasks are created (markDownstream), and costs nothing for
+// tasks without upstreams.
+func (s *Service) linkUpstreams(ctx context.Context, tasks []task.Task) ([]task.Task, error) {
 	inBatch := make(map[task.Ref]int, len(tasks))
 	for i, t := range tasks {
 		inBatch[t.Ref()] = i
@@ -47,31 +48,34 @@ func (s *Service) linkUpstreams(ctx context.Context, tasks []task.Task) error {
 		}
 	}
 	if len(edges) == 0 {
-		return nil
+		return nil, nil
 	}
 	if cycle := task.FindCycle(graph); cycle != nil {
-		return task.Errorf(task.ErrInvalid, "after: the tasks form a cycle (each waits for the next): %s", strings.Join(cycle, " → "))
+		return nil, task.Errorf(task.ErrInvalid, "after: the tasks form a cycle (each waits for the next): %s", strings.Join(cycle, " → "))
 	}
 	ups, err := s.store.GetMany(ctx, outside)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, up := range ups {
 		if up.ID == "" {
-			return task.Errorf(task.ErrInvalid, "after: upstream task %s does not exist", outside[i])
+			return nil, task.Errorf(task.ErrInvalid, "after: upstream task %s does not exist", outside[i])
 		}
 	}
 	if err := s.store.AddEdges(ctx, edges); err != nil {
-		return err
+		return nil, err
 	}
-	return s.markDownstream(ctx, ups)
+	return ups, nil
 }
 
-// markDownstream marks upstreams as having downstreams, those not marked yet. It runs after
-// their edges are written, so that an upstream that ends once marked finds them.
-func (s *Service) markDownstream(ctx context.Context, ups []task.Task) error {
+// markDownstream marks upstreams as having downstreams, those not marked yet, once a task that
+// waits for them exists: a request that fails marks nothing, so a failed upstream that no task
+// waits for stays redrivable. It is best effort: the consumer's check of the downstream marks
+// whatever is left unmarked before it relies on the marks (task/flow.go), so a failure here, or
+// a process that dies before, only moves these writes to the check.
+func (s *Service) markDownstream(ctx context.Context, ups []task.Task) {
 	now := s.now().UTC()
-	return parallel(ctx, len(ups), func(ctx context.Context, i int) error {
+	_ = parallel(ctx, len(ups), func(ctx context.Context, i int) error {
 		if ups[i].Downstream {
 			return nil
 		}
@@ -163,11 +167,9 @@ func (s *Service) AddUpstreams(ctx context.Context, lambda, id string, after []t
 		if err := s.store.AddEdges(ctx, next.Edges()[t.AfterCount:]); err != nil {
 			return task.Task{}, err
 		}
-		if err := s.markDownstream(ctx, ups); err != nil {
-			return task.Task{}, err
-		}
 		switch err := s.store.AddUpstreams(ctx, next, t.Version, t.AfterCount); {
 		case err == nil:
+			s.markDownstream(ctx, ups)
 			s.notify()
 			return s.breakCycle(ctx, next, refs)
 		case !errors.Is(err, task.ErrConflict):

@@ -136,8 +136,9 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 	if err != nil {
 		return task.Task{}, false, err
 	}
+	var ups []task.Task // to mark once t exists
 	if t.AfterCount > 0 {
-		if err := s.linkUpstreams(ctx, []task.Task{t}); err != nil {
+		if ups, err = s.linkUpstreams(ctx, []task.Task{t}); err != nil {
 			return task.Task{}, false, err
 		}
 	}
@@ -162,6 +163,7 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		return task.Task{}, false, err
 	}
 	s.send(ctx, msgs, now)
+	s.markDownstream(ctx, ups)
 	if len(msgs) == 0 {
 		s.notify()
 	}
@@ -200,8 +202,9 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 	if err := task.CheckBatch(tasks); err != nil {
 		return nil, false, err
 	}
+	var ups []task.Task // outside the batch, to mark once the batch exists
 	if flow {
-		if err := s.linkUpstreams(ctx, tasks); err != nil {
+		if ups, err = s.linkUpstreams(ctx, tasks); err != nil {
 			return nil, false, err
 		}
 	}
@@ -220,6 +223,7 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 		return nil, false, err
 	}
 	s.send(ctx, msgs, now)
+	s.markDownstream(ctx, ups)
 	if len(msgs) < len(tasks) {
 		s.notify()
 	}
