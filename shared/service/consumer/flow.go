@@ -67,10 +67,13 @@ func (c *passState) check(ctx context.Context, t task.Task, now time.Time) error
 		if err != nil {
 			return err
 		}
-		if err := c.markUpstreams(ctx, got, now); errors.Is(err, task.ErrConflict) {
-			return nil // an upstream keeps changing: the task is checked when next due
-		} else if err != nil {
-			return err
+		if err := c.markUpstreams(ctx, got, now); err != nil {
+			// The task stays due and is checked again; a mark that fails (an upstream that keeps
+			// changing, or a write of another lambda's task refused) stops this check, not the pass.
+			if !errors.Is(err, task.ErrConflict) {
+				c.log.Warn("could not mark a pending task's upstreams; it is checked again when next due", "lambda", t.Lambda, "task_id", t.ID, "err", err)
+			}
+			return nil
 		}
 		for i, u := range got {
 			switch {

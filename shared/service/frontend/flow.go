@@ -62,10 +62,41 @@ func (s *Service) linkUpstreams(ctx context.Context, tasks []task.Task) ([]task.
 			return nil, task.Errorf(task.ErrInvalid, "after: upstream task %s does not exist", outside[i])
 		}
 	}
+	if err := s.markSucceeded(ctx, ups); err != nil {
+		return nil, err
+	}
 	if err := s.store.AddEdges(ctx, edges); err != nil {
 		return nil, err
 	}
 	return ups, nil
+}
+
+// markSucceeded marks, before the downstream is written, the upstreams that have already
+// succeeded. The mark renews an ended task against retention (it gives it a trigger and a new
+// update time), so a succeeded upstream cannot be removed between the request's read and the
+// downstream's check, which would end the downstream upstream_failed though its upstream
+// succeeded. Marking it early takes nothing from anyone: only a failed task is redriven.
+func (s *Service) markSucceeded(ctx context.Context, ups []task.Task) error {
+	now := s.now().UTC()
+	return parallel(ctx, len(ups), func(ctx context.Context, i int) error {
+		if ups[i].Downstream || ups[i].Status != task.StatusSuccess {
+			return nil
+		}
+		marked, err := task.ApplyState(ctx, s.store, ups[i].Lambda, ups[i].ID, func(t task.Task) (task.Task, error) {
+			return task.MarkDownstream(t, now)
+		})
+		switch {
+		case errors.Is(err, task.ErrExists):
+			ups[i].Downstream = true
+		case errors.Is(err, task.ErrNotFound):
+			return task.Errorf(task.ErrInvalid, "after: upstream task %s does not exist", ups[i].Ref())
+		case err != nil:
+			return err
+		default:
+			ups[i] = marked
+		}
+		return nil
+	})
 }
 
 // markDownstream marks upstreams as having downstreams, those not marked yet, once a task that
@@ -155,6 +186,9 @@ func (s *Service) AddUpstreams(ctx context.Context, lambda, id string, after []t
 		}
 		return task.Task{}, task.Errorf(task.ErrInvalid, "after: the new upstreams would close a cycle (each waits for the next): %s", strings.Join(cycle, " → "))
 	}
+	if err := s.markSucceeded(ctx, ups); err != nil {
+		return task.Task{}, err
+	}
 	for range 5 {
 		t, err := s.store.Get(ctx, lambda, id)
 		if err != nil {
@@ -169,9 +203,13 @@ func (s *Service) AddUpstreams(ctx context.Context, lambda, id string, after []t
 		}
 		switch err := s.store.AddUpstreams(ctx, next, t.Version, t.AfterCount); {
 		case err == nil:
-			s.markDownstream(ctx, ups)
 			s.notify()
-			return s.breakCycle(ctx, next, refs)
+			// Marked only once no cycle was found: a call that answers 422 marks nothing.
+			done, err := s.breakCycle(ctx, next, refs)
+			if err == nil {
+				s.markDownstream(ctx, ups)
+			}
+			return done, err
 		case !errors.Is(err, task.ErrConflict):
 			return task.Task{}, err
 		}

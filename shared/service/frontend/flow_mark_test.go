@@ -411,3 +411,104 @@ func TestFlowCheckRacesRedrive(t *testing.T) {
 		}
 	})
 }
+
+// pruneOnCreate runs the embedded store's retention, with a cutoff past every task, just before
+// each create: retention removing a finished task between the request's read of it and the write
+// of the task that waits for it.
+type pruneOnCreate struct{ *sqlitestore.Store }
+
+func (s pruneOnCreate) Create(ctx context.Context, t task.Task) error {
+	if _, err := s.Prune(ctx, time.Now().Add(24*time.Hour), 1000); err != nil {
+		return err
+	}
+	return s.Store.Create(ctx, t)
+}
+
+// TestFlowSucceededUpstreamOutlivesRetention: a task scheduled after one that succeeded long
+// ago runs with it, even when retention runs between the request's read of the upstream and the
+// downstream's create: the succeeded upstream is marked, which keeps it, before the create.
+// (With the marks written after the create, retention removed it and the downstream ended
+// upstream_failed, its upstream gone, though it had succeeded.)
+func TestFlowSucceededUpstreamOutlivesRetention(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	r := newFlowRig(t, store)
+	r.schedule(task.Spec{ID: "up"})
+	r.sweep()
+	r.finish("up")
+	r.sweep() // up has no downstreams: nothing left to tell
+	pruning := r.service(pruneOnCreate{store})
+	if _, _, err := pruning.Schedule(ctx, "echo", task.Spec{ID: "down", After: []task.Ref{{ID: "up"}}}); err != nil {
+		t.Fatalf("schedule down after up, which succeeded: %v", err)
+	}
+	r.sweep()
+	if got := r.get("down"); got.Status == task.StatusUpstreamFailed || got.Status == task.StatusPending {
+		t.Errorf("down is %s (%s) after its upstream succeeded", got.Status, got.Error)
+	}
+}
+
+// TestFlowAddUpstreamsCycleMarksNothing: an AddUpstreams that answers 422 because a racing call
+// closed a cycle leaves no mark on its other upstreams: a failed one of them stays redrivable.
+func TestFlowAddUpstreamsCycleMarksNothing(t *testing.T) {
+	onBackends(t, func(t *testing.T, store task.Store) {
+		r := newFlowRig(t, store)
+		r.schedule(task.Spec{ID: "a"})
+		r.schedule(task.Spec{ID: "b"})
+		r.failed("f")
+		// b waits for a, written as if by a racing call that checked before a's call wrote.
+		racing := &faultyStore{Store: store}
+		racing.before = func() {
+			racing.before = nil
+			if _, err := r.svc.AddUpstreams(ctx, "echo", "b", []task.Ref{{ID: "a"}}); err != nil {
+				t.Errorf("the racing AddUpstreams(b, [a]): %v", err)
+			}
+		}
+		_, err := r.service(racing).AddUpstreams(ctx, "echo", "a", []task.Ref{{ID: "b"}, {ID: "f"}})
+		if !errors.Is(err, task.ErrInvalid) {
+			t.Fatalf("AddUpstreams(a, [b, f]) closing a cycle with a racing call: %v, want invalid", err)
+		}
+		r.redrivable("f")
+	})
+}
+
+// refuseUpdateOf refuses every single-task write to one task, as a throttled or unreachable
+// partition of another lambda's tasks would.
+type refuseUpdateOf struct {
+	task.Store
+	id string
+}
+
+func (s refuseUpdateOf) Update(ctx context.Context, t task.Task, prev int64) error {
+	if t.ID == s.id {
+		return errors.New("injected: write refused")
+	}
+	return s.Store.Update(ctx, t, prev)
+}
+
+// TestFlowCheckMarkFailureKeepsPass: a check whose mark of an upstream fails leaves its task due
+// and the rest of the pass goes on: the lambda's other tasks are enqueued all the same.
+func TestFlowCheckMarkFailureKeepsPass(t *testing.T) {
+	onBackends(t, func(t *testing.T, store task.Store) {
+		r := newFlowRig(t, store)
+		r.schedule(task.Spec{ID: "up"})
+		failing := r.service(&faultyStore{Store: store, updateErr: errors.New("connection reset")})
+		if _, _, err := failing.Schedule(ctx, "echo", task.Spec{ID: "down", After: []task.Ref{{ID: "up"}}}); err != nil {
+			t.Fatalf("schedule down, whose create succeeded: %v", err)
+		}
+		r.schedule(task.Spec{ID: "other"})
+		r.sweepOn(refuseUpdateOf{Store: store, id: "up"})
+		if got := r.get("other"); got.Status != task.StatusEnqueued {
+			t.Errorf("other is %s after the pass: the failed mark stopped the pass before it enqueued", got.Status)
+		}
+		if got := r.get("down"); got.Status != task.StatusPending || got.NextTriggerAt == nil {
+			t.Errorf("down is %s, trigger %v: want pending and still due for its check", got.Status, got.NextTriggerAt)
+		}
+		r.sweep()
+		if !r.get("up").Downstream {
+			t.Error("up is unmarked after a check whose writes went through")
+		}
+	})
+}
