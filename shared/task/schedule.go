@@ -123,13 +123,14 @@ func ParseRate(s string) (time.Duration, error) {
 	if m == nil {
 		return 0, Errorf(ErrInvalid, "rate %q: give a count and a unit, s, m or h, such as 30s, 5m or 1h", Echo(s))
 	}
-	n, _ := strconv.Atoi(m[1])
+	n, _ := strconv.ParseInt(m[1], 10, 64)
 	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
-	d := time.Duration(n) * unit
-	if d < MinRate || d > MaxRate {
+	// The count is checked before the product: a count of hours past MaxRate can wrap int64's
+	// nanoseconds back into range (5124096h is 584 years, or about 25 minutes once wrapped).
+	if n > int64(MaxRate/unit) || time.Duration(n)*unit < MinRate {
 		return 0, Errorf(ErrInvalid, "rate %q: must be within %s and %s", Echo(s), MinRate, MaxRate)
 	}
-	return d, nil
+	return time.Duration(n) * unit, nil
 }
 
 // NewSchedule validates spec for lambda l and returns the schedule it describes, active, its

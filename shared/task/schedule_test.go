@@ -120,6 +120,12 @@ func TestScheduleValidation(t *testing.T) {
 		{Cron: "* * * * *", TimeZone: "Mars/Olympus"},
 		{Rate: "0s"},
 		{Rate: "1d"},
+		{Rate: "8785h"}, // just past MaxRate
+		// Counts whose product with the unit passes int64's nanoseconds, back in range if it
+		// wrapped: 5124096h is 584 years, not about 25 minutes.
+		{Rate: "5124096h"},
+		{Rate: "999999999h"},
+		{Rate: "999999999m"},
 		{Rate: "1s", TimeZone: "UTC"},
 		{Rate: "1s", CatchUp: "some"},
 		{Rate: "1s", Overlap: "queue"},
