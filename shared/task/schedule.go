@@ -123,13 +123,14 @@ func ParseRate(s string) (time.Duration, error) {
 	if m == nil {
 		return 0, Errorf(ErrInvalid, "rate %q: give a count and a unit, s, m or h, such as 30s, 5m or 1h", Echo(s))
 	}
-	n, _ := strconv.Atoi(m[1])
+	n, _ := strconv.ParseInt(m[1], 10, 64)
 	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
-	d := time.Duration(n) * unit
-	if d < MinRate || d > MaxRate {
+	// The count is checked before the product: a count of hours past MaxRate can wrap int64's
+	// nanoseconds back into range (5124096h is 584 years, or about 25 minutes once wrapped).
+	if n > int64(MaxRate/unit) || time.Duration(n)*unit < MinRate {
 		return 0, Errorf(ErrInvalid, "rate %q: must be within %s and %s", Echo(s), MinRate, MaxRate)
 	}
-	return d, nil
+	return time.Duration(n) * unit, nil
 }
 
 // NewSchedule validates spec for lambda l and returns the schedule it describes, active, its
@@ -246,53 +247,90 @@ func (s Schedule) cron() (cronSchedule, error) {
 //
 // Across a DST change: a schedule whose hour field takes every hour fires by real time, every
 // real hour's matching minutes, both of a repeated hour and none of a skipped one (there is none).
-// One with fixed hours fires each matching wall-clock time once: a time that comes twice when
-// clocks go back fires at its first coming, and a time that a change skips fires at the change
-// (02:30 in Berlin on the day clocks go forward fires at 03:00 CEST), as cron does.
+// One with fixed hours fires each matching wall-clock time once, as RFC 5545 (iCalendar) and
+// JavaScript Temporal's "compatible" disambiguation read it: a time that comes twice when clocks
+// go back fires at its first coming, and a time that a change skips is read with the UTC offset
+// from before the change, that is shifted forward by the gap (02:30 in Berlin on the day clocks go
+// forward fires at 03:30 CEST, 02:00 at 03:00 CEST). Wall-clock times that land on one instant
+// fire once there.
 func (c cronSchedule) next(t time.Time) time.Time {
 	if c.everyHour {
 		return c.spec.Next(t).UTC()
 	}
-	// Walk wall-clock times: the library's Next in UTC over t's wall clock, mapped back.
-	local := t.In(c.loc)
-	wall := time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), local.Nanosecond(), time.UTC)
+	// Walk wall-clock times (the library's Next in UTC over wall clocks), each mapped to its
+	// instant, for the smallest instant after t. Shifted times break the order: a time shifted by
+	// a gap g lands after the times up to g later. So the walk starts g before t's wall clock when
+	// t is within g after a change, and goes on for g past a time that was shifted.
 	utcSpec := *c.spec
 	utcSpec.Location = time.UTC
-	for range 1000 {
+	wall := wallClock(t.In(c.loc)).Add(-c.gapBefore(t))
+	var best, until time.Time
+	for range 4 * 24 * 60 { // a guard: the walk reads the wall-clock minutes of a gap or two
 		w := utcSpec.Next(wall)
-		if w.IsZero() {
-			return time.Time{}
+		if w.IsZero() || !until.IsZero() && !w.Before(until) {
+			break
 		}
-		at := c.fromWall(w)
-		if at.After(t) {
-			return at.UTC()
-		}
-		wall = w // at or before t: a time that came twice, or a skipped one mapped onto t
-	}
-	return time.Time{}
-}
-
-// fromWall returns the first instant whose wall clock in c.loc reads w (given in UTC), or, for a
-// wall clock that a change skips, the instant of the change.
-func (c cronSchedule) fromWall(w time.Time) time.Time {
-	at := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), c.loc)
-	start, _ := at.ZoneBounds()
-	if sameWall(at, w) {
-		// Clocks went back at start: if the same wall clock came before it, take that.
-		if !start.IsZero() {
-			_, before := start.Add(-time.Nanosecond).Zone()
-			_, after := at.Zone()
-			if diff := time.Duration(before-after) * time.Second; diff > 0 && at.Sub(start) < diff {
-				return at.Add(-diff)
+		if at, gap := c.fromWall(w); at.After(t) {
+			if best.IsZero() || at.Before(best) {
+				best = at
+			}
+			if end := w.Add(gap); end.After(until) {
+				until = end
 			}
 		}
-		return at
+		wall = w
 	}
-	return start // skipped: its zone began at the change
+	return best.UTC()
 }
 
-func sameWall(at, w time.Time) bool {
-	return at.Hour() == w.Hour() && at.Minute() == w.Minute() && at.Day() == w.Day()
+// wallClock returns the wall clock of local as the same reading in UTC.
+func wallClock(local time.Time) time.Time {
+	return time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), local.Nanosecond(), time.UTC)
+}
+
+// gapBefore returns the gap of the change by which clocks went forward last before t, if t is
+// within that gap's length after it, else 0.
+func (c cronSchedule) gapBefore(t time.Time) time.Duration {
+	start, _ := t.In(c.loc).ZoneBounds()
+	if start.IsZero() {
+		return 0
+	}
+	_, after := start.Zone()
+	_, before := start.Add(-time.Nanosecond).Zone()
+	if gap := time.Duration(after-before) * time.Second; gap > 0 && t.Sub(start) < gap {
+		return gap
+	}
+	return 0
+}
+
+// fromWall returns the first instant whose wall clock in c.loc reads w (given in UTC), and 0. For
+// a wall clock that a change skips, it returns the instant w names with the offset from before the
+// change (the change plus w's distance into the gap), and the gap's length.
+//
+// It reads the zone's periods (ZoneBounds) around w rather than time.Date, which does not say on
+// which side of a change it puts a skipped time.
+func (c cronSchedule) fromWall(w time.Time) (time.Time, time.Duration) {
+	// Every UTC offset is within a day, so the instants that read w are within a day of w in UTC.
+	const span = 26 * time.Hour
+	var shifted time.Time
+	var shiftedGap time.Duration
+	for at := w.Add(-span).In(c.loc); !at.After(w.Add(span)); {
+		_, offset := at.Zone()
+		start, end := at.ZoneBounds()
+		u := w.Add(-time.Duration(offset) * time.Second)
+		if (start.IsZero() || !u.Before(start)) && (end.IsZero() || u.Before(end)) {
+			return u, 0 // the periods come in order, so this is the first instant that reads w
+		}
+		if end.IsZero() {
+			break
+		}
+		at = end
+		_, next := at.Zone()
+		if gap := time.Duration(next-offset) * time.Second; shifted.IsZero() && gap > 0 && !u.Before(end) && u.Add(-gap).Before(end) {
+			shifted, shiftedGap = u, gap // skipped at this change, unless a later period reads w
+		}
+	}
+	return shifted, shiftedGap
 }
 
 // Next returns the first fire time of s strictly after t.

@@ -58,10 +58,11 @@ func equal(t *testing.T, what string, got, want []string) {
 func TestCronBerlinDST(t *testing.T) {
 	created := utc("2026-03-27T12:00:00Z")
 	daily := newSchedule(t, task.ScheduleSpec{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}, created)
-	// 02:30 on 29 March does not exist: it fires at the change, 03:00 CEST (01:00 UTC), once.
+	// 02:30 on 29 March does not exist: it is read with the offset from before the change, CET,
+	// so it fires an hour (the gap) later than it says, at 03:30 CEST (01:30 UTC), once.
 	equal(t, "daily in spring", fires(t, daily, created, 4), []string{
 		"2026-03-28T01:30:00Z", // 02:30 CET
-		"2026-03-29T01:00:00Z", // skipped wall clock: at the change
+		"2026-03-29T01:30:00Z", // skipped wall clock: 02:30 CET, which reads 03:30 CEST
 		"2026-03-30T00:30:00Z", // 02:30 CEST
 		"2026-03-31T00:30:00Z",
 	})
@@ -89,10 +90,58 @@ func TestCronBerlinDST(t *testing.T) {
 	equal(t, "02:xx in autumn", fires(t, half, utc("2026-10-24T12:00:00Z"), 3), []string{
 		"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:00:00Z",
 	})
-	// Both 02:00 and 02:30 are skipped in spring: each fires at the change, which is one instant.
-	equal(t, "02:xx in spring", fires(t, half, utc("2026-03-28T12:00:00Z"), 2), []string{
-		"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z",
+	// Both 02:00 and 02:30 are skipped in spring: each fires shifted by the gap, 03:00 and
+	// 03:30 CEST, two firings.
+	equal(t, "02:xx in spring", fires(t, half, utc("2026-03-28T12:00:00Z"), 3), []string{
+		"2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-30T00:00:00Z",
 	})
+}
+
+// TestCronSkippedWallClocks: wall-clock times that a change skips, each fired once, shifted by the
+// gap, on the day they name.
+func TestCronSkippedWallClocks(t *testing.T) {
+	for _, tc := range []struct {
+		name, cron, zone, from string
+		want                   []string
+	}{
+		// Clocks go forward at midnight (00:00 -04 reads 01:00 -03): the day's midnight fires
+		// at 01:00 -03 that day (read before the change, it fell months back and the day had none).
+		{"Santiago", "0 0 * * *", "America/Santiago", "2026-09-05T12:00:00Z", []string{
+			"2026-09-06T04:00:00Z", // 00:00 -04, which reads 01:00 -03
+			"2026-09-07T03:00:00Z", // 00:00 -03
+		}},
+		{"Havana", "0 0 * * *", "America/Havana", "2026-03-07T12:00:00Z", []string{
+			"2026-03-08T05:00:00Z", // 00:00 CST, which reads 01:00 CDT
+			"2026-03-09T04:00:00Z", // 00:00 CDT
+		}},
+		// Two skipped times of one hour are two firings, each shifted by the gap.
+		{"Berlin 0,30", "0,30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", []string{
+			"2026-03-29T01:00:00Z", // 02:00 CET, which reads 03:00 CEST
+			"2026-03-29T01:30:00Z", // 02:30 CET, which reads 03:30 CEST
+			"2026-03-30T00:00:00Z", // 02:00 CEST
+		}},
+		// 02:00 and 03:00 name one instant (03:00 CEST) that fires once; so do 02:30 and 03:30.
+		{"Berlin 2,3", "0,30 2,3 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z", []string{
+			"2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-30T00:00:00Z",
+		}},
+		// A 30-minute gap (02:00 +10:30 reads 02:30 +11): 02:20 is shifted to 02:50 +11, after
+		// 02:40, which the day has: the earlier instant fires first.
+		{"Lord Howe", "20,40 2 * * *", "Australia/Lord_Howe", "2026-10-03T12:00:00Z", []string{
+			"2026-10-03T15:40:00Z", // 02:40 +11
+			"2026-10-03T15:50:00Z", // 02:20 +10:30, which reads 02:50 +11
+			"2026-10-04T15:20:00Z", // 02:20 +11
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSchedule(t, task.ScheduleSpec{Cron: tc.cron, TimeZone: tc.zone}, utc(tc.from))
+			equal(t, tc.name, fires(t, s, utc(tc.from), len(tc.want)), tc.want)
+			// From each firing on, the next is the one after it: shifted times still to come
+			// within the gap's length after the change are not passed over.
+			for i := range len(tc.want) - 1 {
+				equal(t, tc.name+" from "+tc.want[i], fires(t, s, utc(tc.want[i]), 1), tc.want[i+1:i+2])
+			}
+		})
+	}
 }
 
 func TestRateSchedule(t *testing.T) {
@@ -120,6 +169,12 @@ func TestScheduleValidation(t *testing.T) {
 		{Cron: "* * * * *", TimeZone: "Mars/Olympus"},
 		{Rate: "0s"},
 		{Rate: "1d"},
+		{Rate: "8785h"}, // just past MaxRate
+		// Counts whose product with the unit passes int64's nanoseconds, back in range if it
+		// wrapped: 5124096h is 584 years, not about 25 minutes.
+		{Rate: "5124096h"},
+		{Rate: "999999999h"},
+		{Rate: "999999999m"},
 		{Rate: "1s", TimeZone: "UTC"},
 		{Rate: "1s", CatchUp: "some"},
 		{Rate: "1s", Overlap: "queue"},

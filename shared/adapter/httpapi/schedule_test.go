@@ -23,7 +23,7 @@ func TestSchedules(t *testing.T) {
 	if code, out := call(t, srv, "POST", "/v1/lambdas/echo/schedules", `{"id":"nightly","rate":"1h"}`); code != http.StatusConflict {
 		t.Fatalf("id reused: %d %v", code, out)
 	}
-	for _, bad := range []string{`{"cron":"61 * * * *"}`, `{"rate":"2d"}`, `{"rate":"1s","task":{"priority":"urgent"}}`, `{"rate":"1s","overlap":"queue"}`} {
+	for _, bad := range []string{`{"cron":"61 * * * *"}`, `{"rate":"2d"}`, `{"rate":"5124096h"}`, `{"rate":"1s","task":{"priority":"urgent"}}`, `{"rate":"1s","overlap":"queue"}`} {
 		if code, out := call(t, srv, "POST", "/v1/lambdas/echo/schedules", bad); code != 422 || errorCode(out) != "invalid" {
 			t.Errorf("%s: %d %v", bad, code, out)
 		}
