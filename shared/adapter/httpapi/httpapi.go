@@ -25,7 +25,9 @@
 //	GET  /v1/openapi.json                         this API's OpenAPI 3.1 contract (openapi.json)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
-// not know read "internal error" and are logged, never sent.
+// not know read "internal error" and are logged, never sent. A request the store does not serve
+// within its budget (DefaultStoreBudget on top of its wait) answers 503 store_unavailable with a
+// Retry-After.
 package httpapi
 
 import (
