@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/openatf/atf/shared/task"
 )
 
 // Retries: a request that is safe to send again is sent again when its connection failed (the
@@ -51,11 +53,13 @@ func retryable(status int, err error) bool {
 	return status == 0 && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
+// jitter spreads the retries of clients that failed together.
+var jitter = rand.Float64
+
 // backoff returns the wait before try n+1 (n ≥ 1): doubling from firstBackoff with jitter, or
 // the server's Retry-After if longer, at most maxBackoff.
 func backoff(n int, retryAfter string) time.Duration {
-	d := firstBackoff << (n - 1)
-	d = d/2 + rand.N(d/2+1)
+	d := task.Backoff(n, firstBackoff, maxBackoff, jitter())
 	if s, err := strconv.Atoi(retryAfter); err == nil && s > 0 {
 		d = max(d, time.Duration(s)*time.Second)
 	}
