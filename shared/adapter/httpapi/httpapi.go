@@ -560,7 +560,7 @@ var errorCodes = []struct {
 	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", "", ""},
 	{task.ErrThrottled, http.StatusTooManyRequests, "throttled", "1", ""},
 	{task.ErrStorageFull, http.StatusInsufficientStorage, "storage_full", "10", ""},
-	{task.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", retryAfterUnavailable, ""},
+	{task.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", retryAfterUnavailable, "the task store is unavailable; retry later"},
 	// The request's store budget ran out: the store hangs, or is too slow to be of use.
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "store_unavailable", retryAfterUnavailable, "the task store did not answer in time; retry later"},
 }

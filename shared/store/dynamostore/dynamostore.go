@@ -747,7 +747,8 @@ func (st *Store) translate(err error, format string, args ...any) error {
 		}
 	}
 	if unavailable(err) {
-		return task.Errorf(task.ErrUnavailable, "%s: the task store is unavailable; retry later", what)
+		// The cause stays in the chain: a timeout is still context.DeadlineExceeded to metrics.
+		return fmt.Errorf("dynamostore: %s: %w: %w", what, task.ErrUnavailable, err)
 	}
 	return fmt.Errorf("dynamostore: %s: %w", what, err)
 }

@@ -47,7 +47,7 @@ func TestUnavailable(t *testing.T) {
 	defer silent.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := storeAt(t, "http://"+silent.Addr().String()).Get(ctx, "echo", "a"); !errors.Is(err, task.ErrUnavailable) {
-		t.Errorf("Get from a DynamoDB that never answers: %v, want ErrUnavailable", err)
+	if _, err := storeAt(t, "http://"+silent.Addr().String()).Get(ctx, "echo", "a"); !errors.Is(err, task.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get from a DynamoDB that never answers: %v, want ErrUnavailable, and the deadline as its cause", err)
 	}
 }
