@@ -34,9 +34,10 @@ func warnLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// newClient is an API client that keeps enough connections open for concurrent callers.
+// newClient is an API client that keeps enough connections open for concurrent callers, on the
+// client's own transport: it drops idle connections before atf dev closes them.
 func newClient(endpoint string) *client.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := client.NewTransport()
 	tr.MaxIdleConnsPerHost = 256
 	return &client.Client{Endpoint: endpoint, HTTP: &http.Client{Transport: tr, Timeout: time.Minute}}
 }

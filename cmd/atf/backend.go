@@ -1,19 +1,24 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/local"
@@ -40,15 +45,18 @@ func (b *awsBackend) open(ctx context.Context, lambdas []task.Lambda, log *slog.
 	}
 	b.sqs = sqs.NewFromConfig(c.AWS)
 	if b.Create {
-		if err := dynamostore.CreateTable(ctx, c.DB, b.Table); err != nil {
+		if err := waitFor(ctx, "DynamoDB", log, func(ctx context.Context) error { return dynamostore.CreateTable(ctx, c.DB, b.Table) }); err != nil {
 			return nil, nil, err
 		}
-		if err := c.Queue.Create(ctx, lambdas...); err != nil {
+		if err := waitFor(ctx, "SQS", log, func(ctx context.Context) error { return c.Queue.Create(ctx, lambdas...) }); err != nil {
 			return nil, nil, err
 		}
 		return c.Store, c.Queue, nil
 	}
-	if _, err := c.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(b.Table)}); err != nil {
+	if err := waitFor(ctx, "DynamoDB", log, func(ctx context.Context) error {
+		_, err := c.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(b.Table)})
+		return err
+	}); err != nil {
 		var missing *types.ResourceNotFoundException
 		if errors.As(err, &missing) {
 			return nil, nil, fmt.Errorf("table %s does not exist: run atf dev with --create to create it and the queues", b.Table)
@@ -56,6 +64,64 @@ func (b *awsBackend) open(ctx context.Context, lambdas []task.Lambda, log *slog.
 		return nil, nil, fmt.Errorf("table %s: %w", b.Table, err)
 	}
 	return c.Store, c.Queue, nil
+}
+
+// Waiting for a backend at start: the first retry after backendRetryFirst, then twice as long
+// each time up to backendRetryMax. An attempt is cut after backendAttempt, for an endpoint that
+// accepts and never answers.
+var (
+	backendRetryFirst = time.Second
+	backendRetryMax   = 10 * time.Second
+	backendAttempt    = time.Minute
+)
+
+// waitFor calls fn until it succeeds or fails with something other than service being out of
+// reach (such as a missing table), saying what it waits for each time: an emulator or a network
+// that comes up after atf dev is no reason to exit. It stops at once when ctx ends (Ctrl-C).
+func waitFor(ctx context.Context, service string, log *slog.Logger, fn func(context.Context) error) error {
+	for wait := backendRetryFirst; ; wait = min(2*wait, backendRetryMax) {
+		actx, cancel := context.WithTimeout(ctx, backendAttempt)
+		err := fn(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !unreachable(err) {
+			return err
+		}
+		log.Warn(fmt.Sprintf("waiting for %s at %s: %s; retrying in %s", service, endpointOf(service), cause(err), wait))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// unreachable reports an error that says the service could not be reached or did not answer:
+// the request was not sent or its answer not read, a timeout, or a fault of the service (5xx).
+func unreachable(err error) bool {
+	var send *smithyhttp.RequestSendError
+	var netErr net.Error
+	var resp *smithyhttp.ResponseError
+	return errors.As(err, &send) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		(errors.As(err, &resp) && resp.HTTPStatusCode() >= 500)
+}
+
+// cause is the part of a network error a person acts on, such as "connection refused".
+func cause(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err.Error()
+		}
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// endpointOf names where the SDK sends service's calls, as the AWS environment says.
+func endpointOf(service string) string {
+	return cmp.Or(os.Getenv("AWS_ENDPOINT_URL_"+strings.ToUpper(service)), os.Getenv("AWS_ENDPOINT_URL"), "its AWS endpoint")
 }
 
 // create is `atf create`: the table and queues that `atf dev --backend aws` and the functions use.

@@ -28,7 +28,7 @@ type CancelPage struct {
 // CancelMatching cancels one page of the tasks f selects and returns what it did, with the
 // cursor of the next page: one request's cost is bounded by the page. CancelAll goes on to the end.
 func (c *Client) CancelMatching(ctx context.Context, lambda string, f CancelFilter) (p CancelPage, err error) {
-	_, err = c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks/cancel", f, &p)
+	_, err = c.do(ctx, once, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks/cancel", f, &p)
 	return p, err
 }
 

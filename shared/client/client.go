@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -63,9 +64,14 @@ type ScheduleRequest struct {
 	TriggerRule string `json:"trigger_rule,omitempty"`
 }
 
-// Schedule schedules a task; created is false when the call replayed an earlier one.
+// Schedule schedules a task; created is false when the call replayed an earlier one (or its own
+// first try, sent again after a failed connection: see retry.go). A request without an ID gets
+// one here, so that it is safe to send again.
 func (c *Client) Schedule(ctx context.Context, lambda string, req ScheduleRequest) (t task.Task, created bool, err error) {
-	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks", req, &t)
+	if req.ID == "" {
+		req.ID = task.NewID(time.Now())
+	}
+	code, err := c.do(ctx, retry, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks", req, &t)
 	return t, code == http.StatusCreated, err
 }
 
@@ -76,13 +82,19 @@ func (c *Client) ScheduleBatch(ctx context.Context, lambda string, reqs []Schedu
 	var out struct {
 		Tasks []task.Task `json:"tasks"`
 	}
-	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks/batch", map[string]any{"tasks": reqs}, &out)
+	reqs = slices.Clone(reqs)
+	for i := range reqs {
+		if reqs[i].ID == "" { // as Schedule does
+			reqs[i].ID = task.NewID(time.Now())
+		}
+	}
+	code, err := c.do(ctx, retry, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/tasks/batch", map[string]any{"tasks": reqs}, &out)
 	return out.Tasks, code == http.StatusCreated, err
 }
 
 // Get returns a task.
 func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err error) {
-	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id), nil, &t)
+	_, err = c.do(ctx, retry, http.MethodGet, taskPath(lambda, id), nil, &t)
 	return t, err
 }
 
@@ -90,7 +102,7 @@ func (c *Client) Get(ctx context.Context, lambda, id string) (t task.Task, err e
 // server cuts a wait to its maximum (DefaultMaxWait), so the task may come back unfinished
 // sooner: Wait goes on until it ends.
 func (c *Client) GetWait(ctx context.Context, lambda, id string, wait time.Duration) (t task.Task, err error) {
-	_, err = c.do(ctx, http.MethodGet, taskPath(lambda, id)+"?wait="+url.QueryEscape(wait.String()), nil, &t)
+	_, err = c.do(ctx, retry, http.MethodGet, taskPath(lambda, id)+"?wait="+url.QueryEscape(wait.String()), nil, &t)
 	return t, err
 }
 
@@ -117,7 +129,7 @@ func (c *Client) List(ctx context.Context, p task.ListParams) ([]task.Task, stri
 		Tasks      []task.Task `json:"tasks"`
 		NextCursor string      `json:"next_cursor"`
 	}
-	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks?"+q.Encode(), nil, &page)
+	_, err := c.do(ctx, retry, http.MethodGet, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks?"+q.Encode(), nil, &page)
 	return page.Tasks, page.NextCursor, err
 }
 
@@ -147,7 +159,7 @@ func (c *Client) ListUpTo(ctx context.Context, p task.ListParams, maxPages int) 
 // Cancel cancels a task: a waiting one ends cancelled; a running one comes back marked
 // (CancelRequested) and ends cancelled once its executor has stopped it.
 func (c *Client) Cancel(ctx context.Context, lambda, id string) (t task.Task, err error) {
-	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/cancel", nil, &t)
+	_, err = c.do(ctx, once, http.MethodPost, taskPath(lambda, id)+"/cancel", nil, &t)
 	return t, err
 }
 
@@ -155,7 +167,7 @@ func (c *Client) Cancel(ctx context.Context, lambda, id string) (t task.Task, er
 // pending. The API refuses, with a *Error of status 422, an upstream that does not exist or one
 // that would close a cycle, and with 409 a task that has started.
 func (c *Client) AddUpstreams(ctx context.Context, lambda, id string, after []task.Ref) (t task.Task, err error) {
-	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/after", map[string]any{"after": after}, &t)
+	_, err = c.do(ctx, once, http.MethodPost, taskPath(lambda, id)+"/after", map[string]any{"after": after}, &t)
 	return t, err
 }
 
@@ -183,7 +195,7 @@ func (c *Client) Downstreams(ctx context.Context, lambda, id, cursor string, lim
 		Downstreams []Downstream `json:"downstreams"`
 		NextCursor  string       `json:"next_cursor"`
 	}
-	_, err := c.do(ctx, http.MethodGet, taskPath(lambda, id)+"/downstreams?"+q.Encode(), nil, &page)
+	_, err := c.do(ctx, retry, http.MethodGet, taskPath(lambda, id)+"/downstreams?"+q.Encode(), nil, &page)
 	return page.Downstreams, page.NextCursor, err
 }
 
@@ -193,7 +205,7 @@ func (c *Client) SetGate(ctx context.Context, lambda, collection, mode string) (
 	if collection != "" {
 		body["collection"] = collection
 	}
-	_, err = c.do(ctx, http.MethodPut, "/v1/lambdas/"+url.PathEscape(lambda)+"/gate", body, &g)
+	_, err = c.do(ctx, retry, http.MethodPut, "/v1/lambdas/"+url.PathEscape(lambda)+"/gate", body, &g)
 	return g, err
 }
 
@@ -202,7 +214,7 @@ func (c *Client) Lambdas(ctx context.Context) ([]task.LambdaInfo, error) {
 	var out struct {
 		Lambdas []task.LambdaInfo `json:"lambdas"`
 	}
-	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas", nil, &out)
+	_, err := c.do(ctx, retry, http.MethodGet, "/v1/lambdas", nil, &out)
 	return out.Lambdas, err
 }
 
@@ -210,20 +222,51 @@ func taskPath(lambda, id string) string {
 	return "/v1/lambdas/" + url.PathEscape(lambda) + "/tasks/" + url.PathEscape(id)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
-	var rd io.Reader
+// idempotent says that a request may be sent again: see retry.go.
+type idempotent bool
+
+const (
+	once  idempotent = false
+	retry idempotent = true
+)
+
+// do sends a request, again while it is safe and worth it (see retry.go), and decodes its answer
+// into out. It returns the status of the last answer.
+func (c *Client) do(ctx context.Context, safe idempotent, method, path string, body, out any) (int, error) {
+	status, _, err := c.send(ctx, safe, method, path, body, out)
+	return status, err
+}
+
+// send is do that also says how many times it sent the request.
+func (c *Client) send(ctx context.Context, safe idempotent, method, path string, body, out any) (status, tries int, err error) {
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
+		if b, err = json.Marshal(body); err != nil {
+			return 0, 0, err
 		}
-		rd = bytes.NewReader(b)
+	}
+	for n := 1; ; n++ {
+		status, retryAfter, err := c.try(ctx, method, path, b, body != nil, out)
+		if safe == once || n == MaxAttempts || !retryable(status, err) {
+			return status, n, err
+		}
+		if serr := sleep(ctx, backoff(n, retryAfter)); serr != nil {
+			return status, n, err
+		}
+	}
+}
+
+// try sends a request once. It returns the answer's status (0 without one) and Retry-After.
+func (c *Client) try(ctx context.Context, method, path string, body []byte, hasBody bool, out any) (int, string, error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Endpoint+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
@@ -231,28 +274,29 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = defaultHTTP
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, err
+		return 0, "", err // the answer was cut: as good as none
 	}
+	retryAfter := resp.Header.Get("Retry-After")
 	if resp.StatusCode >= 300 {
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error.Message == "" {
-			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: resp.Status}
+			return resp.StatusCode, retryAfter, &Error{Status: resp.StatusCode, Code: "http", Message: resp.Status}
 		}
-		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return resp.StatusCode, retryAfter, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	if out == nil { // an answer without a body (204)
-		return resp.StatusCode, nil
+		return resp.StatusCode, retryAfter, nil
 	}
-	return resp.StatusCode, json.Unmarshal(data, out)
+	return resp.StatusCode, retryAfter, json.Unmarshal(data, out)
 }

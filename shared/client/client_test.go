@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -69,6 +70,22 @@ func TestListUpTo(t *testing.T) {
 		if !slices.Equal(got, tc.want) || next != tc.next || !slices.Equal(limits, tc.limits) {
 			t.Errorf("limit %d, %d pages: got %v, next %q, asked for %v; want %v, %q, %v",
 				tc.limit, tc.maxPages, got, next, limits, tc.want, tc.next, tc.limits)
+		}
+	}
+}
+
+// TestBackoffHonoursRetryAfter: a retry waits at least the Retry-After the server asked for, up
+// to the cap, and backs off on its own without one.
+func TestBackoffHonoursRetryAfter(t *testing.T) {
+	for n := 1; n < MaxAttempts; n++ {
+		if d := backoff(n, "2"); d < 2*time.Second {
+			t.Errorf("try %d after Retry-After 2: waits %s, want at least 2s", n+1, d)
+		}
+		if d := backoff(n, "3600"); d != maxBackoff {
+			t.Errorf("try %d after Retry-After 3600: waits %s, want the cap %s", n+1, d, maxBackoff)
+		}
+		if d := backoff(n, ""); d <= 0 || d > firstBackoff<<(n-1) {
+			t.Errorf("try %d: waits %s, want in (0, %s]", n+1, d, firstBackoff<<(n-1))
 		}
 	}
 }

@@ -25,6 +25,6 @@ func (c *Client) Events(ctx context.Context, lambda, cursor string, limit int, w
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}
-	_, err = c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(lambda)+"/events?"+q.Encode(), nil, &page)
+	_, err = c.do(ctx, retry, http.MethodGet, "/v1/lambdas/"+url.PathEscape(lambda)+"/events?"+q.Encode(), nil, &page)
 	return page, err
 }

@@ -40,7 +40,7 @@ func listQuery(p task.ListParams) url.Values {
 // status 409 a task that has not failed for good, one that other tasks wait for, or one whose
 // deadline has passed.
 func (c *Client) Redrive(ctx context.Context, lambda, id string, o task.RedriveOptions) (t task.Task, err error) {
-	_, err = c.do(ctx, http.MethodPost, taskPath(lambda, id)+"/redrive", o, &t)
+	_, err = c.do(ctx, once, http.MethodPost, taskPath(lambda, id)+"/redrive", o, &t)
 	return t, err
 }
 
@@ -80,7 +80,7 @@ func (c *Client) RedrivePage(ctx context.Context, p task.ListParams, o task.Redr
 		Skips      []task.RedriveSkip `json:"skips"`
 		NextCursor string             `json:"next_cursor"`
 	}
-	_, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks/redrive", body, &out)
+	_, err := c.do(ctx, once, http.MethodPost, "/v1/lambdas/"+url.PathEscape(p.Lambda)+"/tasks/redrive", body, &out)
 	return task.RedriveResult{Redriven: out.Redriven, Skipped: out.Skipped, Skips: out.Skips, Next: out.NextCursor}, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -16,14 +17,18 @@ func schedulePath(lambda, id string) string {
 }
 
 // CreateSchedule creates a schedule; created is false for a replay of the same request.
+// A spec without an ID gets one here, so that it is safe to send again (see Schedule).
 func (c *Client) CreateSchedule(ctx context.Context, lambda string, spec task.ScheduleSpec) (sc task.Schedule, created bool, err error) {
-	code, err := c.do(ctx, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules", spec, &sc)
+	if spec.ID == "" {
+		spec.ID = task.NewID(time.Now())
+	}
+	code, err := c.do(ctx, retry, http.MethodPost, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules", spec, &sc)
 	return sc, code == http.StatusCreated, err
 }
 
 // GetSchedule returns a schedule with its next five fire times (NextFires).
 func (c *Client) GetSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
-	_, err = c.do(ctx, http.MethodGet, schedulePath(lambda, id), nil, &sc)
+	_, err = c.do(ctx, retry, http.MethodGet, schedulePath(lambda, id), nil, &sc)
 	return sc, err
 }
 
@@ -41,24 +46,27 @@ func (c *Client) ListSchedules(ctx context.Context, lambda, cursor string, limit
 		Schedules  []task.Schedule `json:"schedules"`
 		NextCursor string          `json:"next_cursor"`
 	}
-	_, err := c.do(ctx, http.MethodGet, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules?"+q.Encode(), nil, &page)
+	_, err := c.do(ctx, retry, http.MethodGet, "/v1/lambdas/"+url.PathEscape(lambda)+"/schedules?"+q.Encode(), nil, &page)
 	return page.Schedules, page.NextCursor, err
 }
 
 // PauseSchedule stops a schedule's firings.
 func (c *Client) PauseSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
-	_, err = c.do(ctx, http.MethodPost, schedulePath(lambda, id)+"/pause", nil, &sc)
+	_, err = c.do(ctx, retry, http.MethodPost, schedulePath(lambda, id)+"/pause", nil, &sc)
 	return sc, err
 }
 
 // ResumeSchedule makes a paused schedule fire again, from its next fire time on.
 func (c *Client) ResumeSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
-	_, err = c.do(ctx, http.MethodPost, schedulePath(lambda, id)+"/resume", nil, &sc)
+	_, err = c.do(ctx, retry, http.MethodPost, schedulePath(lambda, id)+"/resume", nil, &sc)
 	return sc, err
 }
 
 // DeleteSchedule removes a schedule; the tasks it made stay.
 func (c *Client) DeleteSchedule(ctx context.Context, lambda, id string) error {
-	_, err := c.do(ctx, http.MethodDelete, schedulePath(lambda, id), nil, nil)
+	status, tries, err := c.send(ctx, retry, http.MethodDelete, schedulePath(lambda, id), nil, nil)
+	if status == http.StatusNotFound && tries > 1 {
+		return nil // an earlier try deleted it
+	}
 	return err
 }

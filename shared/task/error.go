@@ -22,6 +22,10 @@ var (
 	// ErrStorageFull: the store has no room left, such as SQLite on a full disk. Nothing was
 	// written; the call may be retried once there is room.
 	ErrStorageFull = errors.New("storage full")
+	// ErrUnavailable: the store did not answer, or failed in a way that says nothing of the call
+	// (the network, the service's own fault), after its bounded retries. A write may or may not
+	// have been made; every write of the API is safe to send again (a schedule by its id).
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 type codedError struct {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -37,6 +38,13 @@ func New(h http.Handler, log *slog.Logger) *Handler {
 // included, is a response.
 func (h *Handler) Handle(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 	id := req.RequestContext.Identity
+	if deadline, ok := ctx.Deadline(); ok {
+		// The function's deadline (its timeout) ends the request a little early, so that a store
+		// call cut by it is still answered, 503, rather than the function timing out.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-AnswerMargin))
+		defer cancel()
+	}
 	resp, err := h.adapter.ProxyWithContext(ctx, req)
 	h.log.Info("request",
 		"request_id", req.RequestContext.RequestID, "method", req.HTTPMethod, "path", req.Path,
@@ -47,6 +55,10 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayProxyRequest)
 	}
 	return resp, err
 }
+
+// AnswerMargin is what a request leaves of the function's time to answer: to encode the answer
+// and hand it to Lambda.
+const AnswerMargin = 500 * time.Millisecond
 
 // ServeHTTP serves plain HTTP through the function handler, building the proxy event API Gateway
 // would send: `atf dev --functions` serves the API this way, so local requests take the

@@ -2,6 +2,7 @@ package apifn_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -156,5 +157,37 @@ func TestServeHTTP(t *testing.T) {
 		if resp.StatusCode != 404 {
 			t.Errorf("GET %s: %d, want 404", p, resp.StatusCode)
 		}
+	}
+}
+
+// hangingStore never answers a read: it blocks until the call's context ends.
+type hangingStore struct{ task.Store }
+
+func (hangingStore) Get(ctx context.Context, _, _ string) (task.Task, error) {
+	<-ctx.Done()
+	return task.Task{}, ctx.Err()
+}
+
+// TestAnswersBeforeTheFunctionsDeadline: a request the store does not answer is cut before the
+// function's own deadline and answered 503 store_unavailable, where the function would otherwise
+// time out and API Gateway answer a bare 5xx of its own.
+func TestAnswersBeforeTheFunctionsDeadline(t *testing.T) {
+	store, _ := newHandler(t)
+	svc := frontend.New(hangingStore{store}, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	quiet := slog.New(slog.DiscardHandler)
+	h := apifn.New(httpapi.New(svc, quiet), quiet) // the default store budget outlasts the function
+	deadline := time.Now().Add(apifn.AnswerMargin + 500*time.Millisecond)
+	ctx, cancel := context.WithDeadline(t.Context(), deadline)
+	defer cancel()
+	resp, err := h.Handle(ctx, events.APIGatewayProxyRequest{HTTPMethod: "GET", Path: "/v1/lambdas/echo/tasks/evt-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answered := time.Now(); answered.After(deadline) {
+		t.Errorf("answered %s after the function's deadline", answered.Sub(deadline))
+	}
+	retryAfter := resp.Headers["Retry-After"] + strings.Join(resp.MultiValueHeaders["Retry-After"], "")
+	if resp.StatusCode != 503 || !strings.Contains(resp.Body, `"store_unavailable"`) || retryAfter == "" {
+		t.Errorf("got %d %s Retry-After %q, want 503 store_unavailable with a Retry-After", resp.StatusCode, resp.Body, retryAfter)
 	}
 }

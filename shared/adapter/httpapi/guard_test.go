@@ -138,7 +138,7 @@ func (s failingStore) Get(context.Context, string, string) (task.Task, error) {
 	return task.Task{}, s.err
 }
 
-// TestErrorsThatAreNoFault: a full store and a throttled one answer codes of their own with a
+// TestErrorsThatAreNoFault: a full store, a throttled one and one out of reach answer codes of their own with a
 // Retry-After, and a client that went away is not logged as an internal error.
 func TestErrorsThatAreNoFault(t *testing.T) {
 	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
@@ -157,6 +157,7 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 	}{
 		{task.Errorf(task.ErrStorageFull, "the task store is full"), 507, "storage_full", true},
 		{task.Errorf(task.ErrThrottled, "the task store is busy"), 429, "throttled", true},
+		{task.Errorf(task.ErrUnavailable, "the task store is unavailable"), 503, "store_unavailable", true},
 	} {
 		h := checked(t, httpapi.New(frontend.New(failingStore{store, tc.err}, frontend.Config{Lambdas: lambdas}), log))
 		for _, req := range []*http.Request{

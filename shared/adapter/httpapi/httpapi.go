@@ -25,7 +25,9 @@
 //	GET  /v1/openapi.json                         this API's OpenAPI 3.1 contract (openapi.json)
 //
 // Answers are compact JSON. Errors are {"error":{"code":"...","message":"..."}}; errors it does
-// not know read "internal error" and are logged, never sent.
+// not know read "internal error" and are logged, never sent. A request the store does not serve
+// within its budget (DefaultStoreBudget on top of its wait) answers 503 store_unavailable with a
+// Retry-After.
 package httpapi
 
 import (
@@ -66,18 +68,38 @@ const (
 	eventOverhead     = 64 << 10
 )
 
+// DefaultStoreBudget is how long a request may spend on the store, on top of the wait it asks
+// for: past it, the request answers 503 store_unavailable. It is well under API Gateway's 29 s
+// integration timeout and a client's usual 30 s, and above the SDK's retries of a call that fails
+// at once (dynamostore.MaxAttempts tries, at most 7 s of backoff between them), so a brief fault
+// is retried before the request gives up. docs/guarantees.md argues it.
+const DefaultStoreBudget = 10 * time.Second
+
+// retryAfterUnavailable is the Retry-After of a 503 store_unavailable, in seconds.
+const retryAfterUnavailable = "2"
+
 type api struct {
-	svc *frontend.Service
-	log *slog.Logger
-	mux *routes
+	svc    *frontend.Service
+	log    *slog.Logger
+	mux    *routes
+	budget time.Duration
 }
 
+// Option configures the handler New returns.
+type Option func(*api)
+
+// WithStoreBudget sets the store budget of every request (DefaultStoreBudget if not given).
+func WithStoreBudget(d time.Duration) Option { return func(a *api) { a.budget = d } }
+
 // New returns the API handler.
-func New(svc *frontend.Service, log *slog.Logger) http.Handler {
+func New(svc *frontend.Service, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &api{svc: svc, log: log, mux: &routes{ServeMux: http.NewServeMux()}}
+	a := &api{svc: svc, log: log, mux: &routes{ServeMux: http.NewServeMux()}, budget: DefaultStoreBudget}
+	for _, o := range opts {
+		o(a)
+	}
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks", a.schedule)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/batch", a.scheduleBatch)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}", a.get)
@@ -113,9 +135,25 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if !jsonBody(r) {
 		writeError(rw, http.StatusUnsupportedMediaType, "unsupported_media_type", "request bodies must be application/json")
 	} else {
-		a.mux.ServeHTTP(rw, r)
+		// Every request has a deadline: a store that hangs is answered 503, not waited on.
+		ctx, cancel := context.WithTimeout(r.Context(), a.budget+a.waitOf(r))
+		defer cancel()
+		a.mux.ServeHTTP(rw, r.WithContext(ctx))
 	}
 	a.log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+}
+
+// waitOf returns the wait a request asks for (?wait= of a task or of the events feed), cut to
+// the longest the service gives; its store budget comes on top.
+func (a *api) waitOf(r *http.Request) time.Duration {
+	if r.Method != http.MethodGet || !r.URL.Query().Has("wait") {
+		return 0
+	}
+	d, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || d < 0 {
+		return 0 // the handler answers it 400
+	}
+	return min(d, a.svc.MaxWait())
 }
 
 // verdict keeps the status and headers of the mux's own answer to a request without a route, and
@@ -504,21 +542,27 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, limit int64, v any)
 const statusClientClosed = 499
 
 // The one table that maps domain errors to HTTP. Errors the client may retry as they are, once
-// the store has caught up or has room again, carry a Retry-After in seconds.
+// the store has caught up, has room again or answers again, carry a Retry-After in seconds. An
+// error with a message of its own is answered that message, and logged as a warning: its text
+// names internals (an endpoint, a socket) that are not the caller's business.
 var errorCodes = []struct {
 	kind       error
 	status     int
 	code       string
 	retryAfter string
+	message    string
 }{
-	{task.ErrNotFound, http.StatusNotFound, "not_found", ""},
-	{task.ErrExists, http.StatusConflict, "conflict", ""},
-	{task.ErrConflict, http.StatusConflict, "conflict", ""},
-	{task.ErrStaleLease, http.StatusConflict, "stale_lease", ""},
-	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid", ""},
-	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
-	{task.ErrThrottled, http.StatusTooManyRequests, "throttled", "1"},
-	{task.ErrStorageFull, http.StatusInsufficientStorage, "storage_full", "10"},
+	{task.ErrNotFound, http.StatusNotFound, "not_found", "", ""},
+	{task.ErrExists, http.StatusConflict, "conflict", "", ""},
+	{task.ErrConflict, http.StatusConflict, "conflict", "", ""},
+	{task.ErrStaleLease, http.StatusConflict, "stale_lease", "", ""},
+	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid", "", ""},
+	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", "", ""},
+	{task.ErrThrottled, http.StatusTooManyRequests, "throttled", "1", ""},
+	{task.ErrStorageFull, http.StatusInsufficientStorage, "storage_full", "10", ""},
+	{task.ErrUnavailable, http.StatusServiceUnavailable, "store_unavailable", retryAfterUnavailable, "the task store is unavailable; retry later"},
+	// The request's store budget ran out: the store hangs, or is too slow to be of use.
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "store_unavailable", retryAfterUnavailable, "the task store did not answer in time; retry later"},
 }
 
 func (a *api) fail(w http.ResponseWriter, err error) {
@@ -532,7 +576,12 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 			if e.retryAfter != "" {
 				w.Header().Set("Retry-After", e.retryAfter)
 			}
-			writeError(w, e.status, e.code, err.Error())
+			msg := err.Error()
+			if e.message != "" {
+				a.log.Warn(e.code, "err", err)
+				msg = e.message
+			}
+			writeError(w, e.status, e.code, msg)
 			return
 		}
 	}

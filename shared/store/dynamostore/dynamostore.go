@@ -20,12 +20,15 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -706,8 +710,9 @@ func isConditionFailed(err error) bool {
 }
 
 // translate turns DynamoDB's errors into the domain's: throttling that outlasted the retries
-// becomes task.ErrThrottled and an item over the size limit task.ErrTooLarge. Anything else is
-// wrapped with what the store was doing.
+// becomes task.ErrThrottled, an item over the size limit task.ErrTooLarge, and a DynamoDB that
+// could not be reached or did not answer in time task.ErrUnavailable. Anything else is wrapped
+// with what the store was doing.
 func (st *Store) translate(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
@@ -741,5 +746,26 @@ func (st *Store) translate(err error, format string, args ...any) error {
 			}
 		}
 	}
+	if unavailable(err) {
+		// The cause stays in the chain: a timeout is still context.DeadlineExceeded to metrics.
+		return fmt.Errorf("dynamostore: %s: %w: %w", what, task.ErrUnavailable, err)
+	}
 	return fmt.Errorf("dynamostore: %s: %w", what, err)
+}
+
+// unavailable reports an error that says nothing of the call, only that DynamoDB was out of
+// reach: the request could not be sent or its answer not read (refused, reset, a timeout), the
+// service failed with a fault of its own (5xx), or the caller's deadline passed meanwhile. The
+// SDK has retried all but the deadline already. A client that went away (context.Canceled) is
+// not the store's fault, and stays as it is.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var send *smithyhttp.RequestSendError
+	var netErr net.Error
+	var resp *smithyhttp.ResponseError
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &send) || errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		(errors.As(err, &resp) && resp.HTTPStatusCode() >= 500)
 }
