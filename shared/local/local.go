@@ -333,12 +333,12 @@ type claimSignal struct {
 	activity *dashboard.Activity
 }
 
-func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+func (s claimSignal) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	claim := s.Controller.Claim
 	if s.batch != nil {
 		claim = s.batch.Claim
 	}
-	t, err := claim(ctx, lambda, id, delivery)
+	t, err := claim(ctx, lambda, id, delivery, token)
 	if err == nil {
 		s.claimed(lambda)
 		s.activity.Claimed(t)

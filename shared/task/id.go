@@ -25,12 +25,19 @@ func NewID(now time.Time) string {
 // claim can no longer heartbeat or report a result.
 func NewLease() string { return rand.Text() }
 
-// DeliveryLease is the lease of a claim made for one delivery of a task's message (its receipt,
-// unique to each receive): the attempt-th claim of task id of lambda. A claim sent again for the
-// same delivery, as when its answer was lost and the call was retried, finds the task claimed
-// with this lease and gets the same claim back, rather than losing the attempt to a claim nobody
-// runs. Another delivery, a duplicate message included, can never compute it.
-func DeliveryLease(lambda, id, delivery string, attempt int) string {
-	h := sha256.Sum256([]byte(lambda + "\x00" + id + "\x00" + strconv.Itoa(attempt) + "\x00" + delivery))
+// DeliveryLease is the lease of a claim made for one delivery of a task's message (its receipt)
+// by one claim call (token, a random value its caller picks and keeps for the call's retries):
+// the attempt-th claim of task id of lambda. A claim sent again by the same call, as when its
+// answer was lost and the call was retried, finds the task claimed with this lease and gets the
+// same claim back, rather than losing the attempt to a claim nobody runs. Another delivery, a
+// duplicate message included, or another caller of the same delivery (a batch processed twice)
+// can never compute it. An empty token gives the lease of callers older than tokens, which every
+// caller of the delivery shares.
+func DeliveryLease(lambda, id, delivery, token string, attempt int) string {
+	key := lambda + "\x00" + id + "\x00" + strconv.Itoa(attempt) + "\x00" + delivery
+	if token != "" {
+		key += "\x00" + token
+	}
+	h := sha256.Sum256([]byte(key))
 	return idEncoding.EncodeToString(h[:16])
 }

@@ -120,6 +120,10 @@ type Task struct {
 	// duplicate, a stale one), and every message sent for it while enqueued is delayed to it
 	// (MessageAt). Stored; cleared by the transition that takes it out of enqueued.
 	NotBefore *time.Time `json:"not_before,omitempty"`
+	// HandBacks counts the claims of the current attempt handed back untried because their
+	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
+	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.
+	HandBacks int `json:"-"`
 }
 
 // Gate modes.

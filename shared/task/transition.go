@@ -259,6 +259,7 @@ func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, ji
 
 func fail(t Task, msg string, retriable bool, now time.Time, c Config, jitter float64) Task {
 	t.Error = TruncateError(msg)
+	t.HandBacks = 0 // the attempt counted
 	if !retriable {
 		return t.next(StatusFatalFailure, now, nil)
 	}
@@ -301,6 +302,29 @@ func Release(t Task, lease string, now time.Time) (Task, error) {
 	t = t.next(StatusNew, now, at(now))
 	t.Attempts--
 	return t, nil
+}
+
+// MaxHandBacks is how many claims of one attempt Unclaim hands back: a claim whose write lands
+// but whose answer always comes too late would otherwise be handed back forever, and its task
+// never reach dead.
+const MaxHandBacks = 3
+
+// Unclaim hands back, as Release does, a running task whose claim's answer never reached its
+// worker, which runs nothing under it: the attempt does not count. Once MaxHandBacks claims of
+// the attempt were handed back it fails with ErrConflict and changes nothing: the attempt then
+// counts, at the task's heartbeat timeout.
+func Unclaim(t Task, lease string, now time.Time) (Task, error) {
+	if err := checkLease(t, lease, "hand back"); err != nil {
+		return t, err
+	}
+	if t.HandBacks >= MaxHandBacks && !t.CancelRequested {
+		return t, Errorf(ErrConflict, "task %s: %d claims of attempt %d were handed back already (MaxHandBacks); this one counts at its heartbeat timeout", t.ID, t.HandBacks, t.Attempts)
+	}
+	t, err := Release(t, lease, now)
+	if err == nil && t.Status == StatusNew {
+		t.HandBacks++
+	}
+	return t, err
 }
 
 // Expire makes an in-flight task due now, as when the queue and executors that held it are

@@ -143,7 +143,7 @@ func (s *fakeStatus) results() int {
 	return s.done
 }
 
-func (s *fakeStatus) Claim(ctx context.Context, lambda, id, _ string) (task.Task, error) {
+func (s *fakeStatus) Claim(ctx context.Context, lambda, id, _, _ string) (task.Task, error) {
 	s.mu.Lock()
 	s.claims = append(s.claims, id)
 	s.mu.Unlock()
@@ -172,4 +172,6 @@ func (s *fakeStatus) SetResult(ctx context.Context, lambda, id, lease string, r 
 
 func (s *fakeStatus) Release(ctx context.Context, lambda, id, lease string) error { return nil }
 
-func (s *fakeStatus) Unclaim(ctx context.Context, lambda, id, delivery string) error { return nil }
+func (s *fakeStatus) Unclaim(ctx context.Context, lambda, id, delivery, token string) error {
+	return nil
+}

@@ -103,12 +103,12 @@ type recorder struct {
 	releases      atomic.Int32
 }
 
-func (r *recorder) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+func (r *recorder) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	if id == r.failClaim {
 		return task.Task{}, errors.New("injected: status function unreachable")
 	}
 	time.Sleep(r.claimDelay)
-	return r.Status.Claim(ctx, lambda, id, delivery)
+	return r.Status.Claim(ctx, lambda, id, delivery, token)
 }
 
 func (r *recorder) Heartbeat(ctx context.Context, lambda, id, lease string) error {
@@ -619,18 +619,20 @@ func TestDeadlineNoTimeLeft(t *testing.T) {
 }
 
 // TestDeadlineClaimedTooLate: a claim that returns after the margin has begun is handed back at
-// once, untried, and its message acknowledged: the consumer enqueues the task again.
+// once, untried, and its message acknowledged: the consumer enqueues the task again. (The
+// margin begins at 200 ms; the claim may take until about 370 ms, half the time to a third of
+// the margin before the deadline, the other half being its unclaim's.)
 func TestDeadlineClaimedTooLate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.put(t, "slow-claim", `{}`, 0, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	rec := &recorder{Status: e.hsc, claimDelay: 250 * time.Millisecond}
+	rec := &recorder{Status: e.hsc, claimDelay: 280 * time.Millisecond}
 	ph := &payloadHandler{}
 	long := cfg // a claim may take longer than the invocation has left, not than its lease
 	long.HeartbeatTimeout = time.Second
-	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 200 * time.Millisecond}).Handle(ctx, event("slow-claim"))
+	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 800 * time.Millisecond}).Handle(ctx, event("slow-claim"))
 	must(t, err)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batchItemFailures %v, want none: the claim settled", failures(resp))

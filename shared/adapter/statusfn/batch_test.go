@@ -214,7 +214,9 @@ func TestClientCoalesces(t *testing.T) {
 	ctx := context.Background()
 	claimed := make([]task.Task, n)
 	errs := make([]error, n)
-	together(n, func(i int) { claimed[i], errs[i] = c.Claim(ctx, "echo", fmt.Sprint("t", i), fmt.Sprint("receipt-", i)) })
+	together(n, func(i int) {
+		claimed[i], errs[i] = c.Claim(ctx, "echo", fmt.Sprint("t", i), fmt.Sprint("receipt-", i), "")
+	})
 	if b, s := rec.batches(); b != 1 || s != 0 {
 		t.Fatalf("%d claims made together took %d batches and %d single invocations, want one batch", n, b, s)
 	}
@@ -353,7 +355,7 @@ func TestClientOldFunction(t *testing.T) {
 	c := statusfn.NewClientBatches(rec, never, 3)
 	claim := func(from int) {
 		together(3, func(i int) {
-			if _, err := c.Claim(context.Background(), "echo", fmt.Sprint("t", from+i), "r"); err != nil {
+			if _, err := c.Claim(context.Background(), "echo", fmt.Sprint("t", from+i), "r", ""); err != nil {
 				t.Errorf("claim of t%d: %v", from+i, err)
 			}
 		})
@@ -393,7 +395,7 @@ func TestClientResendAlone(t *testing.T) {
 	claimed := make([]task.Task, n)
 	errs := make([]error, n)
 	together(n, func(i int) {
-		claimed[i], errs[i] = c.Claim(context.Background(), "echo", fmt.Sprint("t", i), fmt.Sprint("receipt-", i))
+		claimed[i], errs[i] = c.Claim(context.Background(), "echo", fmt.Sprint("t", i), fmt.Sprint("receipt-", i), "")
 	})
 	for i := range n {
 		stored := e.get(t, fmt.Sprint("t", i))

@@ -56,10 +56,11 @@ func NewClientLinger(inv Invoker, linger time.Duration) *Client {
 	return &Client{inv: inv, linger: linger, maxRequests: MaxBatchRequests}
 }
 
-// Claim claims an enqueued task for one delivery of its message; the task returned carries its
-// lease. A call retried for the same delivery gets the same claim.
-func (c *Client) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery})
+// Claim claims an enqueued task for one delivery of its message, by the claim call token names;
+// the task returned carries its lease. A call retried with the same delivery and token gets the
+// same claim.
+func (c *Client) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token})
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -112,9 +113,10 @@ func (c *Client) Release(ctx context.Context, lambda, id, lease string) error {
 	return err
 }
 
-// Unclaim hands back the claim made for delivery, if it was written: its answer never came.
-func (c *Client) Unclaim(ctx context.Context, lambda, id, delivery string) error {
-	_, err := c.call(ctx, Request{Op: OpUnclaim, Lambda: lambda, TaskID: id, Delivery: delivery})
+// Unclaim hands back the claim made for delivery by the call of token, if it was written: its
+// answer never came.
+func (c *Client) Unclaim(ctx context.Context, lambda, id, delivery, token string) error {
+	_, err := c.call(ctx, Request{Op: OpUnclaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token})
 	return err
 }
 

@@ -54,6 +54,7 @@ func FuzzHandle(f *testing.F) {
 		{`{"v":1,"op":"release","lambda":"echo","task_id":"t1","lease":"` + eventLease + `"}`, 3},
 		{`{"v":1,"op":"release","lambda":"echo","task_id":"t1","lease":"` + eventLease + `"}`, 0},
 		{`{"v":1,"op":"unclaim","lambda":"echo","task_id":"t1","delivery":"AQEB"}`, 3},
+		{`{"v":1,"op":"unclaim","lambda":"echo","task_id":"t1","delivery":"AQEB","token":"T1"}`, 3},
 		{`{"v":1,"op":"unclaim","lambda":"echo","task_id":"t1"}`, 3},
 		{`{"v":1,"op":"claim","lambda":"echo","task_id":"t1","result":null}`, 2},
 		{`{"v":1.5,"op":"claim"}`, 2},
@@ -174,8 +175,8 @@ func invalidRequest(r statusfn.Request) bool {
 		return true
 	}
 	needsLease := r.Op != statusfn.OpClaim && r.Op != statusfn.OpUnclaim
-	return r.V != statusfn.Version || len(r.Requests) > 0 || len(r.Delivery) > statusfn.MaxDelivery || task.ValidateName("lambda", r.Lambda) != nil ||
-		task.ValidateID("task_id", r.TaskID) != nil || needsLease && r.Lease == "" || r.Op == statusfn.OpUnclaim && r.Delivery == ""
+	return r.V != statusfn.Version || len(r.Requests) > 0 || len(r.Delivery) > statusfn.MaxDelivery || len(r.Token) > statusfn.MaxToken || task.ValidateName("lambda", r.Lambda) != nil ||
+		task.ValidateID("task_id", r.TaskID) != nil || needsLease && r.Lease == "" || r.Op == statusfn.OpUnclaim && (r.Delivery == "" || r.Token == "")
 }
 
 // checkSuccess: the answer and the stored task are what the op promises.

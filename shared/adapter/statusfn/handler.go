@@ -159,7 +159,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		t, err := h.status.Claim(ctx, req.Lambda, req.TaskID, req.Delivery)
+		t, err := h.status.Claim(ctx, req.Lambda, req.TaskID, req.Delivery, req.Token)
 		if err != nil {
 			return Response{}, err
 		}
@@ -175,7 +175,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 		t.Payload = nil // the worker has it: the answer stays small whatever the payload
 		return Response{Task: &t}, nil
 	case OpUnclaim:
-		return Response{}, h.status.Unclaim(ctx, req.Lambda, req.TaskID, req.Delivery)
+		return Response{}, h.status.Unclaim(ctx, req.Lambda, req.TaskID, req.Delivery, req.Token)
 	default: // OpRelease; validate rejected the rest
 		return Response{}, h.status.Release(ctx, req.Lambda, req.TaskID, req.Lease)
 	}

@@ -11,15 +11,21 @@
 //	 "outcome": "success", "result": {"hi": "there"}}
 //	{"v": 1, "op": "set_result", ..., "outcome": "retriable", "error": "upstream timed out"}
 //	{"v": 1, "op": "release", "lambda": "echo", "task_id": "t1", "lease": "Q7B2..."}
-//	{"v": 1, "op": "unclaim", "lambda": "echo", "task_id": "t1", "delivery": "AQEB..."}
+//	{"v": 1, "op": "unclaim", "lambda": "echo", "task_id": "t1", "delivery": "AQEB...", "token": "M4X..."}
 //
-// A claim names the delivery of the task's message it is for (the SQS receipt handle). A claim
-// sent again for the same delivery, as when the Lambda client retries a call whose answer was
-// lost, is answered with the same claim and lease, renewed, and counts no second attempt. An
-// unclaim names a delivery whose claim failed at the worker without a refusal (no answer came):
-// if that claim was written all the same, it is handed back untried (status.Controller.Unclaim),
-// and answered stale_lease if it was not. A function older than unclaim answers it invalid, and
-// the claim, if written, is counted at its heartbeat timeout as before.
+// A claim names the delivery of the task's message it is for (the SQS receipt handle), and a
+// token that the worker picks at random for the claim call. A claim sent again with the same
+// delivery and token, as when the Lambda client retries a call whose answer was lost, is
+// answered with the same claim and lease, renewed, and counts no second attempt; one with the
+// same delivery and another token (a batch processed twice) conflicts. An unclaim names the
+// delivery and token of a claim that failed at the worker without a refusal (no answer came): if
+// that claim was written all the same, it is handed back untried (status.Controller.Unclaim),
+// and answered stale_lease if it was not, conflict once the attempt's claims were handed back
+// task.MaxHandBacks times. A claim without a token (a worker older than tokens) is served as
+// before, its lease the delivery's alone; an unclaim without one is refused as invalid, since
+// every tokenless caller of a delivery shares that lease. A function older than unclaim answers
+// it invalid too, and one older than tokens ignores the token; in both cases the claim, if
+// written, is counted at its heartbeat timeout as before.
 //
 // A response carries the task for claim and set_result (without its payload, which the worker
 // has), and for claim the lease beside it, since a task's JSON never shows its lease. Or it carries an error:
@@ -125,9 +131,10 @@ type Request struct {
 	Lambda string `json:"lambda"`
 	TaskID string `json:"task_id"`
 	Lease  string `json:"lease,omitempty"` // all but claim and unclaim
-	// Delivery names the message delivery a claim or an unclaim is for (its receipt): see
-	// Client.Claim.
+	// Delivery names the message delivery a claim or an unclaim is for (its receipt), and Token
+	// the claim call that made it: see Client.Claim.
 	Delivery string `json:"delivery,omitempty"`
+	Token    string `json:"token,omitempty"`
 
 	// How the run ended, for set_result.
 	Outcome status.Outcome  `json:"outcome,omitempty"`
@@ -140,6 +147,9 @@ type Request struct {
 
 // MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
 const MaxDelivery = 1024
+
+// MaxToken bounds a claim's token: the executor's are 26 characters (task.NewLease).
+const MaxToken = 64
 
 // Response is the answer to a Request: Error is set, or the op succeeded.
 type Response struct {
@@ -238,9 +248,12 @@ func (r Request) validate() error {
 	if len(r.Delivery) > MaxDelivery {
 		return task.Errorf(task.ErrInvalid, "delivery is %d bytes; at most %d", len(r.Delivery), MaxDelivery)
 	}
+	if len(r.Token) > MaxToken {
+		return task.Errorf(task.ErrInvalid, "token is %d bytes; at most %d", len(r.Token), MaxToken)
+	}
 	switch {
-	case r.Op == OpUnclaim && r.Delivery == "":
-		return task.Errorf(task.ErrInvalid, "%s needs the delivery that the claim was for", r.Op)
+	case r.Op == OpUnclaim && (r.Delivery == "" || r.Token == ""):
+		return task.Errorf(task.ErrInvalid, "%s needs the delivery and the token that the claim was made with", r.Op)
 	case r.Op != OpClaim && r.Op != OpUnclaim && r.Lease == "":
 		return task.Errorf(task.ErrInvalid, "%s needs the lease that the claim returned", r.Op)
 	}

@@ -301,7 +301,7 @@ func TestClient(t *testing.T) {
 	ctx := context.Background()
 	e.fixture(t, "t1", task.StatusEnqueued, "")
 
-	claimed, err := c.Claim(ctx, "echo", "t1", "")
+	claimed, err := c.Claim(ctx, "echo", "t1", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestClient(t *testing.T) {
 	if err := c.Release(ctx, "echo", "t1", claimed.Lease); !errors.Is(err, task.ErrStaleLease) {
 		t.Errorf("release after the result: %v", err)
 	}
-	if _, err := c.Claim(ctx, "echo", "t1", ""); !errors.Is(err, task.ErrConflict) {
+	if _, err := c.Claim(ctx, "echo", "t1", "", ""); !errors.Is(err, task.ErrConflict) {
 		t.Errorf("claim of a finished task: %v", err)
 	}
 }
@@ -349,10 +349,10 @@ func TestClientErrors(t *testing.T) {
 	e.fixture(t, "new-1", task.StatusNew, "")
 	e.fixture(t, "run-1", task.StatusProcessing, eventLease)
 
-	if _, err := c.Claim(ctx, "echo", "new-1", ""); !errors.Is(err, task.ErrConflict) || !strings.Contains(err.Error(), "new") {
+	if _, err := c.Claim(ctx, "echo", "new-1", "", ""); !errors.Is(err, task.ErrConflict) || !strings.Contains(err.Error(), "new") {
 		t.Errorf("claim of a task not enqueued: %v", err)
 	}
-	if _, err := c.Claim(ctx, "echo", "missing-1", ""); !errors.Is(err, task.ErrNotFound) {
+	if _, err := c.Claim(ctx, "echo", "missing-1", "", ""); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("claim of a missing task: %v", err)
 	}
 	if _, err := c.SetResult(ctx, "echo", "run-1", eventLease, status.Result{Outcome: "maybe"}); !errors.Is(err, task.ErrInvalid) {
@@ -441,7 +441,7 @@ func TestClaimRetriedBySDK(t *testing.T) {
 	})
 	c := statusfn.NewClient(statusfn.LambdaInvoker{Client: client, Function: "atf-status"})
 	ctx := context.Background()
-	claimed, err := c.Claim(ctx, "echo", "t1", "receipt-of-this-delivery")
+	claimed, err := c.Claim(ctx, "echo", "t1", "receipt-of-this-delivery", "")
 	if err != nil {
 		t.Fatalf("claim retried by the SDK: %v", err)
 	}

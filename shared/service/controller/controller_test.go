@@ -470,8 +470,8 @@ type lateClaim struct {
 	once    sync.Once
 }
 
-func (s *lateClaim) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	t, err := s.Status.Claim(ctx, lambda, id, delivery)
+func (s *lateClaim) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	t, err := s.Status.Claim(ctx, lambda, id, delivery, token)
 	s.once.Do(func() { close(s.entered) })
 	<-ctx.Done()
 	return t, err

@@ -25,15 +25,15 @@ import (
 // Status is the heartbeat and status controller as an executor sees it: in-process locally
 // (*status.Controller), a function invocation on AWS.
 type Status interface {
-	// Claim claims an enqueued task for one delivery of its message (its receipt): see
-	// status.Controller.Claim.
-	Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error)
+	// Claim claims an enqueued task for one delivery of its message (its receipt), by the call
+	// that token names: see status.Controller.Claim.
+	Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error)
 	Heartbeat(ctx context.Context, lambda, id, lease string) error
 	SetResult(ctx context.Context, lambda, id, lease string, r status.Result) (task.Task, error)
 	Release(ctx context.Context, lambda, id, lease string) error
-	// Unclaim hands back the claim made for a delivery whose answer never came: see
-	// status.Controller.Unclaim.
-	Unclaim(ctx context.Context, lambda, id, delivery string) error
+	// Unclaim hands back the claim made for a delivery by the call of token, whose answer never
+	// came: see status.Controller.Unclaim.
+	Unclaim(ctx context.Context, lambda, id, delivery, token string) error
 }
 
 var _ Status = (*status.Controller)(nil)
@@ -128,29 +128,65 @@ type Claimed struct {
 // lease runs from the call's send: a claim answered later than HeartbeatTimeout − LeaseMargin
 // after it would be stopped before it could start, and the call gives up then.
 //
+// The call carries a token of its own (status.Controller.Claim), so that another caller with the
+// same delivery (an event source mapping's batch processed twice) gets no share of its claim.
+//
 // A claim that fails without being refused (task.Refused: a timeout, a lost answer, a store or
 // status function fault) may have been written all the same, and nobody would run it: its
 // attempt would be spent at its heartbeat timeout. So Claim hands it back (Unclaim) before it
 // returns the error, best effort: the attempt does not count, and the task is due again at once.
+// When ctx has a deadline (a Lambda invocation's), the claim keeps part of the time left for the
+// unclaim (unclaimTime), and the unclaim ends by the deadline.
 func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (Claimed, error) {
+	if err := ctx.Err(); err != nil {
+		return Claimed{}, err // nothing sent: nothing to hand back
+	}
+	token := task.NewLease()
 	sent := time.Now()
-	cctx, cancel := context.WithDeadline(ctx, e.stopAt(sent))
+	end := e.stopAt(sent)
+	if d, ok := ctx.Deadline(); ok {
+		end = minTime(end, d.Add(-unclaimTime(d.Sub(sent))))
+	}
+	cctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	t, err := e.status.Claim(cctx, lambda, id, delivery)
-	if err != nil && !task.Refused(err) && delivery != "" {
-		e.unclaim(ctx, lambda, id, delivery, err)
+	t, err := e.status.Claim(cctx, lambda, id, delivery, token)
+	if err != nil && !task.Refused(err) && !status.Unwritten(err) && delivery != "" {
+		e.unclaim(ctx, lambda, id, delivery, token, err)
 	}
 	return Claimed{Task: t, Sent: sent}, err
 }
 
-// unclaim hands back the claim of delivery, which failed with claimErr, in case it was written.
-func (e *Executor) unclaim(ctx context.Context, lambda, id, delivery string, claimErr error) {
+// unclaimTime is how much of the time left before a claim's deadline it keeps for its unclaim:
+// half, at most reportTimeout.
+func unclaimTime(left time.Duration) time.Duration { return min(reportTimeout, left/2) }
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// unclaim hands back the claim of delivery made by the call of token, which failed with
+// claimErr, in case it was written. It runs even if ctx was cancelled, for reportTimeout at most
+// and never past ctx's deadline: past a Lambda invocation's deadline the runtime ends it, and its
+// batch's answer with it.
+func (e *Executor) unclaim(ctx context.Context, lambda, id, delivery, token string, claimErr error) {
 	log := e.log.With("lambda", lambda, "task_id", id, "claim_err", claimErr)
-	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	end := time.Now().Add(reportTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		end = minTime(end, d)
+	}
+	report, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()
-	switch err := e.status.Unclaim(report, lambda, id, delivery); {
+	switch err := e.status.Unclaim(report, lambda, id, delivery, token); {
 	case err == nil:
 		log.Info("claim failed after it was written; handed back untried")
+	case errors.Is(err, task.ErrInvalid):
+		// A status function older than unclaim.
+		log.Warn("claim failed and the status function cannot hand it back; if it was written, its heartbeat timeout counts its attempt", "err", err)
+	case errors.Is(err, task.ErrConflict):
+		log.Warn("claim failed after it was written, and its attempt's claims were handed back too often already; its heartbeat timeout counts the attempt", "err", err)
 	case task.Refused(err):
 		log.Debug("claim failed and was not written; nothing to hand back", "err", err)
 	default:

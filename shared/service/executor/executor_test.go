@@ -345,8 +345,8 @@ type hangingClaim struct {
 	deadline chan time.Time
 }
 
-func (f *hangingClaim) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	if _, err := f.Status.Claim(ctx, lambda, id, delivery); err != nil {
+func (f *hangingClaim) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	if _, err := f.Status.Claim(ctx, lambda, id, delivery, token); err != nil {
 		return task.Task{}, err
 	}
 	d, _ := ctx.Deadline()

@@ -38,8 +38,8 @@ type batchedClaims struct {
 	claimer *status.Claimer
 }
 
-func (b batchedClaims) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	return b.claimer.Claim(ctx, lambda, id, delivery)
+func (b batchedClaims) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	return b.claimer.Claim(ctx, lambda, id, delivery, token)
 }
 
 // TestLostClaimAnswersSpendNoAttempt: the first claim of every attempt is written and its answer

@@ -76,7 +76,7 @@ func TestRetrySentAhead(t *testing.T) {
 	}
 
 	// The retry's claim, then a release: back at once.
-	if _, err := hsc.Claim(t.Context(), "l", "r", "d2"); err != nil {
+	if _, err := hsc.Claim(t.Context(), "l", "r", "d2", ""); err != nil {
 		t.Fatal(err)
 	}
 	tk, _ := store.Get(t.Context(), "l", "r")
@@ -131,11 +131,11 @@ func TestStaleMessageRefusedBeforeRetry(t *testing.T) {
 	if _, err := hsc.SetResult(t.Context(), "l", "r", lease, status.Result{Outcome: status.Retriable, Error: "flaky"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hsc.Claim(t.Context(), "l", "r", "stale-duplicate"); !errors.Is(err, task.ErrConflict) {
+	if _, err := hsc.Claim(t.Context(), "l", "r", "stale-duplicate", ""); !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("a stale message during the backoff: %v, want a conflict", err)
 	}
 	clock = *q.msgs[0].RunAt
-	if got, err := hsc.Claim(t.Context(), "l", "r", "the-retry"); err != nil || got.Attempts != 2 {
+	if got, err := hsc.Claim(t.Context(), "l", "r", "the-retry", ""); err != nil || got.Attempts != 2 {
 		t.Fatalf("the retry's claim at its time: attempt %d, %v", got.Attempts, err)
 	}
 }

@@ -24,7 +24,7 @@ func cancelWhileRunning(t *testing.T, store task.Store) {
 // cancelled ends it cancelled.
 func TestCancelRunning(t *testing.T) {
 	store, hsc := enqueuedTask(t)
-	c, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	c, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestResultAfterCancel(t *testing.T) {
 	} {
 		t.Run(string(r.Outcome), func(t *testing.T) {
 			store, hsc := enqueuedTask(t)
-			c, err := hsc.Claim(t.Context(), "l", "d1", "")
+			c, err := hsc.Claim(t.Context(), "l", "d1", "", "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,11 +80,11 @@ func TestResultAfterCancel(t *testing.T) {
 // claim is refused.
 func TestClaimAgainAfterCancel(t *testing.T) {
 	store, hsc := enqueuedTask(t)
-	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); err != nil {
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	cancelWhileRunning(t, store)
-	if got, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); !errors.Is(err, task.ErrConflict) || got.Lease != "" {
+	if got, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", ""); !errors.Is(err, task.ErrConflict) || got.Lease != "" {
 		t.Fatalf("claim again: lease %q, %v; want ErrConflict and no task", got.Lease, err)
 	}
 	if stored, _ := store.Get(t.Context(), "l", "d1"); stored.Status != task.StatusCancelled {

@@ -31,6 +31,7 @@ type Claimer struct {
 type claimCall struct {
 	ctx                  context.Context
 	lambda, id, delivery string
+	token                string
 	answer               chan claimAnswer // room for the one answer: the batch never waits
 }
 
@@ -59,19 +60,19 @@ func NewClaimer(c *Controller) *Claimer {
 }
 
 // Claim claims like Controller.Claim, with the claims made meanwhile. After Close it claims alone.
-func (k *Claimer) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
-	call := &claimCall{ctx: ctx, lambda: lambda, id: id, delivery: delivery, answer: make(chan claimAnswer, 1)}
+func (k *Claimer) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	call := &claimCall{ctx: ctx, lambda: lambda, id: id, delivery: delivery, token: token, answer: make(chan claimAnswer, 1)}
 	k.mu.RLock()
 	if k.closed {
 		k.mu.RUnlock()
-		return k.ctl.Claim(ctx, lambda, id, delivery)
+		return k.ctl.Claim(ctx, lambda, id, delivery, token)
 	}
 	select {
 	case k.in <- call:
 		k.mu.RUnlock()
 	case <-ctx.Done():
 		k.mu.RUnlock()
-		return task.Task{}, ctx.Err()
+		return task.Task{}, unwritten(ctx.Err()) // no batch has it
 	}
 	select {
 	case a := <-call.answer:
@@ -124,7 +125,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 	gates, err := c.gates.At(ctx, now)
 	if err != nil {
 		for _, call := range batch {
-			call.answer <- claimAnswer{err: err}
+			call.answer <- claimAnswer{err: unwritten(err)}
 		}
 		return
 	}
@@ -135,7 +136,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 	found, err := task.GetBatch(ctx, c.store, refs)
 	if err != nil {
 		for _, call := range batch {
-			call.answer <- claimAnswer{err: err}
+			call.answer <- claimAnswer{err: unwritten(err)}
 		}
 		return
 	}
@@ -154,7 +155,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 			call.answer <- claimAnswer{err: task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", call.id, call.lambda)}
 			continue
 		}
-		cl := c.claim(gates, call.lambda, call.id, call.delivery, now)
+		cl := c.claim(gates, call.lambda, call.id, call.delivery, call.token, now)
 		next, err := cl.transition(t)
 		if err != nil {
 			a := claimAnswer{}
@@ -181,7 +182,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 		call, a := calls[i], claimAnswer{}
 		if errors.Is(err, task.ErrConflict) {
 			// Changed since the read (a duplicate message's claim, a timeout): claim alone.
-			a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery)
+			a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
 		} else {
 			a.t, a.err = c.claimed(call.ctx, cls[i], ws[i].Task, err)
 		}

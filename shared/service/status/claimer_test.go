@@ -57,7 +57,7 @@ func TestClaimerClaimsOnce(t *testing.T) {
 		for d := range 2 {
 			wg.Go(func() {
 				id := "c" + strconv.Itoa(i)
-				c, err := k.Claim(t.Context(), "l", id, "receipt-"+strconv.Itoa(d))
+				c, err := k.Claim(t.Context(), "l", id, "receipt-"+strconv.Itoa(d), "")
 				mu.Lock()
 				got = append(got, outcome{id, c.Lease, err})
 				mu.Unlock()
@@ -85,10 +85,10 @@ func TestClaimerClaimsOnce(t *testing.T) {
 		}
 	}
 
-	if _, err := k.Claim(t.Context(), "l", "missing", "r"); !errors.Is(err, task.ErrNotFound) {
+	if _, err := k.Claim(t.Context(), "l", "missing", "r", ""); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("a claim of a task that does not exist: got %v, want ErrNotFound", err)
 	}
-	if _, err := k.Claim(t.Context(), "gated", "c0", "r"); !errors.Is(err, task.ErrConflict) {
+	if _, err := k.Claim(t.Context(), "gated", "c0", "r", ""); !errors.Is(err, task.ErrConflict) {
 		t.Errorf("a claim behind a paused gate: got %v, want ErrConflict", err)
 	}
 	if held, err := store.Get(t.Context(), "gated", "c0"); err != nil || held.Status != task.StatusNew {

@@ -29,7 +29,7 @@ func claimedTasks(t *testing.T, store task.Store, n int) ([]task.Task, *status.C
 		if err := store.Create(t.Context(), enq); err != nil {
 			t.Fatal(err)
 		}
-		if claims[i], err = hsc.Claim(t.Context(), "l", tk.ID, ""); err != nil {
+		if claims[i], err = hsc.Claim(t.Context(), "l", tk.ID, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

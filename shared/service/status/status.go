@@ -98,12 +98,16 @@ const GateAge = time.Second
 // The claim starts the task (task.Claim): it is processing at once, under the new lease, until a
 // heartbeat timeout from now.
 //
-// delivery names the message delivery the claim is for (its receipt). A claim sent again for the
-// same delivery while the task still runs under its lease (a retried call whose first answer was
-// lost) is answered with that claim again, the same lease, and counts no second attempt. Its
-// lease is renewed from now, as by a heartbeat: the caller measures the lease from when it sent
-// the call it got an answer to, which may be later than the first. An empty delivery always
-// makes a new claim.
+// delivery names the message delivery the claim is for (its receipt), and token the claim call
+// (a random value its caller picks once and sends with every retry of the call): the lease is
+// theirs (task.DeliveryLease). A claim sent again by the same call while the task still runs
+// under its lease (a retried call whose first answer was lost) is answered with that claim
+// again, the same lease, and counts no second attempt. Its lease is renewed from now, as by a
+// heartbeat: the caller measures the lease from when it sent the call it got an answer to, which
+// may be later than the first. A claim for the same delivery with another token (a batch that
+// its event source mapping delivered twice) conflicts, as a duplicate message does. An empty
+// token is a caller older than tokens: every such claim of the delivery shares its lease. An
+// empty delivery always makes a new claim.
 //
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
@@ -112,13 +116,13 @@ const GateAge = time.Second
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
 // claimed: the delivery latency. The metrics (package metrics) measure the same from the claim's
 // write, for the Prometheus histogram of atf dev and the EMF metric and alarm on AWS.
-func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (task.Task, error) {
+func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	now := c.now().UTC()
 	gates, err := c.gates.At(ctx, now)
 	if err != nil {
-		return task.Task{}, err
+		return task.Task{}, unwritten(err)
 	}
-	cl := c.claim(gates, lambda, id, delivery, now)
+	cl := c.claim(gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
 	return c.claimed(ctx, cl, t, err)
 }
@@ -126,6 +130,7 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery string) (ta
 // claimOf is one claim's transition, and what it found.
 type claimOf struct {
 	lambda, id, delivery string
+	token                string
 	gates                []task.Gate
 	now                  time.Time
 	cfg                  task.Config
@@ -134,8 +139,8 @@ type claimOf struct {
 	cancelled            bool   // cancelled before the claim's answer got through
 }
 
-func (c *Controller) claim(gates []task.Gate, lambda, id, delivery string, now time.Time) *claimOf {
-	return &claimOf{lambda: lambda, id: id, delivery: delivery, gates: gates, now: now, cfg: c.cfg}
+func (c *Controller) claim(gates []task.Gate, lambda, id, delivery, token string, now time.Time) *claimOf {
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, gates: gates, now: now, cfg: c.cfg}
 }
 
 // transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
@@ -149,7 +154,7 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 	if cl.delivery == "" {
 		return task.Claim(t, task.NewLease(), cl.now, cl.cfg)
 	}
-	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts) {
+	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts) {
 		if t.CancelRequested {
 			// Cancelled before the claim's answer got through: its handler never ran.
 			cl.cancelled = true
@@ -158,7 +163,7 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 		cl.again = true
 		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
 	}
-	return task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, t.Attempts+1), cl.now, cl.cfg)
+	return task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg)
 }
 
 // claimed answers a claim whose transition was written (err nil) or failed with err.
@@ -293,21 +298,35 @@ func (c *Controller) Release(ctx context.Context, lambda, id, lease string) erro
 	return err
 }
 
-// Unclaim hands back untried the claim made for delivery, if that claim still holds the task:
-// its caller never got the claim's answer (the call failed in a way that leaves the write
-// unknown: a timeout, a lost response) and will run nothing under it, so the attempt does not
-// count (task.Release). The lease is the delivery's (task.DeliveryLease), which only the caller
-// can compute. It fails with task.ErrStaleLease when no claim of delivery holds the task: the
-// claim was never written, or the task has moved on.
-func (c *Controller) Unclaim(ctx context.Context, lambda, id, delivery string) error {
-	if delivery == "" {
-		return task.Errorf(task.ErrInvalid, "unclaim of task %s needs the delivery its claim was for", id)
+// Unclaim hands back untried the claim made for delivery by the call of token, if that claim
+// still holds the task: its caller never got the claim's answer (the call failed in a way that
+// leaves the write unknown: a timeout, a lost response) and will run nothing under it, so the
+// attempt does not count (task.Unclaim). The lease is the claim call's (task.DeliveryLease),
+// which only that caller can compute. It fails with task.ErrStaleLease when no claim of that
+// call holds the task: the claim was never written, or the task has moved on; with
+// task.ErrConflict once task.MaxHandBacks claims of the attempt were handed back; and with
+// task.ErrInvalid without a token, since every tokenless caller of a delivery shares its lease
+// and one may be running it.
+func (c *Controller) Unclaim(ctx context.Context, lambda, id, delivery, token string) error {
+	if delivery == "" || token == "" {
+		return task.Errorf(task.ErrInvalid, "unclaim of task %s needs the delivery and the token its claim was made with", id)
 	}
 	_, err := task.ApplyState(ctx, c.store, lambda, id, func(t task.Task) (task.Task, error) {
-		return task.Release(t, task.DeliveryLease(lambda, id, delivery, t.Attempts), c.now().UTC())
+		return task.Unclaim(t, task.DeliveryLease(lambda, id, delivery, token, t.Attempts), c.now().UTC())
 	})
 	if err == nil {
 		c.log.Info("claim handed back: its answer was lost, its handler never ran", "lambda", lambda, "task_id", id)
 	}
 	return err
 }
+
+// errUnwritten marks a claim that failed before it could write anything: its caller has
+// nothing to hand back (Unwritten).
+var errUnwritten = errors.New("the claim was not written")
+
+func unwritten(err error) error { return fmt.Errorf("%w: %w", errUnwritten, err) }
+
+// Unwritten reports whether err is that of a claim made in this process that failed before any
+// write of it could have been made (its gates could not be read, or its caller had given up
+// before it started): there is nothing to hand back.
+func Unwritten(err error) bool { return errors.Is(err, errUnwritten) }

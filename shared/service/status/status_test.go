@@ -36,7 +36,7 @@ func TestDeliveryLatency(t *testing.T) {
 	var logs bytes.Buffer
 	hsc := status.New(store, status.Config{Task: cfg, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 		Now: func() time.Time { return runAt.Add(1500 * time.Millisecond) }})
-	if _, err := hsc.Claim(t.Context(), "l", "d1", ""); err != nil {
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	var rec struct {
@@ -72,12 +72,12 @@ func enqueuedTask(t *testing.T) (*sqlitestore.Store, *status.Controller) {
 // task with its holder's lease.
 func TestClaimConflictHidesLease(t *testing.T) {
 	_, hsc := enqueuedTask(t)
-	won, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	won, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", "")
 	if err != nil || won.Lease == "" {
 		t.Fatalf("first claim: %+v, %v", won, err)
 	}
 	for _, delivery := range []string{"receipt-2", ""} {
-		lost, err := hsc.Claim(t.Context(), "l", "d1", delivery)
+		lost, err := hsc.Claim(t.Context(), "l", "d1", delivery, "")
 		if !errors.Is(err, task.ErrConflict) {
 			t.Fatalf("second claim (delivery %q): %v, want a conflict", delivery, err)
 		}
@@ -96,7 +96,7 @@ func TestClaimRepeatedForDelivery(t *testing.T) {
 	clock := time.Now().UTC()
 	cfg := task.Config{}.WithDefaults()
 	hsc := status.New(store, status.Config{Task: cfg, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return clock }})
-	first, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	first, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", "")
 	if err != nil || first.Status != task.StatusProcessing || !first.NextTriggerAt.Equal(clock.Add(cfg.HeartbeatTimeout)) {
 		t.Fatalf("claim: %+v, %v; want processing until a heartbeat timeout from now", first, err)
 	}
@@ -107,7 +107,7 @@ func TestClaimRepeatedForDelivery(t *testing.T) {
 			}
 		}
 		clock = clock.Add(time.Second)
-		again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+		again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", "")
 		if err != nil || again.Lease != first.Lease || again.Attempts != 1 || again.Status != task.StatusProcessing {
 			t.Fatalf("%s: %+v, %v; want the first claim again (lease %s, attempt 1)", step, again, err, first.Lease)
 		}
@@ -115,13 +115,13 @@ func TestClaimRepeatedForDelivery(t *testing.T) {
 			t.Fatalf("%s: lease runs to %s, want a heartbeat timeout after the repeat (%s)", step, again.NextTriggerAt, clock.Add(cfg.HeartbeatTimeout))
 		}
 	}
-	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-2"); !errors.Is(err, task.ErrConflict) {
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-2", ""); !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("claim of a running task for another delivery: %v, want a conflict", err)
 	}
 	if _, err := hsc.SetResult(t.Context(), "l", "d1", first.Lease, status.Result{Outcome: status.Retriable, Error: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1"); !errors.Is(err, task.ErrConflict) {
+	if _, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", ""); !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("claim for a delivery whose run ended: %v, want a conflict", err)
 	}
 	got, _ := store.Get(t.Context(), "l", "d1")
@@ -141,11 +141,11 @@ func TestClaimRepeatedStartsOldClaim(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	old := tk
-	old.Status, old.Lease, old.Attempts, old.Version, old.UpdatedAt = task.StatusClaimed, task.DeliveryLease("l", "d1", "receipt-1", 1), 1, tk.Version+1, now
+	old.Status, old.Lease, old.Attempts, old.Version, old.UpdatedAt = task.StatusClaimed, task.DeliveryLease("l", "d1", "receipt-1", "", 1), 1, tk.Version+1, now
 	if err := store.Update(t.Context(), old, tk.Version); err != nil {
 		t.Fatal(err)
 	}
-	again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1")
+	again, err := hsc.Claim(t.Context(), "l", "d1", "receipt-1", "")
 	if err != nil || again.Lease != old.Lease || again.Attempts != 1 || again.Status != task.StatusProcessing {
 		t.Fatalf("repeat of an old claim: %+v, %v; want it processing under its lease, attempt 1", again, err)
 	}
@@ -171,7 +171,7 @@ func TestLongErrorEndsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsc := status.New(store, status.Config{Task: cfg})
-	claimed, err := hsc.Claim(t.Context(), "l", "e1", "")
+	claimed, err := hsc.Claim(t.Context(), "l", "e1", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestClaimHeldByGate(t *testing.T) {
 		}
 		clock := now
 		hsc := status.New(store, status.Config{Task: cfg, Now: func() time.Time { return clock }})
-		if _, err := hsc.Claim(t.Context(), "l", "g", "r1"); !errors.Is(err, task.ErrConflict) {
+		if _, err := hsc.Claim(t.Context(), "l", "g", "r1", ""); !errors.Is(err, task.ErrConflict) {
 			t.Fatalf("%+v: claim %v, want ErrConflict", gate, err)
 		}
 		got, _ := store.Get(t.Context(), "l", "g")
@@ -234,7 +234,7 @@ func TestClaimHeldByGate(t *testing.T) {
 		if err := store.Update(t.Context(), enq, got.Version); err != nil {
 			t.Fatal(err)
 		}
-		if c, err := hsc.Claim(t.Context(), "l", "g", "r2"); err != nil || c.Attempts != 1 {
+		if c, err := hsc.Claim(t.Context(), "l", "g", "r2", ""); err != nil || c.Attempts != 1 {
 			t.Fatalf("%+v opened: claim %v attempts %d, want a claim", gate, err, c.Attempts)
 		}
 	}

@@ -290,7 +290,7 @@ func TestResultTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsc := status.New(s, status.Config{Task: cfg})
-	claimed, err := hsc.Claim(ctx, l.Name, "r1", "")
+	claimed, err := hsc.Claim(ctx, l.Name, "r1", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +603,7 @@ func TestTransitionWritesOnlyState(t *testing.T) {
 	}
 	hsc := status.New(s, status.Config{})
 	meter.Reset()
-	claimed, err := hsc.Claim(ctx, l.Name, "h1", "")
+	claimed, err := hsc.Claim(ctx, l.Name, "h1", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +728,7 @@ func TestLongErrorEndsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsc := status.New(s, status.Config{Task: cfg})
-	claimed, err := hsc.Claim(ctx, l.Name, "e1", "")
+	claimed, err := hsc.Claim(ctx, l.Name, "e1", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

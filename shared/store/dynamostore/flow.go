@@ -456,7 +456,7 @@ var StateAttributes = []string{
 	attrCollection, attrPriority, attrStatus, attrPayloadRef, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrAfterCount, attrAfterRef, attrTrigger,
-	attrSettled, attrDownstream, attrNotifyCursor, attrCancel, attrNotBefore,
+	attrSettled, attrDownstream, attrNotifyCursor, attrCancel, attrNotBefore, attrHandBacks,
 }
 
 // stateProjection and stateNames are StateAttributes as a projection expression.

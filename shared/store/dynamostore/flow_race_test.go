@@ -264,7 +264,7 @@ func TestFlowExpiredUpstreamInputLost(t *testing.T) {
 	r.sweep(r.s)
 	r.sweep(r.s)
 	hsc := status.New(r.s, status.Config{Task: r.cfg})
-	claimed, err := hsc.Claim(t.Context(), "a", "D", "")
+	claimed, err := hsc.Claim(t.Context(), "a", "D", "", "")
 	if err != nil {
 		t.Fatalf("claim D: %v (D is %s)", err, r.get("D").Status)
 	}

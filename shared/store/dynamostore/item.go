@@ -44,6 +44,7 @@ const (
 	attrParked      = "parked" // BOOL, present only when true
 	attrCancel      = "cxl"    // BOOL, present only when true: a running task's cancel was accepted
 	attrNotBefore   = "nb"     // N, unix nanoseconds: an enqueued task sent ahead is not claimed before
+	attrHandBacks   = "hb"     // N, present only when not 0: the claims of the attempt handed back
 	// Task flows (see flow.go); each present only on a task that has it.
 	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
 	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
@@ -161,7 +162,7 @@ var stateAttrs = []string{
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
-	attrCancel, attrNotBefore,
+	attrCancel, attrNotBefore, attrHandBacks,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -196,6 +197,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	}
 	if t.CancelRequested {
 		item[attrCancel] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if t.HandBacks != 0 {
+		item[attrHandBacks] = n(int64(t.HandBacks))
 	}
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
@@ -307,6 +311,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	if v, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
 		t.CancelRequested = v.Value
 	}
+	t.HandBacks = int(num(attrHandBacks))
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))

@@ -164,7 +164,7 @@ func TestWritesPerTask(t *testing.T) {
 					return s.Create(ctx, enq)
 				}},
 				{"claim", func() error {
-					claimed, err := hsc.Claim(ctx, l.Name, id, "")
+					claimed, err := hsc.Claim(ctx, l.Name, id, "", "")
 					lease = claimed.Lease
 					return err
 				}},

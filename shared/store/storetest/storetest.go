@@ -47,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
 		{"CancelRequested", testCancelRequested},
+		{"HandBacks", testHandBacks},
 		{"Redrive", testRedrive},
 	}
 	cases = append(cases, flowCases(c)...)
@@ -136,6 +137,7 @@ func diff(want, got task.Task) []string {
 	check("NotifyCursor", want.NotifyCursor == got.NotifyCursor, want.NotifyCursor, got.NotifyCursor)
 	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
 	ptrEq("NotBefore", want.NotBefore, got.NotBefore)
+	check("HandBacks", want.HandBacks == got.HandBacks, want.HandBacks, got.HandBacks)
 	return d
 }
 

@@ -784,7 +784,7 @@ func (m *machine) claim(id string, predict bool) *worker {
 	// A task sent ahead is not claimed before its run time (task.Task.NotBefore), whatever message
 	// comes: a resend or a duplicate is refused.
 	early := found && pre.NotBefore != nil && m.sys.now.Before(pre.NotBefore.Add(-task.ClaimEarly))
-	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "")
+	got, err := m.sys.status.Claim(m.sys.ctx(), m.sys.name(), id, "", "")
 	if err != nil {
 		m.logf("claim of %s refused: %s", id, kind(err))
 		m.tally.refusedClaims++
