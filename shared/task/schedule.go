@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,13 +18,15 @@ import (
 // Periodic schedules: a Schedule creates one task of its lambda at each of its fire times, from a
 // template. Its kind is cron (five fields, read in a time zone) or rate (every N seconds, minutes
 // or hours). The store keeps it with the time of its next firing (NextFire); the consumer's pass
-// reads the schedules due (ScheduleStore.DueSchedules), creates each firing's task and moves
-// NextFire on with a write conditional on the schedule's version (Fire).
+// reads the schedules due (ScheduleStore.DueSchedules), and in one atomic write creates its
+// firings' tasks and moves NextFire on (Fire), conditional on the schedule's version and
+// incarnation (ScheduleStore.FireSchedule).
 //
 // One task per firing: a firing's task id is FireID(schedule, fire time), and creating a task is
-// idempotent on its id, so a firing seen twice (two consumers, a retry, a crash between the create
-// and the advance) finds its task there and creates none. The advance is conditional, so of two
-// consumers that read the same version, one moves it.
+// idempotent on its id, so a firing seen twice (two consumers, a retry) finds its task there and
+// creates none. The write is conditional, so of two consumers that read the same version, one
+// makes the firings; and a pause or a delete, which moves the version or removes the schedule,
+// makes every pass that read the schedule before it create nothing.
 
 // Schedule policies.
 const (
@@ -48,6 +51,10 @@ const (
 const (
 	// MaxCatchUp bounds the missed firings that catch-up "all" runs at once: the latest ones.
 	MaxCatchUp = 100
+	// MaxFiringsPerWrite bounds the firings one FireSchedule makes: with the schedule, one
+	// DynamoDB transaction (MaxBatch items). A pass with more makes these and leaves the schedule
+	// due at the first of the others.
+	MaxFiringsPerWrite = MaxBatch - 1
 	// MaxSchedulePayload bounds a template's payload: every firing rewrites the schedule, and on
 	// DynamoDB a write costs a unit per KB of the item (docs/capacity.md).
 	MaxSchedulePayload = 16 << 10
@@ -101,6 +108,10 @@ type Schedule struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Version   int64      `json:"version"`
+	// Incarnation is a random token set at create and never changed: a schedule deleted and
+	// created again under its id restarts at version 1, and this tells the two apart, so that a
+	// pass that read the first cannot write the second.
+	Incarnation string `json:"-"`
 	// Spec fingerprints the create request, so that a replay is told from another request that
 	// reuses the id.
 	Spec string `json:"-"`
@@ -139,7 +150,7 @@ func NewSchedule(spec ScheduleSpec, l Lambda, now time.Time, c Config) (Schedule
 	s := Schedule{
 		ID: spec.ID, Lambda: l.Name, Cron: strings.TrimSpace(spec.Cron), TimeZone: spec.TimeZone, Rate: strings.TrimSpace(spec.Rate),
 		Task: spec.Task, CatchUp: spec.CatchUp, Overlap: spec.Overlap, State: ScheduleActive,
-		CreatedAt: now, UpdatedAt: now, Version: 1,
+		CreatedAt: now, UpdatedAt: now, Version: 1, Incarnation: rand.Text(),
 	}
 	if s.ID == "" {
 		s.ID = NewID(now)

@@ -3,11 +3,57 @@ package frontend
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
 
-// Periodic schedules (task/schedule.go): the API keeps them in the store; the consumer fires them.
+// Periodic schedules (task/schedule.go): the API keeps them in the store; the consumer fires them,
+// through FireSchedule.
+
+// FireSchedule makes the firings of a schedule at ats, for the consumer's pass that read it at
+// version prev: in one atomic write (task.ScheduleStore.FireSchedule) it creates their tasks,
+// those whose ids are free, and writes fired, the schedule moved on, if the schedule has not
+// changed since; otherwise it creates nothing and returns task.ErrConflict. Like Schedule, it
+// sends a task due within task.MaxSendAhead to its queue itself (see ahead.go), once stored; a
+// send that fails leaves it to the sweep. It reports which tasks it created.
+func (s *Service) FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) ([]bool, error) {
+	l, err := s.lambda(fired.Lambda)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	tasks := make([]task.Task, len(ats))
+	for i, at := range ats {
+		if tasks[i], err = task.New(fired.TaskSpec(at), l, now, s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	msgs := s.enqueueAhead(ctx, tasks, now)
+	created, err := s.store.FireSchedule(ctx, fired, prev, tasks)
+	if err != nil {
+		if !task.Refused(err) {
+			s.send(ctx, msgs, now) // the write may have landed: a message too many fails its claim
+		}
+		return nil, err
+	}
+	// A task whose id was taken is not this firing's to send.
+	made := map[string]bool{}
+	for i, t := range tasks {
+		made[t.ID] = created[i]
+	}
+	sent := msgs[:0:0]
+	for _, m := range msgs {
+		if made[m.TaskID] {
+			sent = append(sent, m)
+		}
+	}
+	s.send(ctx, sent, now)
+	if len(sent) < len(tasks) {
+		s.notify()
+	}
+	return created, nil
+}
 
 // CreateSchedule creates a schedule. Like Schedule it is idempotent on the id: the same request
 // again returns the stored schedule with created false; a different one with a taken id fails
