@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -268,4 +269,35 @@ func TestStopWhenIdleWaitsForSchedule(t *testing.T) {
 	if _, err := e.store.Get(t.Context(), "a", task.FireID(sc.ID, sc.NextFire)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestScheduleOverlapSkipSendsAhead: with sending ahead, overlap skip judges a firing at its own
+// fire time: a rate(1s) schedule whose every task ends half a second after its fire time loses
+// no firing, though each pass fires up to a poll interval early, when the previous task has not
+// ended yet.
+func TestScheduleOverlapSkipSendsAhead(t *testing.T) {
+	e := newEnv(t, 0, "report")
+	created := e.now
+	svc := frontend.New(e.store, frontend.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
+	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
+	sc := e.newSchedule(t, "report", task.ScheduleSpec{ID: "o", Rate: "1s", Overlap: task.OverlapSkip})
+	var want []time.Time
+	for step := 1; step <= 16; step++ { // a pass every half second
+		e.now = created.Add(time.Duration(step) * 500 * time.Millisecond)
+		if _, err := cons.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if step%2 == 0 {
+			want = append(want, e.now)
+			continue
+		}
+		// Half a second after its fire time, the previous firing's task ends.
+		at := e.now.Add(-500 * time.Millisecond)
+		if _, err := task.Apply(context.Background(), e.store, "report", task.FireID(sc.ID, at), func(tk task.Task) (task.Task, error) {
+			return task.Cancel(tk, e.now)
+		}); err != nil && !errors.Is(err, task.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	sameIDs(t, "8 s of rate(1s), each task ended 0.5 s after its fire time", e.firedIDs(t, "report"), fireIDs(sc.ID, want...))
 }
