@@ -21,8 +21,9 @@ import (
 // key the schedule id, so that a lambda's list is one Query. An active schedule has a due entry
 // under the same partition key in the due index, its sort key <next fire>#<id>: the consumer's
 // read of what is due is one Query of that partition's range up to now, and a paused schedule,
-// which has no entry, costs it nothing. Each firing rewrites the item with PutItem conditional on
-// its version, so the entry moves with it (docs/data-model.md, "Schedules").
+// which has no entry, costs it nothing. Each pass's firings rewrite the item, with their tasks, in
+// one transaction conditional on its version and incarnation (FireSchedule), so the entry moves
+// with it (docs/data-model.md, "Schedules").
 
 const (
 	schedulePKPrefix = "sched#"
