@@ -61,7 +61,8 @@ const (
 	// MinRate and MaxRate bound a rate schedule's period.
 	MinRate = time.Second
 	MaxRate = 366 * 24 * time.Hour
-	// maxScheduleIDLength leaves room in a task id (128 characters) for the fire time (FireID).
+	// maxScheduleIDLength leaves room in a task id (128 characters) for the fire time and the
+	// incarnation's tag (FireID).
 	maxScheduleIDLength = 100
 	// NextFiresShown is how many fire times a schedule's answer lists.
 	NextFiresShown = 5
@@ -103,7 +104,7 @@ type Schedule struct {
 	// returns a paused schedule as due.
 	NextFire time.Time `json:"next_fire"`
 	// LastFire is the latest firing that created a task (zero before the first): overlap "skip"
-	// reads its task, FireID(ID, LastFire).
+	// reads its task, FireID(LastFire).
 	LastFire  *time.Time `json:"last_fire,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
@@ -352,17 +353,34 @@ func (s Schedule) Upcoming(now time.Time, n int) []time.Time {
 	return out
 }
 
-// FireID is the id of the task that schedule id creates at its firing at: the schedule's id and
-// the fire time to the second, such as nightly:20261125T023000Z. Ids of one schedule sort by time.
-func FireID(scheduleID string, at time.Time) string {
-	return scheduleID + ":" + at.UTC().Format("20060102T150405Z")
+// FireID is the id of the task that a schedule of id scheduleID and incarnation creates at its
+// firing at: the schedule's id, the fire time to the second and the incarnation's tag, such as
+// nightly:20261125T023000Z.K7F3M2Q9XA. The tag tells the firings of a schedule deleted and created
+// again under its id from the old one's, so that a task the old one made ahead (and its delete
+// cancelled) holds no firing of the new one. A schedule stored before incarnations has none, and
+// its ids no tag. Ids of one incarnation sort by time; an id is at most 128 characters.
+func FireID(scheduleID, incarnation string, at time.Time) string {
+	id := scheduleID + ":" + at.UTC().Format("20060102T150405Z")
+	if incarnation == "" {
+		return id
+	}
+	return id + "." + incarnation[:min(len(incarnation), fireIDTagLength)]
+}
+
+// fireIDTagLength is the length of an incarnation's tag in a firing's id: 50 random bits, which
+// fills a task id (128 characters) under the longest schedule id.
+const fireIDTagLength = 10
+
+// FireID is the id of the task that s creates at its firing at.
+func (s Schedule) FireID(at time.Time) string {
+	return FireID(s.ID, s.Incarnation, at)
 }
 
 // TaskSpec is the request that creates the task of the firing at.
 func (s Schedule) TaskSpec(at time.Time) Spec {
 	at = at.UTC()
 	return Spec{
-		ID: FireID(s.ID, at), Payload: s.Task.Payload, RunAt: &at, Priority: s.Task.Priority,
+		ID: s.FireID(at), Payload: s.Task.Payload, RunAt: &at, Priority: s.Task.Priority,
 		Collection: s.Task.Collection, MaxAttempts: s.Task.MaxAttempts,
 	}
 }

@@ -182,7 +182,7 @@ func (c *passState) advance(ctx context.Context, sc task.Schedule, last *time.Ti
 // is gone (retention removed it) has ended; so has one whose read fails: a firing made twice in
 // parallel is what allow does, a firing lost for a read error is worse.
 func (c *passState) running(ctx context.Context, sc task.Schedule, at time.Time) bool {
-	id := task.FireID(sc.ID, at)
+	id := sc.FireID(at)
 	read := c.store.Get
 	if r, ok := c.store.(task.StateReader); ok {
 		read = r.GetState

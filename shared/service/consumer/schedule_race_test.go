@@ -23,8 +23,9 @@ import (
 // while schedules are paused, resumed, and deleted and created again under their ids, the pauses
 // and deletes between a pass's read of a schedule and its write: every task is made by an incarnation of its
 // schedule that was active when the write began, for a fire time of that active time (up to the
-// lead after its end), one per firing, and every firing of the last active time is made. On the
-// embedded store and on DynamoDB.
+// lead after its end, and then cancelled: none runs after a pause or delete was answered), one
+// per firing, and every firing of every active time of every incarnation that a full round of
+// passes came to is made. On the embedded store and on DynamoDB.
 func TestScheduleRace(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
@@ -150,14 +151,20 @@ func scheduleRace(t *testing.T, base task.Store) {
 	var mu sync.Mutex // the schedules' state below, and the API calls that change it
 	events := map[string][]raceEvent{}
 	incs := map[string]int{}
+	tokens := map[string]map[int]string{} // each incarnation's token, for its firings' ids
 	paused := map[string]bool{}
 	create := func(id string) {
 		incs[id]++
 		at := clock.advance(time.Nanosecond)
 		spec := task.ScheduleSpec{ID: id, Rate: "1s", CatchUp: task.CatchUpAll, Task: task.Template{Payload: fmt.Appendf(nil, `{"inc":%d}`, incs[id])}}
-		if _, _, err := api.CreateSchedule(ctx, "report", spec); err != nil {
+		sc, _, err := api.CreateSchedule(ctx, "report", spec)
+		if err != nil {
 			t.Error(err)
 		}
+		if tokens[id] == nil {
+			tokens[id] = map[int]string{}
+		}
+		tokens[id][incs[id]] = sc.Incarnation
 		events[id] = append(events[id], raceEvent{inc: incs[id], at: at})
 	}
 	stop := func(id string, change func() error) {
@@ -192,9 +199,12 @@ func scheduleRace(t *testing.T, base task.Store) {
 		stop(id, func() error { return api.DeleteSchedule(ctx, "report", id) })
 		create(id)
 	}
+	type round struct{ at, done time.Time } // a round of passes: its time, and the clock after it
+	var done []round
+	between := 0 // stops between rounds, while the schedule has a firing made ahead
 	rounds := func(n int) {
 		for range n {
-			clock.advance(250 * time.Millisecond)
+			at := clock.advance(250 * time.Millisecond)
 			hooking.Store(true)
 			if _, err := conses[0].Sweep(ctx); err != nil {
 				t.Error(err)
@@ -210,6 +220,21 @@ func scheduleRace(t *testing.T, base task.Store) {
 			}
 			wg.Wait()
 			mu.Lock()
+			done = append(done, round{at: at, done: clock.Now()})
+			// A quarter second past a whole second, the passes made the next second's firing
+			// ahead: delete a schedule and create it again, or pause it, then.
+			if past := at.Sub(at.Truncate(time.Second)); past >= 250*time.Millisecond && past < 500*time.Millisecond {
+				between++
+				if id := ids[between%2]; !paused[id] {
+					if between/2%2 == 0 {
+						stop(id, func() error { _, err := api.PauseSchedule(ctx, "report", id); return err })
+						paused[id] = true
+					} else {
+						stop(id, func() error { return api.DeleteSchedule(ctx, "report", id) })
+						create(id)
+					}
+				}
+			}
 			for _, id := range ids {
 				if paused[id] && clock.Now().Sub(events[id][len(events[id])-1].at) >= 500*time.Millisecond {
 					at := clock.advance(time.Nanosecond)
@@ -273,39 +298,72 @@ func scheduleRace(t *testing.T, base task.Store) {
 				m.id, m.inc, m.fire.Format(time.TimeOnly), m.began.Format(time.TimeOnly+".000000000"), events[id])
 			continue
 		}
-		// Its fire time is of an active time of the incarnation, at most a lead after its end.
-		ok := false
+		// Its fire time is of an active time of the incarnation, at most a lead after its end; past
+		// the end, the pause or delete cancelled it before it was answered.
+		inside, tail := false, time.Time{}
 		for i, e := range events[id] {
 			if e.inc != m.inc || e.stop || !m.fire.After(e.at) {
 				continue
 			}
-			if i+1 == len(events[id]) || !m.fire.After(events[id][i+1].at.Add(lead)) {
-				ok = true
+			if i+1 == len(events[id]) || !m.fire.After(events[id][i+1].at) {
+				inside = true
+			} else if !m.fire.After(events[id][i+1].at.Add(lead)) {
+				tail = events[id][i+1].at
+			}
+		}
+		ok := inside || !tail.IsZero()
+		if !inside && !tail.IsZero() {
+			if tk, err := base.Get(ctx, "report", m.id); err != nil || tk.Status != task.StatusCancelled {
+				t.Errorf("task %s (incarnation %d) fires at %s, after the stop answered at %s, and was not cancelled: %s, %v",
+					m.id, m.inc, m.fire.Format(time.TimeOnly), tail.Format(time.TimeOnly+".000000000"), tk.Status, err)
 			}
 		}
 		if !ok {
 			t.Errorf("task %s (incarnation %d) fires at %s, outside the active times of its incarnation: %+v", m.id, m.inc, m.fire.Format(time.TimeOnly), events[id])
 		}
 	}
-	// Every firing of the last active time up to the last pass is made, by the last incarnation.
+	// Every firing of every active time is made, by its incarnation: those up to a lead after the
+	// last round of passes that began after the start and ended before the stop (a pass that read
+	// the schedule before a stop makes nothing), and before the stop.
+	checked := 0
 	for _, id := range ids {
-		// A firing within a lead of the last stop may have found its id taken by a task the
-		// incarnation before made ahead (docs/guarantees.md): the check starts after that.
 		evs := events[id]
-		from, after := evs[len(evs)-1], evs[len(evs)-1].at
-		if len(evs) > 1 && evs[len(evs)-2].at.Add(lead).After(after) {
-			after = evs[len(evs)-2].at.Add(lead)
-		}
-		for at := after.Truncate(time.Second).Add(time.Second); !at.After(end); at = at.Add(time.Second) {
-			tk, err := base.Get(ctx, "report", task.FireID(id, at))
-			if err != nil {
-				t.Errorf("the firing of %s at %s: %v", id, at.Format(time.TimeOnly), err)
+		for i, e := range evs {
+			if e.stop {
 				continue
 			}
-			if want := fmt.Sprintf(`{"inc":%d}`, from.inc); string(tk.Payload) != want {
-				t.Errorf("the firing of %s at %s has payload %s, want %s", id, at.Format(time.TimeOnly), tk.Payload, want)
+			until := end.Add(time.Nanosecond)
+			if i+1 < len(evs) {
+				until = evs[i+1].at
+			}
+			var last *round
+			for j, r := range done {
+				if r.at.After(e.at) && r.done.Before(until) {
+					last = &done[j]
+				}
+			}
+			if last == nil {
+				continue
+			}
+			upTo := last.at.Add(lead)
+			if upTo.After(until) {
+				upTo = until
+			}
+			for at := e.at.Truncate(time.Second).Add(time.Second); at.Before(upTo); at = at.Add(time.Second) {
+				checked++
+				tk, err := base.Get(ctx, "report", task.FireID(id, tokens[id][e.inc], at))
+				if err != nil {
+					t.Errorf("the firing of %s (incarnation %d) at %s: %v", id, e.inc, at.Format(time.TimeOnly), err)
+					continue
+				}
+				if want := fmt.Sprintf(`{"inc":%d}`, e.inc); string(tk.Payload) != want {
+					t.Errorf("the firing of %s at %s has payload %s, want %s", id, at.Format(time.TimeOnly), tk.Payload, want)
+				}
 			}
 		}
+	}
+	if checked < 16 {
+		t.Errorf("only %d firings checked", checked)
 	}
 	// Nothing else created a task.
 	for cursor := ""; ; {

@@ -132,11 +132,41 @@ func (s *Service) ListSchedules(ctx context.Context, lambda, cursor string, limi
 	return list, next, nil
 }
 
-// PauseSchedule stops a schedule from firing; pausing a paused one changes nothing.
+// PauseSchedule stops a schedule from firing, and cancels the tasks it made ahead of their time
+// whose fire time is after now (cancelMadeAhead): once answered, no task of a later fire time
+// runs. Pausing a paused one writes nothing but cancels them again, so that a retry of a pause
+// whose cancels failed completes it.
 func (s *Service) PauseSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
-	return s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
+	sc, err := s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
 		return task.PauseSchedule(sc, s.now()), nil
 	})
+	if err != nil {
+		return task.Schedule{}, err
+	}
+	if err := s.cancelMadeAhead(ctx, sc); err != nil {
+		return task.Schedule{}, err
+	}
+	return sc, nil
+}
+
+// cancelMadeAhead cancels the tasks that a paused schedule made ahead of their time (a pass fires
+// up to a poll interval early) whose fire time is after now: those of its fire times after now
+// up to its LastFire, at most task.MaxFiringsPerWrite. Paused, it makes no more (a firing write
+// is conditional on the version the pause moved), so its LastFire is final. A task not yet
+// started ends cancelled; one that is gone, or that ended, is left.
+func (s *Service) cancelMadeAhead(ctx context.Context, sc task.Schedule) error {
+	if sc.LastFire == nil {
+		return nil
+	}
+	at, err := sc.Next(s.now().UTC())
+	for n := 0; err == nil && !at.After(*sc.LastFire) && n < task.MaxFiringsPerWrite; n++ {
+		t, _, cerr := s.cancel(ctx, sc.Lambda, sc.FireID(at))
+		if cerr != nil && !errors.Is(cerr, task.ErrNotFound) && !(errors.Is(cerr, task.ErrConflict) && t.Status.Terminal()) {
+			return cerr
+		}
+		at, err = sc.Next(at)
+	}
+	return nil
 }
 
 // ResumeSchedule makes a paused schedule fire again from its next fire time after now.
@@ -172,12 +202,12 @@ func (s *Service) applySchedule(ctx context.Context, lambda, id string, fn func(
 	return task.Schedule{}, task.Errorf(task.ErrConflict, "schedule %s/%s keeps changing; try again", lambda, id)
 }
 
-// DeleteSchedule removes a schedule; the tasks it created stay.
+// DeleteSchedule removes a schedule; the tasks it created stay, but for those it made ahead of
+// their time whose fire time is after now, which it cancels. It pauses the schedule first, so
+// that no pass makes more while it cancels them, and deletes it once they are: a delete that
+// fails part way leaves the schedule paused, and its retry completes it.
 func (s *Service) DeleteSchedule(ctx context.Context, lambda, id string) error {
-	if _, err := s.lambda(lambda); err != nil {
-		return err
-	}
-	if err := task.ValidateID("schedule id", id); err != nil {
+	if _, err := s.PauseSchedule(ctx, lambda, id); err != nil {
 		return err
 	}
 	return s.store.DeleteSchedule(ctx, lambda, id)
