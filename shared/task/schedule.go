@@ -118,6 +118,9 @@ type Schedule struct {
 	Spec string `json:"-"`
 	// NextFires are the next fire times, set on an answer, never stored.
 	NextFires []time.Time `json:"next_fires,omitempty"`
+	// FireIDTag is the tag that ends its firings' task ids (FireID), set on an answer, never
+	// stored: a client finds a firing's task from it and the fire time.
+	FireIDTag string `json:"fire_id_tag,omitempty"`
 }
 
 // String names the schedule: lambda/id.
@@ -364,7 +367,12 @@ func FireID(scheduleID, incarnation string, at time.Time) string {
 	if incarnation == "" {
 		return id
 	}
-	return id + "." + incarnation[:min(len(incarnation), fireIDTagLength)]
+	return id + "." + FireIDTag(incarnation)
+}
+
+// FireIDTag is the tag of an incarnation in its firings' ids: its first characters.
+func FireIDTag(incarnation string) string {
+	return incarnation[:min(len(incarnation), fireIDTagLength)]
 }
 
 // fireIDTagLength is the length of an incarnation's tag in a firing's id: 50 random bits, which

@@ -85,9 +85,10 @@ func (s *Service) CreateSchedule(ctx context.Context, lambda string, spec task.S
 	return s.withNextFires(sc), true, nil
 }
 
-// withNextFires sets the next fire times an answer shows.
+// withNextFires sets the next fire times an answer shows, and the tag of its firings' ids.
 func (s *Service) withNextFires(sc task.Schedule) task.Schedule {
 	sc.NextFires = sc.Upcoming(s.now().UTC(), task.NextFiresShown)
+	sc.FireIDTag = task.FireIDTag(sc.Incarnation)
 	return sc
 }
 

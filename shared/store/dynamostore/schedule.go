@@ -54,7 +54,7 @@ func scheduleItem(sc task.Schedule) (map[string]types.AttributeValue, error) {
 	if err := validKey(sc.Lambda, sc.ID); err != nil {
 		return nil, err
 	}
-	sc.NextFires = nil
+	sc.NextFires, sc.FireIDTag = nil, ""
 	body, err := json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ type storedSchedule struct {
 }
 
 func scheduleBody(sc task.Schedule) ([]byte, error) {
-	sc.NextFires = nil
+	sc.NextFires, sc.FireIDTag = nil, ""
 	return json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
 }
 
