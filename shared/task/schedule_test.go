@@ -127,7 +127,7 @@ func TestFireIDIncarnations(t *testing.T) {
 	if id := a.FireID(at); len(id) > 128 || task.ValidateID("task id", id) != nil {
 		t.Fatalf("firing id %s (%d characters) is not a valid task id", id, len(id))
 	}
-	if !(a.FireID(at) < a.FireID(at.Add(time.Second))) {
+	if a.FireID(at) >= a.FireID(at.Add(time.Second)) {
 		t.Fatal("the firing ids of one incarnation do not sort by time")
 	}
 }

@@ -162,7 +162,8 @@ func (s *Service) cancelMadeAhead(ctx context.Context, sc task.Schedule) error {
 	at, err := sc.Next(s.now().UTC())
 	for n := 0; err == nil && !at.After(*sc.LastFire) && n < task.MaxFiringsPerWrite; n++ {
 		t, _, cerr := s.cancel(ctx, sc.Lambda, sc.FireID(at))
-		if cerr != nil && !errors.Is(cerr, task.ErrNotFound) && !(errors.Is(cerr, task.ErrConflict) && t.Status.Terminal()) {
+		ended := errors.Is(cerr, task.ErrConflict) && t.Status.Terminal()
+		if cerr != nil && !errors.Is(cerr, task.ErrNotFound) && !ended {
 			return cerr
 		}
 		at, err = sc.Next(at)
