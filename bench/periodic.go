@@ -33,6 +33,7 @@ func embeddedPeriodic(ctx context.Context, n int, d time.Duration, concurrency i
 	e, err := startEmbedded(ctx, concurrency, func(_ context.Context, tk worker.Task) (json.RawMessage, error) {
 		started := time.Now()
 		_, stamp, _ := strings.Cut(tk.ID, ":")
+		stamp, _, _ = strings.Cut(stamp, ".") // the incarnation's tag
 		fire, err := time.Parse("20060102T150405Z", stamp)
 		mu.Lock()
 		defer mu.Unlock()

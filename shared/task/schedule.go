@@ -2,6 +2,7 @@ package task
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,13 +18,15 @@ import (
 // Periodic schedules: a Schedule creates one task of its lambda at each of its fire times, from a
 // template. Its kind is cron (five fields, read in a time zone) or rate (every N seconds, minutes
 // or hours). The store keeps it with the time of its next firing (NextFire); the consumer's pass
-// reads the schedules due (ScheduleStore.DueSchedules), creates each firing's task and moves
-// NextFire on with a write conditional on the schedule's version (Fire).
+// reads the schedules due (ScheduleStore.DueSchedules), and in one atomic write creates its
+// firings' tasks and moves NextFire on (Fire), conditional on the schedule's version and
+// incarnation (ScheduleStore.FireSchedule).
 //
 // One task per firing: a firing's task id is FireID(schedule, fire time), and creating a task is
-// idempotent on its id, so a firing seen twice (two consumers, a retry, a crash between the create
-// and the advance) finds its task there and creates none. The advance is conditional, so of two
-// consumers that read the same version, one moves it.
+// idempotent on its id, so a firing seen twice (two consumers, a retry) finds its task there and
+// creates none. The write is conditional, so of two consumers that read the same version, one
+// makes the firings; and a pause or a delete, which moves the version or removes the schedule,
+// makes every pass that read the schedule before it create nothing.
 
 // Schedule policies.
 const (
@@ -48,13 +51,18 @@ const (
 const (
 	// MaxCatchUp bounds the missed firings that catch-up "all" runs at once: the latest ones.
 	MaxCatchUp = 100
+	// MaxFiringsPerWrite bounds the firings one FireSchedule makes: with the schedule, one
+	// DynamoDB transaction (MaxBatch items). A pass with more makes these and leaves the schedule
+	// due at the first of the others.
+	MaxFiringsPerWrite = MaxBatch - 1
 	// MaxSchedulePayload bounds a template's payload: every firing rewrites the schedule, and on
 	// DynamoDB a write costs a unit per KB of the item (docs/capacity.md).
 	MaxSchedulePayload = 16 << 10
 	// MinRate and MaxRate bound a rate schedule's period.
 	MinRate = time.Second
 	MaxRate = 366 * 24 * time.Hour
-	// maxScheduleIDLength leaves room in a task id (128 characters) for the fire time (FireID).
+	// maxScheduleIDLength leaves room in a task id (128 characters) for the fire time and the
+	// incarnation's tag (FireID).
 	maxScheduleIDLength = 100
 	// NextFiresShown is how many fire times a schedule's answer lists.
 	NextFiresShown = 5
@@ -96,16 +104,23 @@ type Schedule struct {
 	// returns a paused schedule as due.
 	NextFire time.Time `json:"next_fire"`
 	// LastFire is the latest firing that created a task (zero before the first): overlap "skip"
-	// reads its task, FireID(ID, LastFire).
+	// reads its task, FireID(LastFire).
 	LastFire  *time.Time `json:"last_fire,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Version   int64      `json:"version"`
+	// Incarnation is a random token set at create and never changed: a schedule deleted and
+	// created again under its id restarts at version 1, and this tells the two apart, so that a
+	// pass that read the first cannot write the second.
+	Incarnation string `json:"-"`
 	// Spec fingerprints the create request, so that a replay is told from another request that
 	// reuses the id.
 	Spec string `json:"-"`
 	// NextFires are the next fire times, set on an answer, never stored.
 	NextFires []time.Time `json:"next_fires,omitempty"`
+	// FireIDTag is the tag that ends its firings' task ids (FireID), set on an answer, never
+	// stored: a client finds a firing's task from it and the fire time.
+	FireIDTag string `json:"fire_id_tag,omitempty"`
 }
 
 // String names the schedule: lambda/id.
@@ -140,7 +155,7 @@ func NewSchedule(spec ScheduleSpec, l Lambda, now time.Time, c Config) (Schedule
 	s := Schedule{
 		ID: spec.ID, Lambda: l.Name, Cron: strings.TrimSpace(spec.Cron), TimeZone: spec.TimeZone, Rate: strings.TrimSpace(spec.Rate),
 		Task: spec.Task, CatchUp: spec.CatchUp, Overlap: spec.Overlap, State: ScheduleActive,
-		CreatedAt: now, UpdatedAt: now, Version: 1,
+		CreatedAt: now, UpdatedAt: now, Version: 1, Incarnation: rand.Text(),
 	}
 	if s.ID == "" {
 		s.ID = NewID(now)
@@ -379,17 +394,39 @@ func (s Schedule) Upcoming(now time.Time, n int) []time.Time {
 	return out
 }
 
-// FireID is the id of the task that schedule id creates at its firing at: the schedule's id and
-// the fire time to the second, such as nightly:20261125T023000Z. Ids of one schedule sort by time.
-func FireID(scheduleID string, at time.Time) string {
-	return scheduleID + ":" + at.UTC().Format("20060102T150405Z")
+// FireID is the id of the task that a schedule of id scheduleID and incarnation creates at its
+// firing at: the schedule's id, the fire time to the second and the incarnation's tag, such as
+// nightly:20261125T023000Z.K7F3M2Q9XA. The tag tells the firings of a schedule deleted and created
+// again under its id from the old one's, so that a task the old one made ahead (and its delete
+// cancelled) holds no firing of the new one. A schedule stored before incarnations has none, and
+// its ids no tag. Ids of one incarnation sort by time; an id is at most 128 characters.
+func FireID(scheduleID, incarnation string, at time.Time) string {
+	id := scheduleID + ":" + at.UTC().Format("20060102T150405Z")
+	if incarnation == "" {
+		return id
+	}
+	return id + "." + FireIDTag(incarnation)
+}
+
+// FireIDTag is the tag of an incarnation in its firings' ids: its first characters.
+func FireIDTag(incarnation string) string {
+	return incarnation[:min(len(incarnation), fireIDTagLength)]
+}
+
+// fireIDTagLength is the length of an incarnation's tag in a firing's id: 50 random bits, which
+// fills a task id (128 characters) under the longest schedule id.
+const fireIDTagLength = 10
+
+// FireID is the id of the task that s creates at its firing at.
+func (s Schedule) FireID(at time.Time) string {
+	return FireID(s.ID, s.Incarnation, at)
 }
 
 // TaskSpec is the request that creates the task of the firing at.
 func (s Schedule) TaskSpec(at time.Time) Spec {
 	at = at.UTC()
 	return Spec{
-		ID: FireID(s.ID, at), Payload: s.Task.Payload, RunAt: &at, Priority: s.Task.Priority,
+		ID: s.FireID(at), Payload: s.Task.Payload, RunAt: &at, Priority: s.Task.Priority,
 		Collection: s.Task.Collection, MaxAttempts: s.Task.MaxAttempts,
 	}
 }

@@ -2,6 +2,7 @@ package task_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,8 +155,29 @@ func TestRateSchedule(t *testing.T) {
 	if len(got) != 5 || !got[4].Equal(utc("2026-11-25T10:00:10Z")) {
 		t.Fatalf("upcoming %v", got)
 	}
-	if id := task.FireID(s.ID, got[0]); id != s.ID+":20261125T100002Z" {
+	if id := s.FireID(got[0]); id != s.ID+":20261125T100002Z."+s.Incarnation[:10] {
 		t.Fatalf("fire id %s", id)
+	}
+	if id := task.FireID(s.ID, "", got[0]); id != s.ID+":20261125T100002Z" {
+		t.Fatalf("fire id without an incarnation %s", id)
+	}
+}
+
+// TestFireIDIncarnations: a schedule created again under its id makes other firing ids, each at
+// most a task id's 128 characters under the longest schedule id, sorting by time.
+func TestFireIDIncarnations(t *testing.T) {
+	now := utc("2026-11-25T10:00:00Z")
+	spec := task.ScheduleSpec{ID: strings.Repeat("s", 100), Rate: "1s"}
+	a, b := newSchedule(t, spec, now), newSchedule(t, spec, now)
+	at := utc("2026-11-25T10:00:01Z")
+	if a.FireID(at) == b.FireID(at) {
+		t.Fatalf("two incarnations share the firing id %s", a.FireID(at))
+	}
+	if id := a.FireID(at); len(id) > 128 || task.ValidateID("task id", id) != nil {
+		t.Fatalf("firing id %s (%d characters) is not a valid task id", id, len(id))
+	}
+	if a.FireID(at) >= a.FireID(at.Add(time.Second)) {
+		t.Fatal("the firing ids of one incarnation do not sort by time")
 	}
 }
 

@@ -56,9 +56,15 @@ type ScheduleStore interface {
 	// ListSchedules returns a page of at most limit (1..MaxListLimit) schedules of one lambda in
 	// id order, and the cursor of the next page, empty after the last.
 	ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]Schedule, string, error)
-	// UpdateSchedule writes s if the stored schedule's version is still prev, and ErrConflict
-	// otherwise, also when it is missing: of racing updates from one version, exactly one wins.
+	// UpdateSchedule writes s if the stored schedule's version is still prev and its Incarnation
+	// s's, and ErrConflict otherwise, also when it is missing: of racing updates from one
+	// version, exactly one wins.
 	UpdateSchedule(ctx context.Context, s Schedule, prev int64) error
+	// FireSchedule makes firings of a schedule in one atomic write: it creates each of tasks
+	// (at most MaxFiringsPerWrite) whose id is free, created[i] telling which, and writes s, if
+	// the stored schedule is still at version prev and of s's Incarnation. Otherwise it writes
+	// nothing and returns ErrConflict, also when the schedule is missing.
+	FireSchedule(ctx context.Context, s Schedule, prev int64, tasks []Task) (created []bool, err error)
 	// DeleteSchedule removes a schedule; ErrNotFound if there is none. The tasks it created stay.
 	DeleteSchedule(ctx context.Context, lambda, id string) error
 	// DueSchedules returns at most limit active schedules of one lambda whose NextFire is at or

@@ -13,43 +13,46 @@ import (
 // whatever its gates (a gate holds or drops the tasks they create, as any other), before it reads
 // the waiting tasks, so that a task due now is enqueued by the same pass.
 //
-// A firing creates its task (id task.FireID) through the Scheduler, then the schedule moves on
-// with a write conditional on its version. Two consumers that read the same version both try the
-// create, and the store lets one in (the task id is taken: task.ErrExists, or the frontend's
-// replay); both try the advance, and one wins. A crash between the two leaves the schedule due:
-// the next pass finds the task there and advances. So a firing makes one task however often it
-// is seen (docs/guarantees.md, "One task per firing").
+// A pass makes a schedule's firings in one atomic write through the Scheduler: their tasks (ids
+// task.FireID) are created, those whose ids are free, and the schedule moves on, if it is still
+// the version (and incarnation) the pass read. Two consumers that read the same version both
+// try, and one write goes in; the other creates nothing. A pause or a delete moves the version or
+// removes the schedule, so a pass that read the schedule before it creates nothing after it. So a
+// firing makes one task however often it is seen, and none once a pause or delete is answered
+// (docs/guarantees.md, "One task per firing").
 
 // MaxSchedulesPerPass bounds the due schedules one pass of a lambda reads and fires; a pass that
 // found this many is followed by another at once.
 const MaxSchedulesPerPass = 100
 
-// Scheduler creates a firing's task as the API does: frontend.Service, whose schedule path sends
-// a task due within 15 minutes to its queue itself (delayed to its run time). It is idempotent on
-// the task id: a replay of the same request answers created false.
+// Scheduler makes a schedule's firings: frontend.Service, which sends a task due within 15
+// minutes to its queue itself (delayed to its run time) once it is stored.
 type Scheduler interface {
-	Schedule(ctx context.Context, lambda string, spec task.Spec) (task.Task, bool, error)
+	// FireSchedule creates the tasks of fired's firings at ats (fired.TaskSpec) and writes fired,
+	// the schedule moved on from version prev, in one atomic write
+	// (task.ScheduleStore.FireSchedule): task.ErrConflict, and nothing created, if the schedule
+	// changed since it was read. created tells which tasks it created: one whose id was taken
+	// was made before.
+	FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) (created []bool, err error)
 }
 
-// storeScheduler creates tasks straight in the store, new, for the sweep to enqueue: the
-// consumer's Scheduler when its Config names none.
+// storeScheduler makes firings straight in the store, their tasks new, for the sweep to enqueue:
+// the consumer's Scheduler when its Config names none.
 type storeScheduler struct {
 	c *Consumer
 }
 
-func (s storeScheduler) Schedule(ctx context.Context, lambda string, spec task.Spec) (task.Task, bool, error) {
-	l := s.c.lambdas[s.c.byName[lambda]]
-	t, err := task.New(spec, l, s.c.now().UTC(), s.c.cfg)
-	if err != nil {
-		return task.Task{}, false, err
+func (s storeScheduler) FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) ([]bool, error) {
+	l := s.c.lambdas[s.c.byName[fired.Lambda]]
+	now := s.c.now().UTC()
+	tasks := make([]task.Task, len(ats))
+	for i, at := range ats {
+		var err error
+		if tasks[i], err = task.New(fired.TaskSpec(at), l, now, s.c.cfg); err != nil {
+			return nil, err
+		}
 	}
-	switch err := s.c.store.Create(ctx, t); {
-	case errors.Is(err, task.ErrExists):
-		return t, false, nil
-	case err != nil:
-		return task.Task{}, false, err
-	}
-	return t, true, nil
+	return s.c.store.FireSchedule(ctx, fired, prev, tasks)
 }
 
 // scheduleLead is how far ahead of its time a pass fires a schedule: with a Scheduler that sends
@@ -100,9 +103,14 @@ func (c *passState) countFirings(fired, skipped int) {
 	c.mu.Unlock()
 }
 
-// fire makes the firings of one schedule due by horizon, then advances it. A firing whose create
-// failed (the store, not the request) stops it there: the schedule advances to that firing, which
-// the next pass makes again.
+// fire makes the firings of one schedule due by horizon and advances it, in one write. Past
+// task.MaxFiringsPerWrite firings it makes those and leaves the schedule due at the next one.
+//
+// Overlap skip judges a firing at its own fire time, not before: a firing still ahead of the
+// pass (fired early by scheduleLead) whose previous task has not ended stops the pass there, the
+// schedule due at that firing, so that the first pass at or after its time judges it (and the
+// previous task may have ended by then). A firing whose time has come with the previous task not
+// ended is skipped.
 func (c *passState) fire(ctx context.Context, sc task.Schedule, now, horizon time.Time) {
 	log := c.log.With("lambda", sc.Lambda, "schedule", sc.ID)
 	fires, next, err := sc.Firings(now, horizon)
@@ -111,45 +119,62 @@ func (c *passState) fire(ctx context.Context, sc task.Schedule, now, horizon tim
 		return
 	}
 	last := sc.LastFire
+	var ats []time.Time
+	skipped := 0
 	for _, at := range fires {
-		if sc.Overlap == task.OverlapSkip && last != nil && c.running(ctx, sc, *last) {
-			c.countFirings(0, 1)
-			continue
-		}
-		_, created, err := c.scheduler.Schedule(ctx, sc.Lambda, sc.TaskSpec(at))
-		switch {
-		case err == nil:
-			if created {
-				c.countFirings(1, 0)
-			}
-		case errors.Is(err, task.ErrConflict):
-			// A task with the firing's id exists from another request: the firing was made.
-			log.Warn("a firing's task id is taken by another task", "task_id", task.FireID(sc.ID, at))
-		case errors.Is(err, task.ErrInvalid), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrTooLarge):
-			// The template no longer makes a task (a priority or the lambda gone): this firing
-			// cannot be made, now or later.
-			log.Error("a firing's task is refused; the firing is skipped", "task_id", task.FireID(sc.ID, at), "err", err)
-			c.countFirings(0, 1)
-			continue
-		default:
-			log.Warn("could not create a firing's task; the next pass makes it again", "task_id", task.FireID(sc.ID, at), "err", err)
-			if at.Equal(sc.NextFire) && last == sc.LastFire {
-				return // nothing made: nothing to write
-			}
+		if len(ats) == task.MaxFiringsPerWrite {
 			next = at
-			c.advance(ctx, sc, last, next, now)
-			return
+			break
 		}
+		// A firing made by this pass has not ended: its task does not exist yet.
+		if sc.Overlap == task.OverlapSkip && last != nil && (len(ats) > 0 || c.running(ctx, sc, *last)) {
+			if at.After(now) {
+				next = at // judged by a pass at or after its time
+				break
+			}
+			skipped++
+			continue
+		}
+		ats = append(ats, at)
 		last = &at
 	}
-	c.advance(ctx, sc, last, next, now)
+	if len(ats) == 0 {
+		if skipped > 0 || !next.Equal(sc.NextFire) {
+			c.countFirings(0, skipped)
+			c.advance(ctx, sc, sc.LastFire, next, now)
+		}
+		return
+	}
+	created, err := c.scheduler.FireSchedule(ctx, task.Fire(sc, last, next, now), sc.Version, ats)
+	switch {
+	case err == nil:
+		n := 0
+		for _, ok := range created {
+			if ok {
+				n++
+			}
+		}
+		c.countFirings(n, skipped)
+	case errors.Is(err, task.ErrConflict):
+		// Another pass made these firings, or the schedule was paused, changed or deleted since
+		// this pass read it: nothing was created.
+	case errors.Is(err, task.ErrInvalid), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrTooLarge):
+		// The template no longer makes a task (a priority or the lambda gone): these firings
+		// cannot be made, now or later.
+		log.Error("a schedule's firings are refused; they are skipped", "firings", len(ats), "err", err)
+		c.countFirings(0, skipped+len(ats))
+		c.advance(ctx, sc, sc.LastFire, next, now)
+	default:
+		log.Warn("could not make a schedule's firings; the next pass makes them again", "firings", len(ats), "err", err)
+	}
 }
 
-// advance moves the schedule to its next firing, if no one else moved it since it was read.
+// advance moves the schedule to its next firing without making any, if no one else moved it
+// since it was read.
 func (c *passState) advance(ctx context.Context, sc task.Schedule, last *time.Time, next, now time.Time) {
 	err := c.store.UpdateSchedule(ctx, task.Fire(sc, last, next, now), sc.Version)
 	if err != nil && !errors.Is(err, task.ErrConflict) {
-		c.log.Warn("could not advance a schedule; the next pass finds its firings made", "lambda", sc.Lambda, "schedule", sc.ID, "err", err)
+		c.log.Warn("could not advance a schedule; the next pass decides its firings again", "lambda", sc.Lambda, "schedule", sc.ID, "err", err)
 	}
 }
 
@@ -157,7 +182,7 @@ func (c *passState) advance(ctx context.Context, sc task.Schedule, last *time.Ti
 // is gone (retention removed it) has ended; so has one whose read fails: a firing made twice in
 // parallel is what allow does, a firing lost for a read error is worse.
 func (c *passState) running(ctx context.Context, sc task.Schedule, at time.Time) bool {
-	id := task.FireID(sc.ID, at)
+	id := sc.FireID(at)
 	read := c.store.Get
 	if r, ok := c.store.(task.StateReader); ok {
 		read = r.GetState

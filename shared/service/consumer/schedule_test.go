@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -37,10 +38,10 @@ func (e *env) firedIDs(t *testing.T, lambda string) []string {
 	return ids
 }
 
-func fireIDs(id string, times ...time.Time) []string {
+func fireIDs(sc task.Schedule, times ...time.Time) []string {
 	var ids []string
 	for _, at := range times {
-		ids = append(ids, task.FireID(id, at))
+		ids = append(ids, sc.FireID(at))
 	}
 	return ids
 }
@@ -78,8 +79,8 @@ func TestScheduleFiresOncePerFiring(t *testing.T) {
 			}
 		}
 	}
-	sameIDs(t, "10 s of rate(2s)", e.firedIDs(t, "report"), fireIDs(sc.ID, want...))
-	tk, err := e.store.Get(context.Background(), "report", task.FireID(sc.ID, want[0]))
+	sameIDs(t, "10 s of rate(2s)", e.firedIDs(t, "report"), fireIDs(sc, want...))
+	tk, err := e.store.Get(context.Background(), "report", sc.FireID(want[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestScheduleTwoConsumersRace(t *testing.T) {
 	for i := range 5 {
 		want = append(want, created.Add(time.Duration(i+1)*time.Second))
 	}
-	sameIDs(t, "racing consumers", e.firedIDs(t, "report"), fireIDs(sc.ID, want...))
+	sameIDs(t, "racing consumers", e.firedIDs(t, "report"), fireIDs(sc, want...))
 	if total != 5 {
 		t.Fatalf("the consumers say they fired %d tasks, want 5", total)
 	}
@@ -193,7 +194,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			for _, s := range tc.fires {
 				want = append(want, created.Add(time.Duration(s)*time.Second))
 			}
-			sameIDs(t, tc.catchUp, e.firedIDs(t, "report"), fireIDs(sc.ID, want...))
+			sameIDs(t, tc.catchUp, e.firedIDs(t, "report"), fireIDs(sc, want...))
 		})
 	}
 }
@@ -209,7 +210,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 	if st := e.sweep(t); st.Fired != 0 || st.FiringsSkipped != 1 {
 		t.Fatalf("while running: fired %d, skipped %d", st.Fired, st.FiringsSkipped)
 	}
-	first := task.FireID(sc.ID, created.Add(time.Second))
+	first := sc.FireID(created.Add(time.Second))
 	if _, err := task.Apply(context.Background(), e.store, "report", first, func(tk task.Task) (task.Task, error) {
 		return task.Cancel(tk, e.now)
 	}); err != nil {
@@ -219,7 +220,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 	if st := e.sweep(t); st.Fired != 1 {
 		t.Fatalf("after the end: fired %d", st.Fired)
 	}
-	sameIDs(t, "overlap skip", e.firedIDs(t, "report"), fireIDs(sc.ID, created.Add(time.Second), created.Add(3*time.Second)))
+	sameIDs(t, "overlap skip", e.firedIDs(t, "report"), fireIDs(sc, created.Add(time.Second), created.Add(3*time.Second)))
 }
 
 // TestScheduleSendsAhead: with the frontend as its Scheduler, a pass fires a schedule up to a poll
@@ -235,7 +236,7 @@ func TestScheduleSendsAhead(t *testing.T) {
 	if err != nil || st.Fired != 1 {
 		t.Fatalf("fired %d, %v", st.Fired, err)
 	}
-	tk, err := e.store.Get(context.Background(), "report", task.FireID(sc.ID, created.Add(2*time.Second)))
+	tk, err := e.store.Get(context.Background(), "report", sc.FireID(created.Add(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,38 @@ func TestStopWhenIdleWaitsForSchedule(t *testing.T) {
 	if rs.Fired != 1 || rs.Stopped != 1 || rs.Failed != 0 {
 		t.Fatalf("run: %+v; want the firing made, then the lambda stopped", rs)
 	}
-	if _, err := e.store.Get(t.Context(), "a", task.FireID(sc.ID, sc.NextFire)); err != nil {
+	if _, err := e.store.Get(t.Context(), "a", sc.FireID(sc.NextFire)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestScheduleOverlapSkipSendsAhead: with sending ahead, overlap skip judges a firing at its own
+// fire time: a rate(1s) schedule whose every task ends half a second after its fire time loses
+// no firing, though each pass fires up to a poll interval early, when the previous task has not
+// ended yet.
+func TestScheduleOverlapSkipSendsAhead(t *testing.T) {
+	e := newEnv(t, 0, "report")
+	created := e.now
+	svc := frontend.New(e.store, frontend.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
+	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
+	sc := e.newSchedule(t, "report", task.ScheduleSpec{ID: "o", Rate: "1s", Overlap: task.OverlapSkip})
+	var want []time.Time
+	for step := 1; step <= 16; step++ { // a pass every half second
+		e.now = created.Add(time.Duration(step) * 500 * time.Millisecond)
+		if _, err := cons.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if step%2 == 0 {
+			want = append(want, e.now)
+			continue
+		}
+		// Half a second after its fire time, the previous firing's task ends.
+		at := e.now.Add(-500 * time.Millisecond)
+		if _, err := task.Apply(context.Background(), e.store, "report", sc.FireID(at), func(tk task.Task) (task.Task, error) {
+			return task.Cancel(tk, e.now)
+		}); err != nil && !errors.Is(err, task.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	sameIDs(t, "8 s of rate(1s), each task ended 0.5 s after its fire time", e.firedIDs(t, "report"), fireIDs(sc, want...))
 }

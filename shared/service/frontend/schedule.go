@@ -3,11 +3,57 @@ package frontend
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
 
-// Periodic schedules (task/schedule.go): the API keeps them in the store; the consumer fires them.
+// Periodic schedules (task/schedule.go): the API keeps them in the store; the consumer fires them,
+// through FireSchedule.
+
+// FireSchedule makes the firings of a schedule at ats, for the consumer's pass that read it at
+// version prev: in one atomic write (task.ScheduleStore.FireSchedule) it creates their tasks,
+// those whose ids are free, and writes fired, the schedule moved on, if the schedule has not
+// changed since; otherwise it creates nothing and returns task.ErrConflict. Like Schedule, it
+// sends a task due within task.MaxSendAhead to its queue itself (see ahead.go), once stored; a
+// send that fails leaves it to the sweep. It reports which tasks it created.
+func (s *Service) FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) ([]bool, error) {
+	l, err := s.lambda(fired.Lambda)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	tasks := make([]task.Task, len(ats))
+	for i, at := range ats {
+		if tasks[i], err = task.New(fired.TaskSpec(at), l, now, s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	msgs := s.enqueueAhead(ctx, tasks, now)
+	created, err := s.store.FireSchedule(ctx, fired, prev, tasks)
+	if err != nil {
+		if !task.Refused(err) {
+			s.send(ctx, msgs, now) // the write may have landed: a message too many fails its claim
+		}
+		return nil, err
+	}
+	// A task whose id was taken is not this firing's to send.
+	made := map[string]bool{}
+	for i, t := range tasks {
+		made[t.ID] = created[i]
+	}
+	sent := msgs[:0:0]
+	for _, m := range msgs {
+		if made[m.TaskID] {
+			sent = append(sent, m)
+		}
+	}
+	s.send(ctx, sent, now)
+	if len(sent) < len(tasks) {
+		s.notify()
+	}
+	return created, nil
+}
 
 // CreateSchedule creates a schedule. Like Schedule it is idempotent on the id: the same request
 // again returns the stored schedule with created false; a different one with a taken id fails
@@ -39,9 +85,10 @@ func (s *Service) CreateSchedule(ctx context.Context, lambda string, spec task.S
 	return s.withNextFires(sc), true, nil
 }
 
-// withNextFires sets the next fire times an answer shows.
+// withNextFires sets the next fire times an answer shows, and the tag of its firings' ids.
 func (s *Service) withNextFires(sc task.Schedule) task.Schedule {
 	sc.NextFires = sc.Upcoming(s.now().UTC(), task.NextFiresShown)
+	sc.FireIDTag = task.FireIDTag(sc.Incarnation)
 	return sc
 }
 
@@ -86,11 +133,42 @@ func (s *Service) ListSchedules(ctx context.Context, lambda, cursor string, limi
 	return list, next, nil
 }
 
-// PauseSchedule stops a schedule from firing; pausing a paused one changes nothing.
+// PauseSchedule stops a schedule from firing, and cancels the tasks it made ahead of their time
+// whose fire time is after now (cancelMadeAhead): once answered, no task of a later fire time
+// runs. Pausing a paused one writes nothing but cancels them again, so that a retry of a pause
+// whose cancels failed completes it.
 func (s *Service) PauseSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
-	return s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
+	sc, err := s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
 		return task.PauseSchedule(sc, s.now()), nil
 	})
+	if err != nil {
+		return task.Schedule{}, err
+	}
+	if err := s.cancelMadeAhead(ctx, sc); err != nil {
+		return task.Schedule{}, err
+	}
+	return sc, nil
+}
+
+// cancelMadeAhead cancels the tasks that a paused schedule made ahead of their time (a pass fires
+// up to a poll interval early) whose fire time is after now: those of its fire times after now
+// up to its LastFire, at most task.MaxFiringsPerWrite. Paused, it makes no more (a firing write
+// is conditional on the version the pause moved), so its LastFire is final. A task not yet
+// started ends cancelled; one that is gone, or that ended, is left.
+func (s *Service) cancelMadeAhead(ctx context.Context, sc task.Schedule) error {
+	if sc.LastFire == nil {
+		return nil
+	}
+	at, err := sc.Next(s.now().UTC())
+	for n := 0; err == nil && !at.After(*sc.LastFire) && n < task.MaxFiringsPerWrite; n++ {
+		t, _, cerr := s.cancel(ctx, sc.Lambda, sc.FireID(at))
+		ended := errors.Is(cerr, task.ErrConflict) && t.Status.Terminal()
+		if cerr != nil && !errors.Is(cerr, task.ErrNotFound) && !ended {
+			return cerr
+		}
+		at, err = sc.Next(at)
+	}
+	return nil
 }
 
 // ResumeSchedule makes a paused schedule fire again from its next fire time after now.
@@ -126,12 +204,12 @@ func (s *Service) applySchedule(ctx context.Context, lambda, id string, fn func(
 	return task.Schedule{}, task.Errorf(task.ErrConflict, "schedule %s/%s keeps changing; try again", lambda, id)
 }
 
-// DeleteSchedule removes a schedule; the tasks it created stay.
+// DeleteSchedule removes a schedule; the tasks it created stay, but for those it made ahead of
+// their time whose fire time is after now, which it cancels. It pauses the schedule first, so
+// that no pass makes more while it cancels them, and deletes it once they are: a delete that
+// fails part way leaves the schedule paused, and its retry completes it.
 func (s *Service) DeleteSchedule(ctx context.Context, lambda, id string) error {
-	if _, err := s.lambda(lambda); err != nil {
-		return err
-	}
-	if err := task.ValidateID("schedule id", id); err != nil {
+	if _, err := s.PauseSchedule(ctx, lambda, id); err != nil {
 		return err
 	}
 	return s.store.DeleteSchedule(ctx, lambda, id)

@@ -13,7 +13,7 @@ type Publish interface {
 }
 
 // Store is a task.Store that publishes the lifecycle event of every successful write that makes
-// one: Create and CreateBatch (scheduled), Update and AddUpstreams (see Written). A write that
+// one: Create, CreateBatch and FireSchedule (scheduled), Update and AddUpstreams (see Written). A write that
 // fails publishes nothing; so does one whose answer is lost although it was written (see
 // docs/guarantees.md).
 type Store struct {
@@ -44,6 +44,21 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 		s.pub.Publish(Created(t))
 	}
 	return nil
+}
+
+// FireSchedule makes a schedule's firings (see task.ScheduleStore) and publishes a scheduled
+// event for each task it created.
+func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
+	created, err := s.Store.FireSchedule(ctx, sc, prev, tasks)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tasks {
+		if created[i] {
+			s.pub.Publish(Created(t))
+		}
+	}
+	return created, nil
 }
 
 // Update writes t (see task.Store) and publishes the event of its transition, if it makes one.

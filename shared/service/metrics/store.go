@@ -10,7 +10,7 @@ import (
 )
 
 // Store is a task.Store that records the transitions of its successful writes (Create,
-// CreateBatch, Update, AddUpstreams, Redrive), the delivery latency of the claims among them, and
+// CreateBatch, FireSchedule, Update, AddUpstreams, Redrive), the delivery latency of the claims among them, and
 // its calls' errors of the store's own (Kind). It adds no store call.
 type Store struct {
 	task.Store
@@ -82,6 +82,29 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if err := s.check("CreateBatch", s.Store.CreateBatch(ctx, tasks)); err != nil {
 		return err
 	}
+	s.created(tasks)
+	return nil
+}
+
+// FireSchedule makes a schedule's firings (see task.ScheduleStore) and records the creation of
+// the tasks it created, as CreateBatch does.
+func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
+	created, err := s.Store.FireSchedule(ctx, sc, prev, tasks)
+	if err := s.check("FireSchedule", err); err != nil {
+		return nil, err
+	}
+	var made []task.Task
+	for i, t := range tasks {
+		if created[i] {
+			made = append(made, t)
+		}
+	}
+	s.created(made)
+	return created, nil
+}
+
+// created records the creation of tasks, once per lambda and status.
+func (s *Store) created(tasks []task.Task) {
 	type key struct {
 		lambda string
 		status task.Status
@@ -98,7 +121,6 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	for _, k := range order {
 		s.rec.Transitions(k.lambda, "", k.status, lifecycle.Scheduled, created[k])
 	}
-	return nil
 }
 
 // Update writes t (see task.Store) and records its transition.

@@ -3,7 +3,9 @@ package dynamostore
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -19,13 +21,15 @@ import (
 // key the schedule id, so that a lambda's list is one Query. An active schedule has a due entry
 // under the same partition key in the due index, its sort key <next fire>#<id>: the consumer's
 // read of what is due is one Query of that partition's range up to now, and a paused schedule,
-// which has no entry, costs it nothing. Each firing rewrites the item with PutItem conditional on
-// its version, so the entry moves with it (docs/data-model.md, "Schedules").
+// which has no entry, costs it nothing. Each pass's firings rewrite the item, with their tasks, in
+// one transaction conditional on its version and incarnation (FireSchedule), so the entry moves
+// with it (docs/data-model.md, "Schedules").
 
 const (
 	schedulePKPrefix = "sched#"
 	attrState        = "state"
-	attrBody         = "body" // S: the schedule as JSON
+	attrBody         = "body"        // S: the schedule as JSON
+	attrIncarnation  = "incarnation" // S: Schedule.Incarnation, for the conditions of writes
 )
 
 func schedulePK(lambda string) string { return schedulePKPrefix + lambda }
@@ -38,24 +42,29 @@ func scheduleKey(lambda, id string) map[string]types.AttributeValue {
 // dynamodb:LeadingKeys pattern.
 func ScheduleKeyPattern(lambda string) string { return schedulePK(lambda) }
 
-// storedSchedule is a schedule's body: the schedule with its request's fingerprint.
+// storedSchedule is a schedule's body: the schedule with its request's fingerprint and its
+// incarnation.
 type storedSchedule struct {
 	task.Schedule
-	Spec string `json:"spec"`
+	Spec        string `json:"spec"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 func scheduleItem(sc task.Schedule) (map[string]types.AttributeValue, error) {
 	if err := validKey(sc.Lambda, sc.ID); err != nil {
 		return nil, err
 	}
-	sc.NextFires = nil
-	body, err := json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec})
+	sc.NextFires, sc.FireIDTag = nil, ""
+	body, err := json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
 	if err != nil {
 		return nil, err
 	}
 	item := scheduleKey(sc.Lambda, sc.ID)
 	item[attrLambda], item[attrID], item[attrState] = s(sc.Lambda), s(sc.ID), s(sc.State)
 	item[attrVersion], item[attrNextTrigger], item[attrBody] = n(sc.Version), n(sc.NextFire.UnixNano()), s(string(body))
+	if sc.Incarnation != "" {
+		item[attrIncarnation] = s(sc.Incarnation)
+	}
 	if sc.State == task.ScheduleActive {
 		item[attrDuePK], item[attrDueSK] = s(schedulePK(sc.Lambda)), s(stamp(sc.NextFire)+"#"+sc.ID)
 	}
@@ -67,7 +76,7 @@ func unmarshalSchedule(item map[string]types.AttributeValue) (task.Schedule, err
 	if err := json.Unmarshal([]byte(str(item, attrBody)), &st); err != nil {
 		return task.Schedule{}, fmt.Errorf("a schedule's body: %w", err)
 	}
-	st.Schedule.Spec = st.Spec
+	st.Schedule.Spec, st.Schedule.Incarnation = st.Spec, st.Incarnation
 	return st.Schedule, nil
 }
 
@@ -148,15 +157,122 @@ func (st *Store) UpdateSchedule(ctx context.Context, sc task.Schedule, prev int6
 	if err != nil {
 		return err
 	}
+	cond, values := sameSchedule(sc, prev)
 	_, err = st.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &st.cfg.Table, Item: item, ConditionExpression: aws.String("version = :prev"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":prev": n(prev)},
-		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
+		TableName: &st.cfg.Table, Item: item, ConditionExpression: cond, ExpressionAttributeValues: values,
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if isConditionFailed(err) {
 		return task.Errorf(task.ErrConflict, "schedule %s changed or was deleted", sc)
 	}
 	return st.translate(err, "update schedule %s", sc)
+}
+
+// sameSchedule is the condition of a write over a schedule read at version prev: that version,
+// and sc's incarnation (none on a schedule stored before incarnations).
+func sameSchedule(sc task.Schedule, prev int64) (*string, map[string]types.AttributeValue) {
+	values := map[string]types.AttributeValue{":prev": n(prev)}
+	if sc.Incarnation == "" {
+		return aws.String("version = :prev AND attribute_not_exists(incarnation)"), values
+	}
+	values[":inc"] = s(sc.Incarnation)
+	return aws.String("version = :prev AND incarnation = :inc"), values
+}
+
+// FireSchedule writes sc over version prev and creates the tasks whose ids are free in one
+// transaction: the schedule's Put, conditional on its version and incarnation, and each task's,
+// conditional on its id being free. A task whose id is taken cancels the transaction; it is sent
+// again without that task (the firing was made), so a conflict on the schedule alone ends it.
+// Payload items are written first, as by CreateBatch.
+func (st *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
+	if len(tasks) > task.MaxFiringsPerWrite {
+		return nil, task.Errorf(task.ErrInvalid, "a firing write holds at most %d tasks, got %d", task.MaxFiringsPerWrite, len(tasks))
+	}
+	schedItem, err := scheduleItem(sc)
+	if err != nil {
+		return nil, err
+	}
+	cond, values := sameSchedule(sc, prev)
+	taskItems := make([]map[string]types.AttributeValue, len(tasks))
+	payloads := make([]map[string]types.AttributeValue, len(tasks))
+	for i, t := range tasks {
+		if err := validKey(t.Lambda, t.ID); err != nil {
+			return nil, err
+		}
+		taskItems[i], payloads[i], _ = st.marshal(t, rand.Text()) // a firing's task waits for no upstream
+	}
+	if err := st.putPayloads(ctx, nonNil(payloads)...); err != nil {
+		return nil, st.translate(err, "fire schedule %s", sc)
+	}
+	created := make([]bool, len(tasks))
+	for i := range created {
+		created[i] = true
+	}
+	for {
+		items := []types.TransactWriteItem{{Put: &types.Put{
+			TableName: &st.cfg.Table, Item: schedItem, ConditionExpression: cond, ExpressionAttributeValues: values,
+		}}}
+		var in []int // the index in tasks of each task item
+		for i, item := range taskItems {
+			if created[i] {
+				items = append(items, types.TransactWriteItem{Put: &types.Put{
+					TableName: &st.cfg.Table, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+				}})
+				in = append(in, i)
+			}
+		}
+		_, err := st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		})
+		if err == nil {
+			break
+		}
+		taken, conflict := false, false
+		var cancelled *types.TransactionCanceledException
+		if errors.As(err, &cancelled) {
+			for j, r := range cancelled.CancellationReasons {
+				if aws.ToString(r.Code) != "ConditionalCheckFailed" {
+					continue
+				}
+				if j == 0 {
+					conflict = true
+				} else if j-1 < len(in) {
+					created[in[j-1]], taken = false, true
+				}
+			}
+		}
+		if conflict || !taken {
+			if rejected(err) {
+				st.deletePayloads(ctx, nonNil(payloads)...)
+			}
+			if conflict {
+				return nil, task.Errorf(task.ErrConflict, "schedule %s changed or was deleted", sc)
+			}
+			return nil, st.translate(err, "fire schedule %s", sc)
+		}
+	}
+	var made []task.Task
+	var unused []map[string]types.AttributeValue
+	for i, t := range tasks {
+		if created[i] {
+			made = append(made, t)
+		} else if payloads[i] != nil {
+			unused = append(unused, payloads[i])
+		}
+	}
+	st.deletePayloads(ctx, unused...)
+	st.countNew(ctx, made)
+	return created, nil
+}
+
+func nonNil(items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
+	var out []map[string]types.AttributeValue
+	for _, item := range items {
+		if item != nil {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // DeleteSchedule deletes the schedule item, conditional on its being there.

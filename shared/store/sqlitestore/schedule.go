@@ -15,16 +15,22 @@ import (
 // due read and the conditional writes need. They are written straight through the writer
 // connection, not group-committed: a schedule is written once per firing, not once per task.
 
-// storedSchedule is a schedule's body: the schedule with its request's fingerprint.
+// storedSchedule is a schedule's body: the schedule with its request's fingerprint and its
+// incarnation.
 type storedSchedule struct {
 	task.Schedule
-	Spec string `json:"spec"`
+	Spec        string `json:"spec"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 func scheduleBody(sc task.Schedule) ([]byte, error) {
-	sc.NextFires = nil
-	return json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec})
+	sc.NextFires, sc.FireIDTag = nil, ""
+	return json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
 }
+
+// sameSchedule is the condition of a write over a schedule read at a version: the version, and
+// the incarnation (in the body; a schedule stored before incarnations has none).
+const sameSchedule = `lambda = ? AND id = ? AND version = ? AND coalesce(json_extract(body, '$.incarnation'), '') = ?`
 
 func scanSchedule(row interface{ Scan(...any) error }) (task.Schedule, error) {
 	var body []byte
@@ -35,7 +41,7 @@ func scanSchedule(row interface{ Scan(...any) error }) (task.Schedule, error) {
 	if err := json.Unmarshal(body, &st); err != nil {
 		return task.Schedule{}, fmt.Errorf("a schedule's body: %w", err)
 	}
-	st.Schedule.Spec = st.Spec
+	st.Schedule.Spec, st.Schedule.Incarnation = st.Spec, st.Incarnation
 	return st.Schedule, nil
 }
 
@@ -84,19 +90,69 @@ func (s *Store) ListSchedules(ctx context.Context, lambda, cursor string, limit 
 
 // UpdateSchedule writes sc if the stored version is still prev, in one statement.
 func (s *Store) UpdateSchedule(ctx context.Context, sc task.Schedule, prev int64) error {
+	err := updateSchedule(ctx, s.w, sc, prev)
+	if err != nil && !errors.Is(err, task.ErrConflict) {
+		return storageError(fmt.Errorf("sqlitestore: update schedule %s: %w", sc, err))
+	}
+	return err
+}
+
+// updateSchedule writes sc over version prev of the same incarnation, or returns
+// task.ErrConflict.
+func updateSchedule(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, sc task.Schedule, prev int64) error {
 	body, err := scheduleBody(sc)
 	if err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE schedules SET state = ?, next_fire = ?, version = ?, body = ? WHERE lambda = ? AND id = ? AND version = ?`,
-		sc.State, sc.NextFire.UnixNano(), sc.Version, body, sc.Lambda, sc.ID, prev)
+	res, err := db.ExecContext(ctx, `UPDATE schedules SET state = ?, next_fire = ?, version = ?, body = ? WHERE `+sameSchedule,
+		sc.State, sc.NextFire.UnixNano(), sc.Version, body, sc.Lambda, sc.ID, prev, sc.Incarnation)
 	if err != nil {
-		return storageError(fmt.Errorf("sqlitestore: update schedule %s: %w", sc, err))
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
 		return task.Errorf(task.ErrConflict, "schedule %s changed or was deleted", sc)
 	}
 	return nil
+}
+
+// FireSchedule writes sc over version prev and inserts the tasks whose ids are free, in one
+// transaction on the writer connection (synced, as a create is): a conflict writes nothing.
+func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
+	if len(tasks) > task.MaxFiringsPerWrite {
+		return nil, task.Errorf(task.ErrInvalid, "a firing write holds at most %d tasks, got %d", task.MaxFiringsPerWrite, len(tasks))
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: %w", sc, err))
+	}
+	defer tx.Rollback()
+	if err := updateSchedule(ctx, tx, sc, prev); err != nil {
+		if errors.Is(err, task.ErrConflict) {
+			return nil, err
+		}
+		return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: %w", sc, err))
+	}
+	insert := tx.StmtContext(ctx, s.insert)
+	created := make([]bool, len(tasks))
+	for i, t := range tasks {
+		res, err := insert.ExecContext(ctx, insertArgs(t)...)
+		if err != nil {
+			return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: create %s: %w", sc, t.ID, err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: fire schedule %s: create %s: %w", sc, t.ID, err)
+		}
+		created[i] = n > 0 // none: the id is taken, and insertSQL left it as it was
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: %w", sc, err))
+	}
+	return created, nil
 }
 
 // DeleteSchedule removes a schedule, or returns task.ErrNotFound.

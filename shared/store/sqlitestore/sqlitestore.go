@@ -635,11 +635,7 @@ func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, task
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
 	}
 	for _, t := range tasks {
-		res, err := insert.ExecContext(ctx,
-			t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
-			t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
-			ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
-			len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks)
+		res, err := insert.ExecContext(ctx, insertArgs(t)...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		}
@@ -656,6 +652,16 @@ func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, task
 		}
 	}
 	return nil, nil
+}
+
+// insertArgs are the arguments of insertSQL for t.
+func insertArgs(t task.Task) []any {
+	return []any{
+		t.Lambda, t.ID, t.Collection, t.Priority, string(t.Status), blob(t.Payload), blob(t.Result),
+		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
+		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
+		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
+	}
 }
 
 // takenSQL finds which of a JSON array of ids a lambda has: one statement whatever their number.

@@ -23,6 +23,7 @@ func scheduleCases() []struct {
 		{"ScheduleList", testScheduleList},
 		{"ScheduleDue", testScheduleDue},
 		{"ScheduleAdvanceRace", testScheduleAdvanceRace},
+		{"FireSchedule", testFireSchedule},
 	}
 }
 
@@ -215,5 +216,96 @@ func testScheduleAdvanceRace(t *testing.T, s task.Store) {
 	}
 	if want := now.Add(time.Duration(winner+1) * time.Minute); !got.NextFire.Equal(want) || got.Version != sc.Version+1 {
 		t.Fatalf("stored next %s version %d, want %s and %d", got.NextFire, got.Version, want, sc.Version+1)
+	}
+}
+
+// testFireSchedule: a firing write creates the free tasks and advances the schedule, at once; a
+// stale version or another incarnation writes nothing and answers ErrConflict; a task whose id
+// is taken is reported not created, and the rest of the write goes in.
+func testFireSchedule(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l := task.Lambda{Name: lambdaName()}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := base().Truncate(time.Second)
+	sc := schedule(l.Name, "fire", now)
+	sc.Incarnation = "INC1"
+	if err := s.CreateSchedule(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	firings := func(sc task.Schedule, ats ...time.Time) []task.Task {
+		var tasks []task.Task
+		for _, at := range ats {
+			tk, err := task.New(sc.TaskSpec(at), l, now, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tasks = append(tasks, tk)
+		}
+		return tasks
+	}
+	exists := func(id string) bool {
+		_, err := s.Get(ctx, l.Name, id)
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	at1, at2, at3 := now, now.Add(time.Minute), now.Add(2*time.Minute)
+
+	// The first write creates both tasks and moves the schedule on.
+	fired := task.Fire(sc, &at2, at3, now)
+	created, err := s.FireSchedule(ctx, fired, sc.Version, firings(sc, at1, at2))
+	if err != nil || len(created) != 2 || !created[0] || !created[1] {
+		t.Fatalf("fire: created %v, %v; want [true true]", created, err)
+	}
+	got, err := s.GetSchedule(ctx, l.Name, sc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != sc.Version+1 || !got.NextFire.Equal(at3) || got.LastFire == nil || !got.LastFire.Equal(at2) || got.Incarnation != "INC1" {
+		t.Fatalf("after the fire: version %d next %s last %v incarnation %q", got.Version, got.NextFire, got.LastFire, got.Incarnation)
+	}
+	if !exists(sc.FireID(at1)) || !exists(sc.FireID(at2)) {
+		t.Fatal("the firings' tasks are not stored")
+	}
+
+	// A write from the version before, or of another incarnation, creates nothing.
+	at4 := now.Add(3 * time.Minute)
+	other := got
+	other.Incarnation = "INC2"
+	for what, w := range map[string]struct {
+		sc   task.Schedule
+		prev int64
+	}{"a stale version": {sc, sc.Version}, "another incarnation": {other, got.Version}} {
+		_, err := s.FireSchedule(ctx, task.Fire(w.sc, &at3, at4, now), w.prev, firings(w.sc, at3))
+		if !errors.Is(err, task.ErrConflict) {
+			t.Fatalf("fire with %s: got %v, want ErrConflict", what, err)
+		}
+		if exists(w.sc.FireID(at3)) {
+			t.Fatalf("fire with %s created a task", what)
+		}
+	}
+	if again, err := s.GetSchedule(ctx, l.Name, sc.ID); err != nil || again.Version != got.Version || !again.NextFire.Equal(at3) {
+		t.Fatalf("refused fires moved the schedule: version %d next %s, %v", again.Version, again.NextFire, err)
+	}
+
+	// A taken id is reported not created; the other task and the advance go through.
+	taken, err := task.New(task.Spec{ID: got.FireID(at3), Payload: []byte(`{"mine":true}`)}, l, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, taken)
+	created, err = s.FireSchedule(ctx, task.Fire(got, &at4, at4.Add(time.Minute), now), got.Version, firings(got, at3, at4))
+	if err != nil || len(created) != 2 || created[0] || !created[1] {
+		t.Fatalf("fire over a taken id: created %v, %v; want [false true]", created, err)
+	}
+	if tk, err := s.Get(ctx, l.Name, got.FireID(at3)); err != nil || string(tk.Payload) != `{"mine":true}` {
+		t.Fatalf("the taken id's task was changed: %s, %v", tk.Payload, err)
+	}
+	if !exists(got.FireID(at4)) {
+		t.Fatal("the free firing's task is not stored")
+	}
+	if last, err := s.GetSchedule(ctx, l.Name, sc.ID); err != nil || last.Version != got.Version+1 || !last.NextFire.Equal(at4.Add(time.Minute)) {
+		t.Fatalf("the advance over a taken id: version %d next %s, %v", last.Version, last.NextFire, err)
 	}
 }
