@@ -101,17 +101,7 @@ func TestListPagesBoundedByBytes(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { testListPagesBoundedByBytes(t, openStore(t)) })
 	// The DynamoDB store merges its shards into a page: a shorter page must still be a prefix.
 	t.Run("dynamodb", func(t *testing.T) {
-		db := awstest.NewDynamoDB(awstest.Config(t, "DYNAMODB"))
-		table := awstest.Name("atf-httpapi")
-		if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
-		store, err := dynamostore.New(db, dynamostore.Config{Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testListPagesBoundedByBytes(t, store)
+		testListPagesBoundedByBytes(t, awstest.NewStore(t, "atf-httpapi", dynamostore.Config{}))
 	})
 }
 

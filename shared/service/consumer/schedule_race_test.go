@@ -36,17 +36,7 @@ func TestScheduleRace(t *testing.T) {
 		scheduleRace(t, store)
 	})
 	t.Run("dynamodb", func(t *testing.T) {
-		db := awstest.NewDynamoDB(awstest.Config(t, "DYNAMODB"))
-		table := awstest.Name("sched-race")
-		if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = dynamostore.DeleteTable(context.Background(), db, table) })
-		store, err := dynamostore.New(db, dynamostore.Config{Table: table, Shards: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scheduleRace(t, store)
+		scheduleRace(t, awstest.NewStore(t, "sched-race", dynamostore.Config{Shards: 1}))
 	})
 }
 

@@ -33,17 +33,7 @@ func onBackends(t *testing.T, test func(t *testing.T, store task.Store)) {
 		test(t, store)
 	})
 	t.Run("dynamodb", func(t *testing.T) {
-		db := awstest.NewDynamoDB(awstest.Config(t, "DYNAMODB"))
-		table := awstest.Name("atf-frontend")
-		if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dynamostore.DeleteTable(context.Background(), db, table) })
-		store, err := dynamostore.New(db, dynamostore.Config{Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
-		test(t, store)
+		test(t, awstest.NewStore(t, "atf-frontend", dynamostore.Config{}))
 	})
 }
 

@@ -81,6 +81,22 @@ func NewBackend(t testing.TB, prefix string, lambdas ...task.Lambda) Backend {
 	return b
 }
 
+// NewStore creates a table of DynamoDB Local named after prefix and returns a store over it,
+// configured as cfg (its Table set here); the table is deleted when t ends.
+func NewStore(t testing.TB, prefix string, cfg dynamostore.Config) *dynamostore.Store {
+	db := NewDynamoDB(Config(t, "DYNAMODB"))
+	cfg.Table = Name(prefix)
+	if err := dynamostore.CreateTable(t.Context(), db, cfg.Table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dynamostore.DeleteTable(context.Background(), db, cfg.Table) })
+	store, err := dynamostore.New(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 // NewDynamoDB is the store's client for tests. DynamoDB Local sends no CRC32 header on errors,
 // and the SDK then warns about every failed condition (aws/aws-sdk-go-v2#3545).
 func NewDynamoDB(cfg aws.Config, opts ...func(*dynamodb.Options)) *dynamodb.Client {
