@@ -38,6 +38,10 @@ const (
 	EnvQueuePrefix    = "ATF_QUEUE_PREFIX"    // the SQS queue name prefix, such as atf-dev
 	EnvShards         = "ATF_SHARDS"          // index shards per lambda; dynamostore.DefaultShards if unset
 	EnvLambdas        = "ATF_LAMBDAS"         // the lambdas, a JSON array of LambdaSpec
+	// EnvLambdasPath is the SSM Parameter Store path under which each lambda stack writes its
+	// lambdas, one parameter per stack holding a JSON array of LambdaSpec (LambdasPath). The
+	// functions that serve every lambda read them from there instead of ATF_LAMBDAS.
+	EnvLambdasPath = "ATF_LAMBDAS_PATH"
 	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
 	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
 	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
@@ -53,6 +57,10 @@ const (
 	// as Embedded Metric Format (package emf), such as atf/prod; none are written if it is unset.
 	EnvMetricsNamespace = "ATF_METRICS_NAMESPACE"
 )
+
+// LambdasPath is the SSM Parameter Store path of environment env's lambdas, such as
+// /atf/dev/lambdas/: each lambda stack writes one parameter under it.
+func LambdasPath(env string) string { return "/atf/" + env + "/lambdas/" }
 
 // LambdaSpec is a lambda as the stack writes it into ATF_LAMBDAS.
 type LambdaSpec struct {
