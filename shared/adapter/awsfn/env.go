@@ -34,14 +34,14 @@ import (
 
 // Environment variables the stack sets on every function.
 const (
-	EnvTable          = "ATF_TABLE"           // the DynamoDB table
-	EnvQueuePrefix    = "ATF_QUEUE_PREFIX"    // the SQS queue name prefix, such as atf-dev
-	EnvShards         = "ATF_SHARDS"          // index shards per lambda; dynamostore.DefaultShards if unset
-	EnvLambdas        = "ATF_LAMBDAS"         // the lambdas, a JSON array of LambdaSpec
+	EnvTable       = "ATF_TABLE"        // the DynamoDB table
+	EnvQueuePrefix = "ATF_QUEUE_PREFIX" // the SQS queue name prefix, such as atf-dev
+	EnvShards      = "ATF_SHARDS"       // index shards per lambda; dynamostore.DefaultShards if unset
+	EnvLambdas     = "ATF_LAMBDAS"      // the lambdas, a JSON array of LambdaSpec
 	// EnvLambdasPath is the SSM Parameter Store path under which each lambda stack writes its
 	// lambdas, one parameter per stack holding a JSON array of LambdaSpec (LambdasPath). The
 	// functions that serve every lambda read them from there instead of ATF_LAMBDAS.
-	EnvLambdasPath = "ATF_LAMBDAS_PATH"
+	EnvLambdasPath    = "ATF_LAMBDAS_PATH"
 	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
 	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
 	EnvHeartbeat      = "ATF_HEARTBEAT"       // heartbeat interval, a Go duration; task default if unset
