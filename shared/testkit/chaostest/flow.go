@@ -211,8 +211,8 @@ func (n *FlowNode) violate(format string, args ...any) {
 
 func (n *FlowNode) Handle(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 	e := history.Execution{Task: t.ID, Attempt: t.Attempt, Worker: n.Worker, Start: time.Now()}
-	n.History.started(n.Worker, 1)
-	defer n.History.started(n.Worker, -1)
+	n.History.started(n.Worker, t.ID, 1)
+	defer n.History.started(n.Worker, t.ID, -1)
 	var p FlowPayload
 	err := json.Unmarshal(t.Payload, &p)
 	if err != nil {

@@ -171,23 +171,43 @@ func (q *frozenQueue) Extend(ctx context.Context, d task.Delivery, v time.Durati
 type History struct {
 	mu      sync.Mutex
 	execs   []history.Execution
-	running map[string]int // runs in progress, by worker
+	running map[string]map[string]int // runs in progress, by worker and task
 }
 
 // Running is how many runs of worker are in progress.
 func (h *History) Running(worker string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.running[worker]
+	n := 0
+	for _, runs := range h.running[worker] {
+		n += runs
+	}
+	return n
 }
 
-func (h *History) started(worker string, by int) {
+// RunningTasks returns the tasks worker is running.
+func (h *History) RunningTasks(worker string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id := range h.running[worker] {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (h *History) started(worker, id string, by int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.running == nil {
-		h.running = map[string]int{}
+		h.running = map[string]map[string]int{}
 	}
-	h.running[worker] += by
+	if h.running[worker] == nil {
+		h.running[worker] = map[string]int{}
+	}
+	if h.running[worker][id] += by; h.running[worker][id] == 0 {
+		delete(h.running[worker], id)
+	}
 }
 
 // Executions returns a copy of what was recorded so far.
@@ -214,8 +234,8 @@ type Result struct {
 
 func (r *Recorder) Handle(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 	e := history.Execution{Task: t.ID, Attempt: t.Attempt, Worker: r.Worker, Start: time.Now()}
-	r.History.started(r.Worker, 1)
-	defer r.History.started(r.Worker, -1)
+	r.History.started(r.Worker, t.ID, 1)
+	defer r.History.started(r.Worker, t.ID, -1)
 	var err error
 	if r.Work != nil {
 		err = r.Work(ctx, t)
