@@ -135,7 +135,7 @@ BENCH_SMOKE_TABLE := '^\| measurement \| result \|$$' '^\| atf embedded throughp
   '^\| burn-down on a table holding ' '^\| River .* tasks/s \(atf/River ' '^\| asynq .* tasks/s \(atf/asynq ' \
   '^\| atf embedded delivery latency ' '^\| atf delivery latency on the emulators ' '^\| schedule API ' \
   '^\| atf embedded wait for a result ' '^\| immediate, scheduled in batches of 100 \| ' '^\| consumer idle, per month: ' \
-  '^\| target \| wanted \| this run \| \|$$'
+  '^\| lambdas × priorities × shards \| ' '^\| target \| wanted \| this run \| \|$$'
 bench-smoke: ## make bench with tiny counts from a clean state; fails unless every table row is printed (CI)
 	@set -eo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(MAKE) --no-print-directory bench SMOKE=1 BENCH_OUT=$$tmp/results.json | tee $$tmp/out.txt; \
