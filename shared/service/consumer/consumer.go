@@ -262,7 +262,7 @@ func (c *Consumer) Sweep(ctx context.Context) (Stats, error) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			stats[i], _, errs[i] = c.pass(ctx, l, func(context.Context) ([]task.Gate, error) { return gates, nil })
+			stats[i], _, errs[i] = c.pass(ctx, l, func(context.Context) ([]task.Gate, error) { return gates, nil }, true)
 		})
 	}
 	wg.Wait()
@@ -315,6 +315,7 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		next   time.Time // when the next pass may start
 		done   bool      // StopWhenIdle: nothing of it is due before p.Until
 		awake  time.Time // StopWhenIdle: something is due by then; no need to look again before
+		saw    bool      // its last pass saw tasks: the next one reads its lanes without asking
 	}
 	type result struct {
 		i      int
@@ -357,10 +358,11 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 				gates = c.sharedGates()
 			}
 			look := stopWhenIdle && !now.Before(s.awake)
+			probe := !s.saw
 			go func() {
 				r := result{i: i}
 				var untriggered bool
-				r.st, untriggered, r.err = c.pass(ctx, c.lambdas[i], gates)
+				r.st, untriggered, r.err = c.pass(ctx, c.lambdas[i], gates, probe)
 				if look && r.err == nil && r.st.Seen == 0 {
 					r.looked = true
 					r.due, r.err = c.idleUntil(ctx, c.lambdas[i], gates, p.Until, untriggered)
@@ -385,7 +387,7 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		case r := <-done:
 			running--
 			s := &states[r.i]
-			s.busy = false
+			s.busy, s.saw = false, r.st.Seen > 0
 			total.Passes++
 			total.add(r.st)
 			if r.looked {
@@ -531,13 +533,14 @@ func (c *Consumer) deadlines(ctx context.Context) (work, hard time.Time) {
 }
 
 // pass sweeps one lambda within the pass timeout. gates reads the gates as they were when the pass
-// began: a read that a sweep of every lambda shares. untriggered reports that the lambda had no
-// task with a trigger, and no schedule due: the pass read nothing else.
-func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error)) (st Stats, untriggered bool, err error) {
+// began: a read that a sweep of every lambda shares. With probe, the pass first asks whether the
+// lambda has a task triggered at all (worth it unless its last pass saw tasks); untriggered
+// reports that it had none, and no schedule due: the pass read nothing else.
+func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), probe bool) (st Stats, untriggered bool, err error) {
 	workBy, hard := c.deadlines(ctx)
 	work, cancel := context.WithDeadline(ctx, workBy)
 	defer cancel()
-	s := &passState{Consumer: c, ctx: ctx, hard: hard}
+	s := &passState{Consumer: c, ctx: ctx, hard: hard, probe: probe}
 	started := time.Now()
 	err = s.sweepLambda(work, l, gates)
 	if c.metrics != nil {
@@ -553,6 +556,7 @@ type passState struct {
 	hard time.Time       // the pass's deadline, the sends' included
 	mu   sync.Mutex      // guards st where a pass writes in parallel
 	st   Stats
+	probe bool // ask Store.Triggered before reading the lanes
 	// untriggered: the lambda had no task with a trigger, and no schedule due.
 	untriggered bool
 }
@@ -563,10 +567,14 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 	// A lambda without a task triggered has nothing in any lane: one entry read per shard
 	// instead of every lane's, and no gates, which an idle environment would pay for each
 	// lambda, lane and shard (docs/capacity.md). Its schedules fire all the same; a schedule
-	// due takes the whole pass, which enqueues what the firing made.
-	triggered, err := c.store.Triggered(ctx, l.Name)
-	if err != nil {
-		return err
+	// due takes the whole pass, which enqueues what the firing made. A lambda whose last pass saw
+	// tasks is not asked: it is busy, and the question would add S reads to each of its passes.
+	triggered := true
+	if c.probe {
+		var err error
+		if triggered, err = c.store.Triggered(ctx, l.Name); err != nil {
+			return err
+		}
 	}
 	if !triggered {
 		if err := c.fireSchedules(ctx, l, now); err != nil || st.Seen == 0 {

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -271,5 +272,54 @@ func TestStopWhenIdlePaused(t *testing.T) {
 	go e.work(ctx, "a")
 	if rs := e.runIdle(t); rs.Enqueued != 1 || rs.Stopped != 1 {
 		t.Errorf("open: %+v; want the task enqueued, then a stop", rs)
+	}
+}
+
+// passCounter cancels a run once it has seen n passes end.
+type passCounter struct {
+	n      atomic.Int64
+	after  int64
+	cancel context.CancelFunc
+}
+
+func (p *passCounter) Pass(string, time.Duration, bool) {
+	if p.n.Add(1) == p.after {
+		p.cancel()
+	}
+}
+
+// TestBusyLambdaNotAskedAgain: a pass that follows one that saw tasks reads the lanes without
+// asking whether the lambda has a task triggered: a busy lambda pays that question once, not at
+// every pass. Three tasks due under a quota of one take three passes (each full, the next at
+// once), and a fourth finds none due.
+func TestBusyLambdaNotAskedAgain(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	count := &callCounter{Store: store}
+	l := task.Lambda{Name: "busy"}.WithDefaults()
+	cfg := task.Config{EnqueueQuota: 1}.WithDefaults()
+	for i := range 3 {
+		tk, err := task.New(task.Spec{ID: fmt.Sprintf("t%d", i)}, l, time.Now(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Create(t.Context(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	passes := &passCounter{after: 4, cancel: cancel}
+	cons := consumer.New(count, memqueue.New(), consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Metrics: passes})
+	rs := cons.Run(ctx, consumer.RunParams{Interval: time.Hour})
+	if rs.Enqueued != 3 || rs.Passes != 4 {
+		t.Fatalf("run: %+v; want 3 tasks enqueued in 4 passes", rs)
+	}
+	// The first pass asks; the second, third and fourth follow passes that saw a task.
+	if got := count.triggered.Load(); got != 1 {
+		t.Errorf("4 passes of a busy lambda asked %d times whether it had a task triggered, want once", got)
 	}
 }
