@@ -552,10 +552,10 @@ func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.C
 // passState is one pass of one lambda.
 type passState struct {
 	*Consumer
-	ctx  context.Context // the caller's: sends outlive its cancellation, not its deadline
-	hard time.Time       // the pass's deadline, the sends' included
-	mu   sync.Mutex      // guards st where a pass writes in parallel
-	st   Stats
+	ctx   context.Context // the caller's: sends outlive its cancellation, not its deadline
+	hard  time.Time       // the pass's deadline, the sends' included
+	mu    sync.Mutex      // guards st where a pass writes in parallel
+	st    Stats
 	probe bool // ask Store.Triggered before reading the lanes
 	// untriggered: the lambda had no task with a trigger, and no schedule due.
 	untriggered bool
