@@ -107,9 +107,10 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
 # command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
-# latency, and the AWS cost per task on the emulators. The emulators and the peers' servers are
-# stopped again if this started them. SMOKE=1 runs every step with tiny counts, the template step
-# left out (bench-smoke).
+# latency, the AWS cost per task on the emulators, and the idle consumer over 10, 100 and 300
+# lambdas with its time budget and the idle bill of 100 (docs/capacity.md, "An idle environment of
+# many lambdas"). The emulators and the peers' servers are stopped again if this started them.
+# SMOKE=1 runs every step with tiny counts, the template step left out (bench-smoke).
 BENCH_CONCURRENCY ?= 16
 BENCH_OUT ?= bench/results.json
 BENCH_GO_FLAGS := $(if $(SMOKE),-count=1 -benchtime=1x,$(if $(QUICK),-count=1 -benchtime=100x,-count=5))
