@@ -107,9 +107,10 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
 # command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
-# latency, and the AWS cost per task on the emulators. The emulators and the peers' servers are
-# stopped again if this started them. SMOKE=1 runs every step with tiny counts, the template step
-# left out (bench-smoke).
+# latency, the AWS cost per task on the emulators, and the idle consumer over 10, 100 and 300
+# lambdas with its time budget and the idle bill of 100 (docs/capacity.md, "An idle environment of
+# many lambdas"). The emulators and the peers' servers are stopped again if this started them.
+# SMOKE=1 runs every step with tiny counts, the template step left out (bench-smoke).
 BENCH_CONCURRENCY ?= 16
 BENCH_OUT ?= bench/results.json
 BENCH_GO_FLAGS := $(if $(SMOKE),-count=1 -benchtime=1x,$(if $(QUICK),-count=1 -benchtime=100x,-count=5))
@@ -135,7 +136,7 @@ BENCH_SMOKE_TABLE := '^\| measurement \| result \|$$' '^\| atf embedded throughp
   '^\| burn-down on a table holding ' '^\| River .* tasks/s \(atf/River ' '^\| asynq .* tasks/s \(atf/asynq ' \
   '^\| atf embedded delivery latency ' '^\| atf delivery latency on the emulators ' '^\| schedule API ' \
   '^\| atf embedded wait for a result ' '^\| immediate, scheduled in batches of 100 \| ' '^\| consumer idle, per month: ' \
-  '^\| target \| wanted \| this run \| \|$$'
+  '^\| lambdas × priorities × shards \| ' '^\| target \| wanted \| this run \| \|$$'
 bench-smoke: ## make bench with tiny counts from a clean state; fails unless every table row is printed (CI)
 	@set -eo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(MAKE) --no-print-directory bench SMOKE=1 BENCH_OUT=$$tmp/results.json | tee $$tmp/out.txt; \

@@ -111,3 +111,41 @@ func TestIdleBillWithoutTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleBill: the idle environment of many lambdas prices each lambda's queues' polls and, in
+// a configuration with alarms, its alarm metrics (P on its dead-letter queues, and four more),
+// beside the consumer as measured.
+func TestScaleBill(t *testing.T) {
+	run := ScaleRun{Lambdas: 100, Priorities: 3, Shards: 4, ReadUnits: 300, InvocationMS: 100, DrainSQSCalls: 300, DrainMS: 3000, LogBytes: 400}
+	line := func(b ScaleBill, kind string) float64 {
+		t.Helper()
+		for _, l := range b.Lines {
+			if strings.HasPrefix(l.Kind, kind) {
+				return l.USD
+			}
+		}
+		t.Fatalf("no line %q in %+v", kind, b.Lines)
+		return 0
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s: $%.6f, want $%.6f", what, got, want)
+		}
+	}
+	dev := scaleBill(run, "dev", environment{Shards: 4, LogRetentionDays: 7})
+	near("polls of 300 queues", line(dev, "idle SQS polls"), 300*657_000*SQSStandardPerMillion/1e6)
+	near("reads", line(dev, "consumer reads"), 43_800*300*DynamoDBReadPerMillion/1e6)
+	near("dev's alarms", line(dev, "alarms"), 0)
+	staging := scaleBill(run, "staging", environment{Shards: 4, LogRetentionDays: 30, NATGateways: 1, Alarms: &struct{}{}})
+	near("staging's alarms", line(staging, "alarms"), (100*7+2)*CloudWatchAlarmPerMetricMonth)
+	near("staging's NAT gateway", line(staging, "NAT gateways"), 730*(NATGatewayPerHour+PublicIPv4PerHour))
+	if math.Abs(staging.PerLambda*100-staging.Total) > 1e-6 || staging.PerLambdaWithoutNAT >= staging.PerLambda {
+		t.Errorf("staging per lambda $%.2f (without NAT $%.2f) of $%.2f", staging.PerLambda, staging.PerLambdaWithoutNAT, staging.Total)
+	}
+	var out bytes.Buffer
+	staging.Print(&out)
+	if !strings.Contains(out.String(), "| **per lambda** |") {
+		t.Errorf("printed bill has no per-lambda line:\n%s", out.String())
+	}
+}

@@ -111,10 +111,11 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 	return r, nil
 }
 
-// countingRunner is the consumer as the function runs it, counting its passes.
+// countingRunner is the consumer as the function runs it, counting its passes, its looks ahead
+// and its failed passes.
 type countingRunner struct {
-	c      *consumer.Consumer
-	passes int
+	c                     *consumer.Consumer
+	passes, looks, failed int
 }
 
 func (r *countingRunner) Sweep(ctx context.Context) (consumer.Stats, error) { return r.c.Sweep(ctx) }
@@ -122,6 +123,8 @@ func (r *countingRunner) Sweep(ctx context.Context) (consumer.Stats, error) { re
 func (r *countingRunner) Run(ctx context.Context, p consumer.RunParams) consumer.RunStats {
 	rs := r.c.Run(ctx, p)
 	r.passes += rs.Passes
+	r.looks += rs.Looks
+	r.failed += rs.Failed
 	return rs
 }
 

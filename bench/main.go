@@ -39,17 +39,18 @@ type sizes struct {
 	waiters         int           // concurrent waits for a result
 	periodic        time.Duration // how long the periodic schedules fire
 	grown           int           // finished tasks in the table before the grown burn-down
+	scale           []int         // lambdas of the idle environments the scale part measures
 }
 
 // periodicSchedules is how many rate(1s) schedules the periodic part runs.
 const periodicSchedules = 50
 
 var (
-	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, periodic: 30 * time.Second, grown: 1_000_000}
-	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, periodic: 10 * time.Second, grown: 250_000}
+	full  = sizes{tasks: 100_000, latency: 20 * time.Second, rate: 1000, emuLatency: 30 * time.Second, emuRate: 10, requests: 20_000, costTasks: 500, idleInvocations: 10, scheduleConc: 8, waiters: 1000, periodic: 30 * time.Second, grown: 1_000_000, scale: scaleLambdas}
+	quick = sizes{tasks: 10_000, latency: 5 * time.Second, rate: 1000, emuLatency: 5 * time.Second, emuRate: 10, requests: 4_000, costTasks: 100, idleInvocations: 3, scheduleConc: 8, waiters: 1000, periodic: 10 * time.Second, grown: 250_000, scale: scaleLambdas}
 	// smoke runs every part with tiny counts: it checks that the bench runs and prints its
 	// table (make bench-smoke, in CI), and measures nothing worth reading.
-	smoke = sizes{tasks: 200, latency: time.Second, rate: 100, emuLatency: 2 * time.Second, emuRate: 5, requests: 200, costTasks: 10, idleInvocations: 1, scheduleConc: 4, waiters: 20, periodic: 3 * time.Second, grown: 2_000}
+	smoke = sizes{tasks: 200, latency: time.Second, rate: 100, emuLatency: 2 * time.Second, emuRate: 5, requests: 200, costTasks: 10, idleInvocations: 1, scheduleConc: 4, waiters: 20, periodic: 3 * time.Second, grown: 2_000, scale: []int{10}}
 )
 
 func main() {
@@ -62,7 +63,7 @@ func main() {
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
 	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
-	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, periodic, aws, idle")
+	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, periodic, aws, idle, scale")
 	tasks := flag.Int("tasks", 0, "tasks of the burn-down (embedded and peers); 0 for the default of the run's size")
 	prof := profileFlags()
 	flag.Parse()
@@ -166,6 +167,12 @@ func main() {
 		}
 	}
 
+	if part("scale") {
+		if err := runScale(ctx, &r, sz, *envPath); err != nil {
+			log.Fatalf("scale: %v", err)
+		}
+	}
+
 	r.WallS = time.Since(began).Seconds()
 	r.judge()
 	data, err := json.MarshalIndent(r, "", "  ")
@@ -243,17 +250,31 @@ var costCases = []costCase{
 		Explain: "the handler fails the first two attempts retriably; the third succeeds after the default backoff"},
 }
 
-// devShards reads the shard count of environment dev.
-func devShards(path string) (int, error) {
+// environment is what the bench reads of an environment of infra/environments.json.
+type environment struct {
+	Shards           int       `json:"shards"`
+	LogRetentionDays int       `json:"log_retention_days"`
+	NATGateways      int       `json:"nat_gateways"`
+	Alarms           *struct{} `json:"alarms"` // nil: no alarms
+}
+
+func loadEnvironments(path string) (map[string]environment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var envs map[string]struct {
-		Shards int `json:"shards"`
-	}
+	var envs map[string]environment
 	if err := json.Unmarshal(data, &envs); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return envs, nil
+}
+
+// devShards reads the shard count of environment dev.
+func devShards(path string) (int, error) {
+	envs, err := loadEnvironments(path)
+	if err != nil {
+		return 0, err
 	}
 	return envs["dev"].Shards, nil
 }

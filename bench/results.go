@@ -47,6 +47,8 @@ type Results struct {
 	Cases      []CaseResult `json:"aws_cases"`
 	Idle       *IdleResult  `json:"idle"`
 	IdleBill   *IdleBill    `json:"idle_bill"`
+	Scale      []ScaleRun   `json:"scale,omitempty"`       // the idle consumer at each of scaleLambdas
+	ScaleBills []ScaleBill  `json:"scale_bills,omitempty"` // the idle environment of billLambdas, by configuration
 	AWSNote    string       `json:"aws_note,omitempty"`
 	Prices     Prices       `json:"prices"`
 	Targets    []Target     `json:"targets"`
@@ -117,8 +119,10 @@ const (
 	targetAsynqRatio      = 1.5
 	targetUSDPerMillion   = 2.50
 	targetIdleUSDPerMonth = 5.0
-	targetGrownRatio      = 0.9   // throughput with a million finished tasks over an empty table's
-	targetPeakRSSMB       = 200.0 // atf dev's during the burn-down
+	// targetIdleUSDPerLambda: issue 28's idle bill of an environment of many lambdas, per lambda.
+	targetIdleUSDPerLambda = 1.0
+	targetGrownRatio       = 0.9   // throughput with a million finished tasks over an empty table's
+	targetPeakRSSMB        = 200.0 // atf dev's during the burn-down
 )
 
 func verdict(ok bool) *bool { return &ok }
@@ -169,6 +173,23 @@ func (r *Results) judge() {
 		rss.Got, rss.Met = fmt.Sprintf("%.0f MB at %s tasks", r.AtfPeakRSSMB, num(float64(r.Throughput.Tasks))), verdict(r.AtfPeakRSSMB <= targetPeakRSSMB)
 	}
 	r.Targets = append(r.Targets, river, asynq, wait, cost, idle, firing, grown, rss)
+	for _, b := range r.ScaleBills {
+		r.Targets = append(r.Targets, Target{
+			Name: fmt.Sprintf("idle environment of %d lambdas of %d priorities, everything included, %s configuration", b.Lambdas, b.Priorities, b.Environment),
+			Want: fmt.Sprintf("≤ $%.2f a lambda a month", targetIdleUSDPerLambda), Got: fmt.Sprintf("$%.2f a lambda a month", b.PerLambda),
+			Met: verdict(b.PerLambda <= targetIdleUSDPerLambda),
+		})
+	}
+	for _, s := range r.Scale {
+		if s.Lambdas == budgetLambdas {
+			r.Targets = append(r.Targets, Target{
+				Name: fmt.Sprintf("idle consumer pass over %d lambdas of %d priorities on the emulators", s.Lambdas, s.Priorities),
+				Want: fmt.Sprintf("an invocation's passes within %.0f s, each within %.0f s, none failed; a drain within %.0f s", s.BudgetMS/1000, s.PassBudgetMS/1000, s.DrainBudgetMS/1000),
+				Got:  fmt.Sprintf("%.0f ms, the slowest pass %.0f ms, %d failed; drain %.0f ms%s", s.SlowestMS, s.SlowestPass, s.FailedPasses, s.DrainMS, drainFailure(s)),
+				Met:  verdict(s.Fits()),
+			})
+		}
+	}
 }
 
 // num formats a number with thousands separators and no decimals.
@@ -273,6 +294,10 @@ func (r *Results) Print(w io.Writer) {
 	}
 	if b := r.IdleBill; b != nil {
 		b.Print(w, r.Idle)
+	}
+	printScale(w, r.Scale)
+	for _, b := range r.ScaleBills {
+		b.Print(w)
 	}
 
 	fmt.Fprintln(w, "| target | wanted | this run | |")

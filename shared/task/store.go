@@ -32,6 +32,12 @@ type Store interface {
 	// Due returns tasks of one lambda whose next trigger is at or before p.Before, earliest first.
 	// A store may leave Payload out: a sweep never needs it, and Update does not write it.
 	Due(ctx context.Context, p DueParams) ([]Task, error)
+	// Triggered reports whether any task of the lambda has a next trigger, due or not, parked or
+	// not: whether a sweep could find anything of it in any lane. A sweep of a lambda without one
+	// skips its due reads, which an idle environment would pay for every lambda, lane and shard
+	// (docs/capacity.md). It sees what Due would: a store whose index lags its writes lags here
+	// as much.
+	Triggered(ctx context.Context, lambda string) (bool, error)
 	// Counts returns how many tasks of the lambda are in each status; statuses with none are absent.
 	Counts(ctx context.Context, lambda string) (map[Status]int, error)
 	// SetGate sets a gate; mode open removes it.

@@ -262,7 +262,7 @@ func (c *Consumer) Sweep(ctx context.Context) (Stats, error) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			stats[i], errs[i] = c.pass(ctx, l, func(context.Context) ([]task.Gate, error) { return gates, nil })
+			stats[i], _, errs[i] = c.pass(ctx, l, func(context.Context) ([]task.Gate, error) { return gates, nil }, true)
 		})
 	}
 	wg.Wait()
@@ -315,6 +315,7 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		next   time.Time // when the next pass may start
 		done   bool      // StopWhenIdle: nothing of it is due before p.Until
 		awake  time.Time // StopWhenIdle: something is due by then; no need to look again before
+		saw    bool      // its last pass saw tasks: the next one reads its lanes without asking
 	}
 	type result struct {
 		i      int
@@ -357,12 +358,14 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 				gates = c.sharedGates()
 			}
 			look := stopWhenIdle && !now.Before(s.awake)
+			probe := !s.saw
 			go func() {
 				r := result{i: i}
-				r.st, r.err = c.pass(ctx, c.lambdas[i], gates)
+				var untriggered bool
+				r.st, untriggered, r.err = c.pass(ctx, c.lambdas[i], gates, probe)
 				if look && r.err == nil && r.st.Seen == 0 {
 					r.looked = true
-					r.due, r.err = c.idleUntil(ctx, c.lambdas[i], gates, p.Until)
+					r.due, r.err = c.idleUntil(ctx, c.lambdas[i], gates, p.Until, untriggered)
 					r.idle = r.err == nil && r.due.IsZero()
 				}
 				done <- r
@@ -384,7 +387,7 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		case r := <-done:
 			running--
 			s := &states[r.i]
-			s.busy = false
+			s.busy, s.saw = false, r.st.Seen > 0
 			total.Passes++
 			total.add(r.st)
 			if r.looked {
@@ -467,23 +470,13 @@ func (c *Consumer) sharedGates() func(context.Context) ([]task.Gate, error) {
 // its trigger: its end may set off at once what only a pass handles (its downstreams to tell, a
 // retry the status controller could not send). Parked tasks, and the waiting and enqueued tasks
 // of a lambda whose gate is not open, wait for a gate to open: an idle consumer sees that open at
-// its next start. It reads one task of a lane at most, and stops at the first lane with one.
-func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), until time.Time) (time.Time, error) {
+// its next start. It reads one task of a lane at most, and stops at the first lane with one. After
+// a pass that found no task triggered (untriggered), it reads the schedules alone.
+func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), until time.Time, untriggered bool) (time.Time, error) {
 	work, _ := c.deadlines(ctx)
 	ctx, cancel := context.WithDeadline(ctx, work)
 	defer cancel()
-	g, err := gates(ctx) // the pass's read, shared
-	if err != nil {
-		return time.Time{}, err
-	}
 	before := c.now().UTC().Add(time.Until(until))
-	lanes := []task.DueParams{{Statuses: task.Running, Before: endOfTime}, {Statuses: flowing}}
-	if mode, _, _ := gatesOf(l.Name, g); mode == task.GateOpen {
-		lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}, Before: endOfTime})
-		for _, p := range l.Priorities {
-			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
-		}
-	}
 	// A schedule fires whatever the gates: its next firing, less the lead, keeps the lambda awake.
 	due, err := c.store.DueSchedules(ctx, l.Name, before.Add(c.scheduleLead()), 1)
 	if err != nil {
@@ -491,6 +484,20 @@ func (c *Consumer) idleUntil(ctx context.Context, l task.Lambda, gates func(cont
 	}
 	if len(due) > 0 {
 		return time.Now().Add(due[0].NextFire.Add(-c.scheduleLead()).Sub(c.now())), nil
+	}
+	if untriggered {
+		return time.Time{}, nil
+	}
+	g, err := gates(ctx) // the pass's read, shared
+	if err != nil {
+		return time.Time{}, err
+	}
+	lanes := []task.DueParams{{Statuses: task.Running, Before: endOfTime}, {Statuses: flowing}}
+	if mode, _, _ := gatesOf(l.Name, g); mode == task.GateOpen {
+		lanes = append(lanes, task.DueParams{Statuses: []task.Status{task.StatusEnqueued}, Before: endOfTime})
+		for _, p := range l.Priorities {
+			lanes = append(lanes, task.DueParams{Priority: p, Statuses: []task.Status{task.StatusNew, task.StatusRetriableFailure}})
+		}
 	}
 	for _, lane := range lanes {
 		inFlight := !lane.Before.IsZero()
@@ -526,32 +533,55 @@ func (c *Consumer) deadlines(ctx context.Context) (work, hard time.Time) {
 }
 
 // pass sweeps one lambda within the pass timeout. gates reads the gates as they were when the pass
-// began: a read that a sweep of every lambda shares.
-func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error)) (Stats, error) {
+// began: a read that a sweep of every lambda shares. With probe, the pass first asks whether the
+// lambda has a task triggered at all (worth it unless its last pass saw tasks); untriggered
+// reports that it had none, and no schedule due: the pass read nothing else.
+func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.Context) ([]task.Gate, error), probe bool) (st Stats, untriggered bool, err error) {
 	workBy, hard := c.deadlines(ctx)
 	work, cancel := context.WithDeadline(ctx, workBy)
 	defer cancel()
-	s := &passState{Consumer: c, ctx: ctx, hard: hard}
+	s := &passState{Consumer: c, ctx: ctx, hard: hard, probe: probe}
 	started := time.Now()
-	err := s.sweepLambda(work, l, gates)
+	err = s.sweepLambda(work, l, gates)
 	if c.metrics != nil {
 		c.metrics.Pass(l.Name, time.Since(started), err != nil)
 	}
-	return s.st, err
+	return s.st, s.untriggered, err
 }
 
 // passState is one pass of one lambda.
 type passState struct {
 	*Consumer
-	ctx  context.Context // the caller's: sends outlive its cancellation, not its deadline
-	hard time.Time       // the pass's deadline, the sends' included
-	mu   sync.Mutex      // guards st where a pass writes in parallel
-	st   Stats
+	ctx   context.Context // the caller's: sends outlive its cancellation, not its deadline
+	hard  time.Time       // the pass's deadline, the sends' included
+	mu    sync.Mutex      // guards st where a pass writes in parallel
+	st    Stats
+	probe bool // ask Store.Triggered before reading the lanes
+	// untriggered: the lambda had no task with a trigger, and no schedule due.
+	untriggered bool
 }
 
 func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates func(context.Context) ([]task.Gate, error)) error {
 	st := &c.st
 	now := c.now().UTC()
+	// A lambda without a task triggered has nothing in any lane: one entry read per shard
+	// instead of every lane's, and no gates, which an idle environment would pay for each
+	// lambda, lane and shard (docs/capacity.md). Its schedules fire all the same; a schedule
+	// due takes the whole pass, which enqueues what the firing made. A lambda whose last pass saw
+	// tasks is not asked: it is busy, and the question would add S reads to each of its passes.
+	triggered := true
+	if c.probe {
+		var err error
+		if triggered, err = c.store.Triggered(ctx, l.Name); err != nil {
+			return err
+		}
+	}
+	if !triggered {
+		if err := c.fireSchedules(ctx, l, now); err != nil || st.Seen == 0 {
+			c.untriggered = err == nil
+			return err
+		}
+	}
 	gates, err := readGates(ctx)
 	if err != nil {
 		return err
@@ -598,8 +628,10 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 	if err := c.flows(ctx, l, now); err != nil {
 		return err
 	}
-	if err := c.fireSchedules(ctx, l, now); err != nil {
-		return err
+	if triggered { // else fired above
+		if err := c.fireSchedules(ctx, l, now); err != nil {
+			return err
+		}
 	}
 
 	switch mode {

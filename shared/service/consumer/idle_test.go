@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -15,11 +16,12 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// callCounter is a store that counts the consumer's reads of gates and due tasks, and can set a
-// gate just before a due read of waiting tasks answers (a gate closed mid-pass).
+// callCounter is a store that counts the consumer's reads of gates, due tasks and whether a lambda
+// has any task triggered, and can set a gate just before a due read of waiting tasks answers (a
+// gate closed mid-pass).
 type callCounter struct {
 	task.Store
-	gates, due atomic.Int64
+	gates, due, triggered atomic.Int64
 
 	mu       sync.Mutex
 	gateOnce *task.Gate // set before the next due read of waiting tasks, once
@@ -28,6 +30,11 @@ type callCounter struct {
 func (s *callCounter) Gates(ctx context.Context) ([]task.Gate, error) {
 	s.gates.Add(1)
 	return s.Store.Gates(ctx)
+}
+
+func (s *callCounter) Triggered(ctx context.Context, lambda string) (bool, error) {
+	s.triggered.Add(1)
+	return s.Store.Triggered(ctx, lambda)
 }
 
 func (s *callCounter) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
@@ -48,14 +55,15 @@ func (s *callCounter) Due(ctx context.Context, p task.DueParams) ([]task.Task, e
 	return s.Store.Due(ctx, p)
 }
 
-func (s *callCounter) reset() { s.gates.Store(0); s.due.Store(0) }
+func (s *callCounter) reset() { s.gates.Store(0); s.due.Store(0); s.triggered.Store(0) }
 
 // idleReads is what one pass of an idle lambda with p priorities reads of the due index: its
 // running, flow, parked and resend lanes, and each priority's waiting lane.
 func idleReads(p int) int64 { return int64(4 + p) }
 
 // TestIdleSweepReadsGatesOnce: a sweep of idle lambdas reads the gates once between them, and
-// each lambda's lanes once; no priority reads them again when it found nothing.
+// the lanes of a lambda with a task triggered (due later) once; no priority reads them again when
+// it found nothing. The lambdas without a task triggered read no lane.
 func TestIdleSweepReadsGatesOnce(t *testing.T) {
 	s := &callCounter{}
 	e := newEnvWith(t, options{wrapStore: func(inner task.Store) task.Store { s.Store = inner; return s }}, "a", "b", "c")
@@ -63,8 +71,29 @@ func TestIdleSweepReadsGatesOnce(t *testing.T) {
 	if st := e.sweep(t); st.Seen != 0 {
 		t.Fatalf("idle sweep: %+v", st)
 	}
-	if g, d, want := s.gates.Load(), s.due.Load(), 3*idleReads(3); g != 1 || d != want {
-		t.Errorf("idle sweep of 3 lambdas of 3 priorities: %d gate reads, %d due reads; want 1 and %d", g, d, want)
+	if g, d, want := s.gates.Load(), s.due.Load(), idleReads(3); g != 1 || d != want {
+		t.Errorf("idle sweep of 3 lambdas of 3 priorities, one with a task due later: %d gate reads, %d due reads; want 1 and %d", g, d, want)
+	}
+}
+
+// TestUntriggeredLambdasReadNoLanes: as the consumer function runs over an idle environment,
+// a lambda without a task triggered, whatever it ran before, costs one Triggered read and its
+// schedules' reads: no lane of its due index, no gates, no look at its lanes ahead.
+func TestUntriggeredLambdasReadNoLanes(t *testing.T) {
+	e := newRealEnv(t, "a", "b", "c")
+	// A finished task has no trigger: a lambda's history keeps it no busier.
+	e.schedule(t, "a", task.Spec{ID: "done"})
+	if _, err := task.Apply(t.Context(), e.store, "a", "done", func(tk task.Task) (task.Task, error) {
+		return task.Cancel(tk, time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rs := e.runIdle(t)
+	if rs.Passes != 3 || rs.Looks != 3 || rs.Stopped != 3 || rs.Failed != 0 {
+		t.Errorf("idle run: %+v; want a pass, a look and a stop per lambda", rs)
+	}
+	if g, d, tr := e.count.gates.Load(), e.count.due.Load(), e.count.triggered.Load(); g != 0 || d != 0 || tr != 3 {
+		t.Errorf("idle run of 3 lambdas without a task triggered: %d gate reads, %d due reads, %d triggered reads; want 0, 0 and 3", g, d, tr)
 	}
 }
 
@@ -72,6 +101,9 @@ func TestIdleSweepReadsGatesOnce(t *testing.T) {
 func TestRunSharesGates(t *testing.T) {
 	s := &callCounter{}
 	e := newEnvWith(t, options{wrapStore: func(inner task.Store) task.Store { s.Store = inner; return s }}, "a", "b", "c", "d")
+	for _, l := range []string{"a", "b", "c", "d"} { // a task triggered: the passes read the gates
+		e.schedule(t, l, task.Spec{ID: "later", Delay: ptr(time.Hour)})
+	}
 	rs := e.cons.Run(t.Context(), consumer.RunParams{Until: time.Now()}) // one pass each
 	if rs.Passes != 4 || rs.Failed != 0 {
 		t.Fatalf("run: %+v", rs)
@@ -179,8 +211,9 @@ func TestStopWhenIdle(t *testing.T) {
 	if rs.Passes != 2 || rs.Looks != 2 || rs.Stopped != 2 || rs.Failed != 0 {
 		t.Errorf("idle run: %+v; want a pass, a look and a stop per lambda", rs)
 	}
-	if g, d, want := e.count.gates.Load(), e.count.due.Load(), 2*(idleReads(3)+3+3); g != 1 || d != want {
-		t.Errorf("idle run of 2 lambdas: %d gate reads, %d due reads; want 1 and %d", g, d, want)
+	// a: its pass's lanes, and its look's (running, flows, enqueued, each priority); b: none.
+	if g, d, want := e.count.gates.Load(), e.count.due.Load(), idleReads(3)+3+3; g != 1 || d != want {
+		t.Errorf("idle run of 2 lambdas, one with a task due in an hour: %d gate reads, %d due reads; want 1 and %d", g, d, want)
 	}
 }
 
@@ -239,5 +272,54 @@ func TestStopWhenIdlePaused(t *testing.T) {
 	go e.work(ctx, "a")
 	if rs := e.runIdle(t); rs.Enqueued != 1 || rs.Stopped != 1 {
 		t.Errorf("open: %+v; want the task enqueued, then a stop", rs)
+	}
+}
+
+// passCounter cancels a run once it has seen n passes end.
+type passCounter struct {
+	n      atomic.Int64
+	after  int64
+	cancel context.CancelFunc
+}
+
+func (p *passCounter) Pass(string, time.Duration, bool) {
+	if p.n.Add(1) == p.after {
+		p.cancel()
+	}
+}
+
+// TestBusyLambdaNotAskedAgain: a pass that follows one that saw tasks reads the lanes without
+// asking whether the lambda has a task triggered: a busy lambda pays that question once, not at
+// every pass. Three tasks due under a quota of one take three passes (each full, the next at
+// once), and a fourth finds none due.
+func TestBusyLambdaNotAskedAgain(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	count := &callCounter{Store: store}
+	l := task.Lambda{Name: "busy"}.WithDefaults()
+	cfg := task.Config{EnqueueQuota: 1}.WithDefaults()
+	for i := range 3 {
+		tk, err := task.New(task.Spec{ID: fmt.Sprintf("t%d", i)}, l, time.Now(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Create(t.Context(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	passes := &passCounter{after: 4, cancel: cancel}
+	cons := consumer.New(count, memqueue.New(), consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Metrics: passes})
+	rs := cons.Run(ctx, consumer.RunParams{Interval: time.Hour})
+	if rs.Enqueued != 3 || rs.Passes != 4 {
+		t.Fatalf("run: %+v; want 3 tasks enqueued in 4 passes", rs)
+	}
+	// The first pass asks; the second, third and fourth follow passes that saw a task.
+	if got := count.triggered.Load(); got != 1 {
+		t.Errorf("4 passes of a busy lambda asked %d times whether it had a task triggered, want once", got)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// blockedDue is a store whose due queries for one lambda hang until released (or their context
+// blockedDue is a store whose due reads for one lambda hang until released (or their context
 // ends): a throttled or slow shard.
 type blockedDue struct {
 	task.Store
@@ -24,15 +24,31 @@ type blockedDue struct {
 }
 
 func (s *blockedDue) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
-	if p.Lambda == s.lambda {
-		s.blocked.Add(1)
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.block(ctx, p.Lambda); err != nil {
+		return nil, err
 	}
 	return s.Store.Due(ctx, p)
+}
+
+func (s *blockedDue) Triggered(ctx context.Context, lambda string) (bool, error) {
+	if err := s.block(ctx, lambda); err != nil {
+		return false, err
+	}
+	return s.Store.Triggered(ctx, lambda)
+}
+
+// block holds a read of s.lambda until release.
+func (s *blockedDue) block(ctx context.Context, lambda string) error {
+	if lambda != s.lambda {
+		return nil
+	}
+	s.blocked.Add(1)
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitMessage waits for one message of lambda's normal queue. The bound only ends a test that

@@ -198,6 +198,11 @@ func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) 
 	return tasks, s.check("Due", err)
 }
 
+func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
+	found, err := s.Store.Triggered(ctx, lambda)
+	return found, s.check("Triggered", err)
+}
+
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
 	n, err := s.Store.Counts(ctx, lambda)
 	return n, s.check("Counts", err)

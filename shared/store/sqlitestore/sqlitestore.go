@@ -1067,6 +1067,17 @@ func (s *Store) dueParked(ctx context.Context, p task.DueParams) ([]task.Task, e
 	return out, nil
 }
 
+// Triggered looks for one row of the lambda in the sweep's index (tasks_due_lane), which holds
+// exactly the tasks with a next trigger.
+func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
+	var found bool
+	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE lambda = ? AND next_trigger_at IS NOT NULL)`, lambda).Scan(&found)
+	if err != nil {
+		return false, fmt.Errorf("sqlitestore: triggered %s: %w", lambda, err)
+	}
+	return found, nil
+}
+
 // Counts returns how many tasks of the lambda are in each status, from the counts the triggers
 // keep: one row per status.
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {

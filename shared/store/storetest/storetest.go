@@ -43,6 +43,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"ListSparse", testListSparse},
 		{"Due", testDue},
 		{"DueParked", testDueParked},
+		{"Triggered", testTriggered},
 		{"Counts", testCounts},
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
@@ -642,6 +643,56 @@ func testDue(t *testing.T, s task.Store) {
 			}
 		}
 	}
+}
+
+// testTriggered: a lambda is triggered while any of its tasks has a next trigger, in whatever
+// lane, due or not, parked or not; finished tasks (no trigger) and other lambdas' tasks count
+// for nothing.
+func testTriggered(t *testing.T, s task.Store) {
+	ctx, now := t.Context(), base()
+	triggered := func(lambda string, want bool, what string) {
+		t.Helper()
+		if got, err := s.Triggered(ctx, lambda); err != nil || got != want {
+			t.Errorf("%s: Triggered = %v, %v; want %v", what, got, err, want)
+		}
+	}
+	mk := func(lambda, id string, st task.Status, trigger *time.Time, parked bool) task.Task {
+		tk := plain(lambda, id, now.Add(-time.Hour))
+		tk.Status, tk.NextTriggerAt, tk.Parked, tk.Collection = st, trigger, parked, "c"
+		return tk
+	}
+	idle := lambdaName()
+	triggered(idle, false, "a lambda without tasks")
+	create(t, s, mk(idle, "done", task.StatusSuccess, nil, false), mk(idle, "dead", task.StatusDead, nil, false))
+	triggered(idle, false, "a lambda of finished tasks only")
+	for _, c := range []struct {
+		name    string
+		status  task.Status
+		trigger time.Time
+		parked  bool
+	}{
+		{"due in a week", task.StatusNew, now.Add(7 * 24 * time.Hour), false},
+		{"parked", task.StatusNew, now, true},
+		{"enqueued", task.StatusEnqueued, now.Add(time.Hour), false},
+		{"running", task.StatusProcessing, now.Add(time.Hour), false},
+		{"pending", task.StatusPending, now, false},
+	} {
+		l := lambdaName()
+		create(t, s, mk(l, "t", c.status, ptr(c.trigger), c.parked))
+		triggered(l, true, c.name)
+	}
+	// A task that ends leaves its lambda idle.
+	l := lambdaName()
+	waiting := mk(l, "t", task.StatusRetriableFailure, ptr(now.Add(time.Minute)), false)
+	create(t, s, waiting)
+	triggered(l, true, "a retry")
+	ended := waiting
+	ended.Status, ended.NextTriggerAt, ended.Version = task.StatusDead, nil, waiting.Version+1
+	if err := s.Update(ctx, ended, waiting.Version); err != nil {
+		t.Fatal(err)
+	}
+	triggered(l, false, "its only task ended")
+	triggered(idle, false, "a lambda beside busy ones")
 }
 
 // testDueParked: parked tasks are a lane of their own. The waiting lanes never return them; a

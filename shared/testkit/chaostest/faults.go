@@ -95,6 +95,13 @@ func (s *FaultyStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, e
 	return s.Store.Due(ctx, p)
 }
 
+func (s *FaultyStore) Triggered(ctx context.Context, lambda string) (bool, error) {
+	if s.roll() || s.roll() {
+		return false, errInjected("triggered")
+	}
+	return s.Store.Triggered(ctx, lambda)
+}
+
 func (s *FaultyStore) Gates(ctx context.Context) ([]task.Gate, error) {
 	if s.roll() || s.roll() {
 		return nil, errInjected("gates")
@@ -367,6 +374,14 @@ func (s *SlowStore) Due(ctx context.Context, p task.DueParams) (tasks []task.Tas
 	}
 	err = s.slow(ctx, func() error { tasks, err = s.Store.Due(ctx, p); return err })
 	return tasks, err
+}
+
+func (s *SlowStore) Triggered(ctx context.Context, lambda string) (found bool, err error) {
+	if lambda != s.Lambda {
+		return s.Store.Triggered(ctx, lambda)
+	}
+	err = s.slow(ctx, func() error { found, err = s.Store.Triggered(ctx, lambda); return err })
+	return found, err
 }
 
 func (s *SlowStore) List(ctx context.Context, p task.ListParams) (tasks []task.Task, next string, err error) {

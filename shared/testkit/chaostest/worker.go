@@ -139,6 +139,10 @@ func (s *frozenStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, e
 	return pass(s.f, func() ([]task.Task, error) { return s.Store.Due(ctx, p) })
 }
 
+func (s *frozenStore) Triggered(ctx context.Context, lambda string) (bool, error) {
+	return pass(s.f, func() (bool, error) { return s.Store.Triggered(ctx, lambda) })
+}
+
 func (s *frozenStore) Gates(ctx context.Context) ([]task.Gate, error) {
 	return pass(s.f, func() ([]task.Gate, error) { return s.Store.Gates(ctx) })
 }

@@ -1,0 +1,60 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// idleDeadLetters is a queue whose dead-letter queues are empty and hold each receive until
+// together reads are in flight at once (or the receive's context ends): idle queues that keep a
+// receive for its whole wait.
+type idleDeadLetters struct {
+	task.Queue
+	together int
+
+	mu       sync.Mutex
+	inFlight int
+	released chan struct{}
+}
+
+func (q *idleDeadLetters) ReceiveDead(ctx context.Context, _ task.ReceiveParams) ([]task.DeadLetter, error) {
+	q.mu.Lock()
+	q.inFlight++
+	if q.inFlight == q.together {
+		close(q.released)
+	}
+	q.mu.Unlock()
+	select {
+	case <-q.released:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (q *idleDeadLetters) DeleteDead(context.Context, task.Delivery) error { return nil }
+
+// TestDrainReadsManyQueuesAtOnce: a drain reads the dead-letter queues of many lambdas at once,
+// not a few at a time (the consumer's Workers): each idle queue holds its receive for DrainWait,
+// and a drain of 100 lambdas of 3 priorities read 8 at a time would outlast its timeout, the
+// queues read last never drained. Here 64 receives must be in flight together before any ends.
+func TestDrainReadsManyQueuesAtOnce(t *testing.T) {
+	q := &idleDeadLetters{together: 64, released: make(chan struct{})}
+	var names []string
+	for i := range 100 {
+		names = append(names, fmt.Sprintf("l%03d", i))
+	}
+	e := newEnvWith(t, options{wrapQueue: func(inner task.Queue) task.Queue { q.Queue = inner; return q }}, names...)
+	// The bound only ends a drain that reads too few at once: it never gets 64 in flight.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	st, err := e.cons.Drain(ctx)
+	if err != nil || st.Receives != 300 {
+		t.Fatalf("drain of 300 idle queues: %+v, %v; want 300 receives, none failed (64 in flight together)", st, err)
+	}
+}
