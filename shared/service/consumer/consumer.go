@@ -94,6 +94,9 @@ type Consumer struct {
 	scheduler   Scheduler
 	sendsAhead  bool // scheduler sends tasks ahead: schedules fire a poll interval early
 	metrics     PassMetrics
+	// drainFrom is the dead-letter queue (an index into every lambda's priorities) the next
+	// drain starts with: the first one the last drain did not reach, or 0.
+	drainFrom atomic.Int64
 
 	stopOnce sync.Once
 	stop     context.CancelFunc

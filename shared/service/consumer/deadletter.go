@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,8 +86,9 @@ func (s *DrainStats) add(o DrainStats) {
 	s.Receives += o.Receives
 }
 
-// Drain reads the dead-letter queues of every lambda's priorities once, a few at a time, and
-// handles what it finds (see above). It does nothing for a queue without dead-letter queues
+// Drain reads the dead-letter queues of every lambda's priorities once, drainReaders at a time,
+// and handles what it finds (see above). A drain cut short by its bound leaves the queues it did
+// not reach to the next one, which starts with them: no queue goes unread drain after drain. It does nothing for a queue without dead-letter queues
 // (one that is not a task.DeadLetterQueue, such as the embedded one). It returns the errors of
 // the queues it could not read.
 func (c *Consumer) Drain(ctx context.Context) (DrainStats, error) {
@@ -103,18 +105,31 @@ func (c *Consumer) Drain(ctx context.Context) (DrainStats, error) {
 			lanes = append(lanes, lane{l.Name, p})
 		}
 	}
+	if len(lanes) == 0 {
+		return DrainStats{}, nil
+	}
+	// Start where the last drain was cut short, so that the queues it did not reach come first.
+	from := int(c.drainFrom.Load()) % len(lanes)
+	lanes = append(lanes[from:], lanes[:from]...)
 	stats := make([]DrainStats, len(lanes))
 	errs := make([]error, len(lanes))
+	reached := make([]bool, len(lanes)) // its read began before the drain's bound
 	slots := make(chan struct{}, drainReaders)
 	var wg sync.WaitGroup
 	for i, ln := range lanes {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
+			reached[i] = ctx.Err() == nil
 			stats[i], errs[i] = c.drainQueue(ctx, dl, ln.lambda, ln.priority)
 		})
 	}
 	wg.Wait()
+	next := 0
+	if i := slices.Index(reached, false); i >= 0 {
+		next = (from + i) % len(lanes)
+	}
+	c.drainFrom.Store(int64(next))
 	var st DrainStats
 	for _, s := range stats {
 		st.add(s)

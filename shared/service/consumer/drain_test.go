@@ -58,3 +58,58 @@ func TestDrainReadsManyQueuesAtOnce(t *testing.T) {
 		t.Fatalf("drain of 300 idle queues: %+v, %v; want 300 receives, none failed (64 in flight together)", st, err)
 	}
 }
+
+// cutDeadLetters is a queue whose dead-letter queues are empty and hold each receive until the
+// drain is cut short: once cutAfter receives have begun, it ends the drain's context, as its
+// bound would end a drain of more queues (or slower ones) than it can read in time. It records
+// the queues a receive began on while the drain still ran.
+type cutDeadLetters struct {
+	task.Queue
+	cutAfter int
+
+	mu      sync.Mutex
+	begun   int
+	cut     context.CancelFunc // the current drain's
+	reached map[string]bool
+}
+
+func (q *cutDeadLetters) ReceiveDead(ctx context.Context, p task.ReceiveParams) ([]task.DeadLetter, error) {
+	q.mu.Lock()
+	if ctx.Err() == nil {
+		q.reached[p.Lambda+"/"+p.Priority] = true
+		if q.begun++; q.begun == q.cutAfter {
+			q.cut()
+		}
+	}
+	q.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (q *cutDeadLetters) DeleteDead(context.Context, task.Delivery) error { return nil }
+
+// TestDrainCutShortResumes: a drain that its bound cuts short leaves the queues it did not reach
+// to the next drain, which starts with them: drain after drain, every dead-letter queue is read,
+// not the first ones again and again while those read last never are. Here each drain of 300
+// queues is cut after 100 receives began; three drains read all 300.
+func TestDrainCutShortResumes(t *testing.T) {
+	q := &cutDeadLetters{cutAfter: 100, reached: map[string]bool{}}
+	var names []string
+	for i := range 100 {
+		names = append(names, fmt.Sprintf("l%03d", i))
+	}
+	e := newEnvWith(t, options{wrapQueue: func(inner task.Queue) task.Queue { q.Queue = inner; return q }}, names...)
+	for range 3 {
+		ctx, cancel := context.WithCancel(t.Context())
+		q.mu.Lock()
+		q.begun, q.cut = 0, cancel
+		q.mu.Unlock()
+		if _, err := e.cons.Drain(ctx); err == nil {
+			t.Fatal("a drain cut short reported no error")
+		}
+		cancel()
+	}
+	if len(q.reached) != 300 {
+		t.Errorf("3 drains, each cut after 100 receives, read %d of the 300 dead-letter queues; want all", len(q.reached))
+	}
+}
