@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -24,6 +26,7 @@ import (
 	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/executor"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/metrics"
@@ -227,7 +230,13 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	queue, err := sqsqueue.New(sqs.NewFromConfig(cfg), sqsqueue.Config{Prefix: e.QueuePrefix, Logger: log})
+	// A drain of the dead-letter queues holds consumer.DrainReaders receives at once; with the
+	// SDK's default of 10 idle connections a host, each drain would open hundreds of TLS
+	// connections again.
+	sqsHTTP := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, consumer.DrainReaders)
+	})
+	queue, err := sqsqueue.New(sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.HTTPClient = sqsHTTP }), sqsqueue.Config{Prefix: e.QueuePrefix, Logger: log})
 	if err != nil {
 		return Clients{}, err
 	}

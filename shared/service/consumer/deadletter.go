@@ -38,11 +38,12 @@ const (
 	drainVisibility = 30 * time.Second
 	// drainTimeout bounds one drain.
 	drainTimeout = 30 * time.Second
-	// drainReaders is how many dead-letter queues a drain reads at once. An idle queue holds its
-	// receive for DrainWait, so a drain of Q idle queues takes about ⌈Q / drainReaders⌉ × DrainWait:
+	// DrainReaders is how many dead-letter queues a drain reads at once, and the idle connections
+	// the functions' SQS client keeps (awsfn.Open). An idle queue holds its receive for
+	// DrainWait, so a drain of Q idle queues takes about ⌈Q / DrainReaders⌉ × DrainWait:
 	// 9 s for 300 lambdas of 3 priorities, where the consumer's Workers (8) took 113 s, past
 	// drainTimeout, and the queues read last were never drained.
-	drainReaders = 100
+	DrainReaders = 100
 	// DefaultDrainInterval is how often a consumer drains: a drain of an idle environment costs
 	// one receive per dead-letter queue (docs/capacity.md).
 	DefaultDrainInterval = 5 * time.Minute
@@ -86,7 +87,7 @@ func (s *DrainStats) add(o DrainStats) {
 	s.Receives += o.Receives
 }
 
-// Drain reads the dead-letter queues of every lambda's priorities once, drainReaders at a time,
+// Drain reads the dead-letter queues of every lambda's priorities once, DrainReaders at a time,
 // and handles what it finds (see above). A drain cut short by its bound leaves the queues it did
 // not reach to the next one, which starts with them: no queue goes unread drain after drain. It does nothing for a queue without dead-letter queues
 // (one that is not a task.DeadLetterQueue, such as the embedded one). It returns the errors of
@@ -114,7 +115,7 @@ func (c *Consumer) Drain(ctx context.Context) (DrainStats, error) {
 	stats := make([]DrainStats, len(lanes))
 	errs := make([]error, len(lanes))
 	reached := make([]bool, len(lanes)) // its read began before the drain's bound
-	slots := make(chan struct{}, drainReaders)
+	slots := make(chan struct{}, DrainReaders)
 	var wg sync.WaitGroup
 	for i, ln := range lanes {
 		slots <- struct{}{}
