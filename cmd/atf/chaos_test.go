@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,10 +86,13 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	handlers, hist := recordingHandlers(t, "rec.sh", recordScript)
 	flags := []string{"--concurrency", "32", "--max-attempts", "100"}
 	starts := 0
+	started := map[string]*devProcess{} // by worker
 	start := func() *devProcess {
 		starts++
 		t.Setenv("ATF_WORKER", strconv.Itoa(starts)) // the child inherits it
-		return startDev(t, handlers, store, flags...)
+		d := startDev(t, handlers, store, flags...)
+		started[strconv.Itoa(starts)] = d
+		return d
 	}
 	devs := make([]*devProcess, processes)
 	workers := make([]string, processes)
@@ -173,17 +177,68 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 		d.stop(syscall.SIGTERM)
 	}
 
-	execs, err := history.Read(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
+	execs := readHistory(t, hist, started)
 	final := observed[len(observed)-1]
 	r := history.Check(execs, kills, observed, final, task.StatusSuccess)
-	chaostest.Report(t, "kill ("+name+")", r, fmt.Sprintf(" abandoned=%d", abandoned))
+	chaostest.Report(t, "kill ("+name+")", r, fmt.Sprintf(" abandoned=%d stopped=%d", abandoned, stopped(execs)))
 	if r.Kills == 0 {
 		t.Error("no process was killed")
 	}
 }
+
+// readHistory reads the handlers' history, and ends each run that wrote no end, of a process
+// not killed, where that process logged that the run ended: a run its executor stopped (its
+// lease lost, on a loaded machine) is SIGKILLed with its process group before the executor logs
+// the stop, so it can have done nothing after that line. Without it, the check would take the
+// run for one still going, overlapping every later attempt.
+func readHistory(t *testing.T, hist string, started map[string]*devProcess) []history.Execution {
+	t.Helper()
+	execs, err := history.Read(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		task    string
+		attempt int
+	}
+	ends := map[string]map[run]time.Time{} // by worker
+	for i, e := range execs {
+		d := started[e.Worker]
+		if !e.End.IsZero() || d == nil {
+			continue
+		}
+		if ends[e.Worker] == nil {
+			ends[e.Worker] = map[run]time.Time{}
+			for _, m := range runEnded.FindAllStringSubmatch(d.log(), -1) {
+				at, err := time.Parse(time.RFC3339Nano, m[1])
+				attempt, _ := strconv.Atoi(m[3])
+				r := run{m[2], attempt}
+				if _, seen := ends[e.Worker][r]; err == nil && !seen {
+					ends[e.Worker][r] = at
+				}
+			}
+		}
+		if at, ok := ends[e.Worker][run{e.Task, e.Attempt}]; ok {
+			execs[i].End, execs[i].Outcome = at, "stopped"
+		}
+	}
+	return execs
+}
+
+// stopped counts the runs readHistory ended from the log.
+func stopped(execs []history.Execution) int {
+	n := 0
+	for _, e := range execs {
+		if e.Outcome == "stopped" {
+			n++
+		}
+	}
+	return n
+}
+
+// runEnded is a line of atf dev's log saying that a run ended: the executor stopped its handler,
+// or the handler returned.
+var runEnded = regexp.MustCompile(`(?m)^time=(\S+) level=\w+ msg="(?:stopped handler: lease lost|task ran[^"]*)" lambda=\S+ task_id=(\S+) attempt=(\d+)`)
 
 // killWindow is when a scenario that kills until every task is done stops killing: at the
 // deadline's first half. Each restart costs a process start and the runs it cut short, so on a
@@ -452,10 +507,13 @@ func TestChaosKillFlow(t *testing.T) {
 	}
 	store := embedded(t)
 	starts := 0
+	started := map[string]*devProcess{} // by worker
 	start := func() *devProcess {
 		starts++
 		t.Setenv("ATF_WORKER", strconv.Itoa(starts))
-		return startDev(t, handlers, store, "--concurrency", "32", "--max-attempts", "100")
+		d := startDev(t, handlers, store, "--concurrency", "32", "--max-attempts", "100")
+		started[strconv.Itoa(starts)] = d
+		return d
 	}
 	dev, worker := start(), "1"
 
@@ -539,10 +597,7 @@ func TestChaosKillFlow(t *testing.T) {
 	observed = append(observed, all)
 	dev.stop(syscall.SIGTERM)
 
-	execs, err := history.Read(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
+	execs := readHistory(t, hist, started)
 	final := observed[len(observed)-1]
 	r := history.CheckEach(execs, kills, observed, final, func(id string) task.Status { return want[id] })
 	wrong := dag.Early(execs)
@@ -553,8 +608,8 @@ func TestChaosKillFlow(t *testing.T) {
 	for _, s := range want {
 		ended[s]++
 	}
-	chaostest.Report(t, "kill flow dag (embedded)", r, fmt.Sprintf(" abandoned=%d early=%d succeeded=%d failed=%d upstream_failed=%d",
-		abandoned, len(wrong), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed]))
+	chaostest.Report(t, "kill flow dag (embedded)", r, fmt.Sprintf(" abandoned=%d stopped=%d early=%d succeeded=%d failed=%d upstream_failed=%d",
+		abandoned, stopped(execs), len(wrong), ended[task.StatusSuccess], ended[task.StatusFatalFailure], ended[task.StatusUpstreamFailed]))
 	if len(wrong) > 0 {
 		t.Errorf("runs let start before their upstreams allowed, or with wrong inputs: %v", wrong[:min(len(wrong), 10)])
 	}
