@@ -344,10 +344,7 @@ func TestChaosStopAWS(t *testing.T) {
 	}
 	time.Sleep(time.Second) // A's last words
 
-	execs, err := history.Read(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
+	execs := readHistory(t, hist, map[string]*devProcess{"A": a, "B": b})
 	latest := map[string]int{}
 	for _, e := range execs {
 		latest[e.Task] = max(latest[e.Task], e.Attempt)
