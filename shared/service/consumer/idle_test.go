@@ -132,7 +132,7 @@ func newRealEnv(t *testing.T, names ...string) *realEnv {
 		e.ls[n] = l
 		lambdas = append(lambdas, l)
 	}
-	e.cons = consumer.New(e.count, e.queue, consumer.Config{Lambdas: lambdas, Jitter: func() float64 { return 0 }})
+	e.cons = consumer.New(e.count, e.queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Jitter: func() float64 { return 0 }})
 	return e
 }
 
