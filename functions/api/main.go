@@ -9,12 +9,11 @@ import (
 	"github.com/openatf/atf/shared/adapter/httpapi"
 	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/service/lifecycle"
-	"github.com/openatf/atf/shared/task"
 )
 
 func main() {
 	env, clients, logger := awsfn.Setup()
-	svc := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: task.FixedCatalog(env.Lambdas), Task: env.Task, Queue: clients.Queue, Logger: logger})
+	svc := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: clients.Catalog, Task: env.Task, Queue: clients.Queue, Logger: logger})
 	handler := apifn.New(httpapi.New(svc, logger), logger).Handle
 	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
 }
