@@ -153,7 +153,8 @@ func (c *Catalog) current(ctx context.Context) (*snapshot, error) {
 	}
 	if c.reading == nil && !c.cfg.Now().Before(c.retryAt) {
 		c.reading = make(chan struct{})
-		go c.read(c.reading)
+		// The read outlives this caller's context: others may wait for it.
+		go c.read(context.WithoutCancel(ctx), c.reading)
 	}
 	reading := c.reading
 	c.mu.Unlock()
@@ -179,8 +180,8 @@ func (c *Catalog) current(ctx context.Context) (*snapshot, error) {
 
 // read reads every parameter, within ReadTimeout whoever waits for it, keeps what it read, and
 // closes done.
-func (c *Catalog) read(done chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), ReadTimeout)
+func (c *Catalog) read(ctx context.Context, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
 	defer cancel()
 	began := c.cfg.Now()
 	params, err := c.parameters(ctx)
