@@ -2,8 +2,11 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,8 +18,9 @@ import (
 
 // changingCatalog is a catalog whose lambdas a test sets, as stacks deployed and deleted do.
 type changingCatalog struct {
-	mu sync.Mutex
-	ls task.FixedCatalog
+	mu  sync.Mutex
+	ls  task.FixedCatalog
+	err error // every call fails with it, if set
 }
 
 func (c *changingCatalog) set(ls ...task.Lambda) {
@@ -32,10 +36,16 @@ func (c *changingCatalog) get() task.FixedCatalog {
 }
 
 func (c *changingCatalog) Lambda(ctx context.Context, name string) (task.Lambda, bool, error) {
+	if c.err != nil {
+		return task.Lambda{}, false, c.err
+	}
 	return c.get().Lambda(ctx, name)
 }
 
 func (c *changingCatalog) Lambdas(ctx context.Context) ([]task.Lambda, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	return c.get().Lambdas(ctx)
 }
 
@@ -82,5 +92,29 @@ func TestRemovedLambda(t *testing.T) {
 	cat.set(echo, resize) // deployed again
 	if code, out := call(t, srv, "GET", "/v1/lambdas/resize/tasks/t1", ""); code != 200 || out["status"] != "new" {
 		t.Errorf("the task once its lambda is back: %d %v", code, out)
+	}
+}
+
+// TestCatalogUnavailable: when the catalog cannot say which lambdas there are (SSM out of reach
+// with no read of it recent enough), requests answer 503 store_unavailable with a Retry-After,
+// as for a store outage, without the cause.
+func TestCatalogUnavailable(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cat := &changingCatalog{err: task.Errorf(task.ErrUnavailable, "the lambdas are unknown: dial tcp 10.0.0.1:443")}
+	srv := httptest.NewServer(checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: cat}), slog.New(slog.DiscardHandler))))
+	t.Cleanup(srv.Close)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/lambdas/echo/tasks", `{"id":"t1"}`},
+		{"GET", "/v1/lambdas/echo/tasks/t1", ""},
+		{"GET", "/v1/lambdas", ""},
+	} {
+		code, out := call(t, srv, r.method, r.path, r.body)
+		if code != 503 || errorCode(out) != "store_unavailable" || strings.Contains(fmt.Sprint(out), "10.0.0.1") {
+			t.Errorf("%s %s: %d %v, want 503 store_unavailable without the cause", r.method, r.path, code, out)
+		}
 	}
 }
