@@ -75,7 +75,7 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 		return r, err
 	}
 	fn := &function{name: "consumer", memoryMB: memoryMB}
-	cons := &countingRunner{c: consumer.New(store, queue, consumer.Config{Lambdas: lambdas, Logger: fn.logger()})}
+	cons := &countingRunner{c: consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: fn.logger()})}
 	h := consumerfn.New(cons, consumerfn.Deployed(fn.logger()))
 	var took time.Duration
 	for range invocations {

@@ -120,7 +120,7 @@ func scaleRun(ctx context.Context, cfg aws.Config, n, shards, invocations int) (
 	}
 	fn := &function{name: "consumer", memoryMB: ConsumerMemoryMB}
 	clock := &passClock{}
-	c := consumer.New(store, queue, consumer.Config{Lambdas: lambdas, Logger: fn.logger(), Metrics: clock})
+	c := consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: fn.logger(), Metrics: clock})
 	cons := &countingRunner{c: c}
 	h := consumerfn.New(cons, consumerfn.Deployed(fn.logger()))
 	// A first invocation warms the connections and learns the queues' URLs, as a function's first

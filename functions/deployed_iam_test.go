@@ -106,7 +106,7 @@ func signingService(r *http.Request) string {
 }
 
 // callsOf names the IAM actions and resources of one request of the AWS JSON protocols that
-// DynamoDB, SQS and EventBridge speak, or of Lambda's Invoke.
+// DynamoDB, SQS, EventBridge and SSM speak, or of Lambda's Invoke.
 func (a *auditProxy) callsOf(service string, r *http.Request, body []byte) ([]apiCall, error) {
 	arn := func(svc, rest string) string { return "arn:aws:" + svc + ":" + a.region + ":" + a.account + ":" + rest }
 	if service == "lambda" {
@@ -136,6 +136,7 @@ func (a *auditProxy) callsOf(service string, r *http.Request, body []byte) ([]ap
 			dynamoItem
 		}
 		Entries []struct{ EventBusName string }
+		Path    string // SSM's GetParametersByPath
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", service, op, err)
@@ -200,6 +201,10 @@ func (a *auditProxy) callsOf(service string, r *http.Request, body []byte) ([]ap
 			calls = append(calls, apiCall{"events:" + op, arn("events", "event-bus/"+busName(e.EventBusName)), ""})
 		}
 		return calls, nil
+	}
+	if service == "ssm" && op == "GetParametersByPath" {
+		// IAM names a path as a parameter: arn:...:parameter/atf/dev/lambdas.
+		return []apiCall{{"ssm:" + op, arn("ssm", "parameter"+in.Path), ""}}, nil
 	}
 	return nil, fmt.Errorf("%s %s: a service the audit does not know", service, op)
 }

@@ -708,7 +708,7 @@ func runDeployment(t *testing.T, d *deployment) *running {
 		maps.Copy(env, map[string]string{
 			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 			"AWS_ENDPOINT_URL_DYNAMODB": proxy.srv.URL, "AWS_ENDPOINT_URL_SQS": proxy.srv.URL, "AWS_ENDPOINT_URL_EVENTBRIDGE": proxy.srv.URL,
-			"AWS_ENDPOINT_URL_LAMBDA": proxy.srv.URL,
+			"AWS_ENDPOINT_URL_LAMBDA": proxy.srv.URL, "AWS_ENDPOINT_URL_SSM": proxy.srv.URL,
 		})
 		rf := &lambdaruntime.Function{
 			Name: f.name, Binary: filepath.Join(bins, f.binary()), Env: env,

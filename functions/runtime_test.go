@@ -153,6 +153,7 @@ type env struct {
 	b      awstest.Backend
 	invoke *lambdaruntime.InvokeServer
 	logs   *lambdaruntime.LogBuffer // every function's log
+	path   string                   // ATF_LAMBDAS_PATH, once written (lambdasPath)
 }
 
 func newEnv(t *testing.T) *env {
@@ -187,13 +188,31 @@ func (e *env) function(t *testing.T, name, bin string, timeout time.Duration, va
 	return f
 }
 
-// api, consumer, status and worker are the functions as the stack configures them.
+// lambdasPath writes each lambda, as the parameter of a stack of its own, under the SSM path
+// that the API and consumer functions read (ATF_LAMBDAS_PATH), as the lambda stacks do, and
+// returns the path.
+func (e *env) lambdasPath(t *testing.T) string {
+	t.Helper()
+	if e.path == "" {
+		path := awsfn.LambdasPath(e.b.Name)
+		var params []string
+		for _, l := range e.lambdas {
+			params = append(params, path+l.Name, e.lambdasJSON(t, l.Name))
+		}
+		awstest.PutParameters(t, awstest.NewSSM(t), params...)
+		e.path = path
+	}
+	return e.path
+}
+
+// api, consumer, status and worker are the functions as the stack configures them: the API and
+// the consumer learn the lambdas from SSM, the others from their own entry in ATF_LAMBDAS.
 func (e *env) api(t *testing.T) *lambdaruntime.Function {
-	return e.function(t, e.b.Name+"-api", "api", 29*time.Second, nil)
+	return e.function(t, e.b.Name+"-api", "api", 29*time.Second, map[string]string{awsfn.EnvLambdas: "", awsfn.EnvLambdasPath: e.lambdasPath(t)})
 }
 
 func (e *env) consumer(t *testing.T) *lambdaruntime.Function {
-	return e.function(t, e.b.Name+"-consumer", "consumer", 90*time.Second, nil)
+	return e.function(t, e.b.Name+"-consumer", "consumer", 90*time.Second, map[string]string{awsfn.EnvLambdas: "", awsfn.EnvLambdasPath: e.lambdasPath(t)})
 }
 
 func (e *env) status(t *testing.T, lambda string) *lambdaruntime.Function {

@@ -28,7 +28,7 @@ func testAPI(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults(), task.Lambda{Name: "other"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults(), task.Lambda{Name: "other"}.WithDefaults()}})
 	srv := httptest.NewServer(httpapi.New(svc, nil))
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -21,7 +21,7 @@ func TestSchedulesCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	srv := httptest.NewServer(httpapi.New(svc, nil))
 	t.Cleanup(srv.Close)
 	atf := func(args ...string) string {

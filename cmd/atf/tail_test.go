@@ -101,7 +101,7 @@ func TestTailWithoutFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	srv := httptest.NewServer(httpapi.New(svc, nil))
 	t.Cleanup(srv.Close)
 	err = run([]string{"tail", "echo", "--endpoint", srv.URL}, &bytes.Buffer{})

@@ -15,8 +15,8 @@ import (
 func main() {
 	env, clients, logger := awsfn.Setup()
 	// Schedules fire through the API's schedule path, which sends a task due soon to its queue.
-	firings := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: env.Lambdas, Task: env.Task, Queue: clients.Queue, Logger: logger})
-	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: env.Lambdas, Task: env.Task, Logger: logger, Scheduler: firings, Metrics: clients.Metrics})
+	firings := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: clients.Catalog, Task: env.Task, Queue: clients.Queue, Logger: logger})
+	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: clients.Catalog, Task: env.Task, Logger: logger, Scheduler: firings, Metrics: clients.Metrics})
 	handler := consumerfn.New(c, consumerfn.Deployed(logger)).Handle
 	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush))
 }

@@ -121,7 +121,7 @@ func newStack(t *testing.T) *stack {
 
 func (s *stack) consumer() *consumer.Consumer {
 	return consumer.New(s.store, s.queue, consumer.Config{
-		Lambdas: []task.Lambda{s.lambda}, Task: task.Config{PollInterval: 200 * time.Millisecond},
+		Lambdas: task.FixedCatalog{s.lambda}, Task: task.Config{PollInterval: 200 * time.Millisecond},
 	})
 }
 

@@ -27,7 +27,7 @@ func waitServer(t *testing.T, maxWait time.Duration) (*Client, task.Store, *atom
 	}
 	t.Cleanup(func() { db.Close() })
 	ends := taskend.Wrap(db)
-	svc := frontend.New(ends, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}, Changes: ends, MaxWait: maxWait})
+	svc := frontend.New(ends, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}, Changes: ends, MaxWait: maxWait})
 	api := httpapi.New(svc, nil)
 	var waits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

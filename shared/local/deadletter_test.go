@@ -86,7 +86,7 @@ func TestDrainDeadLetters(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
-	cons := consumer.New(b.Store, q, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Logger: slog.New(slog.DiscardHandler)})
+	cons := consumer.New(b.Store, q, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Logger: slog.New(slog.DiscardHandler)})
 	st, err := cons.Drain(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -58,12 +58,12 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 		}
 	}
 
-	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: lambdas, Task: c.Task, Logger: c.Logger, Scheduler: c.firings(c.Store, lambdas, c.Queue, nil), Metrics: s.metrics})
+	cons := consumer.New(c.Store, c.Queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Logger: c.Logger, Scheduler: c.firings(c.Store, lambdas, c.Queue, nil), Metrics: s.metrics})
 	sched := eventsource.Schedule{Period: consumerfn.Period, Timeout: consumerfn.Period, Logger: c.Logger,
 		Handler: consumerfn.New(cons, consumerfn.Config{Logger: c.Logger}).Handle}
 	s.loops.Go(func() { _ = sched.Run(quit) })
 
-	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: lambdas, Task: c.Task, Queue: c.aheadQueue(c.Queue), Logger: c.Logger, Feed: s.feed}), c.Logger), c.Logger)
+	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Queue: c.aheadQueue(c.Queue), Logger: c.Logger, Feed: s.feed}), c.Logger), c.Logger)
 	return s.serve(c, api)
 }
 

@@ -47,14 +47,14 @@ func TestFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Body = `{"id": "fn-1", "payload": {"hello": "functions"}}` // due now, not in 90s
-	api := apifn.New(httpapi.New(frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg}), quiet), quiet)
+	api := apifn.New(httpapi.New(frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{echo}, Task: cfg}), quiet), quiet)
 	resp, err := api.Handle(ctx, req)
 	if err != nil || resp.StatusCode != 201 {
 		t.Fatalf("API: %d %s, %v", resp.StatusCode, resp.Body, err)
 	}
 
 	// The consumer function sends it to its queue within its (short) invocation.
-	sweeps := consumer.New(store, queue, consumer.Config{Lambdas: []task.Lambda{echo}, Task: cfg, Logger: quiet})
+	sweeps := consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog{echo}, Task: cfg, Logger: quiet})
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	err = consumerfn.New(sweeps, consumerfn.Config{Logger: quiet}).Handle(cctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Time: time.Now()})
 	cancel()

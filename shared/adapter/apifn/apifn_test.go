@@ -120,7 +120,7 @@ func newHandler(t *testing.T) (task.Store, *apifn.Handler) {
 	if err := store.Create(t.Context(), tk); err != nil {
 		t.Fatal(err)
 	}
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{echo}, Task: cfg})
 	quiet := slog.New(slog.DiscardHandler)
 	return store, apifn.New(httpapi.New(svc, quiet), quiet)
 }
@@ -173,7 +173,7 @@ func (hangingStore) Get(ctx context.Context, _, _ string) (task.Task, error) {
 // time out and API Gateway answer a bare 5xx of its own.
 func TestAnswersBeforeTheFunctionsDeadline(t *testing.T) {
 	store, _ := newHandler(t)
-	svc := frontend.New(hangingStore{store}, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(hangingStore{store}, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	quiet := slog.New(slog.DiscardHandler)
 	h := apifn.New(httpapi.New(svc, quiet), quiet) // the default store budget outlasts the function
 	deadline := time.Now().Add(apifn.AnswerMargin + 500*time.Millisecond)

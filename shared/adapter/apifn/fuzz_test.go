@@ -65,7 +65,7 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	h := apifn.New(httpapi.New(frontend.New(store, frontend.Config{Lambdas: []task.Lambda{echo}, Task: cfg}), quiet), quiet)
+	h := apifn.New(httpapi.New(frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{echo}, Task: cfg}), quiet), quiet)
 
 	f.Fuzz(func(t *testing.T, event []byte, reqPath string) {
 		var req events.APIGatewayProxyRequest

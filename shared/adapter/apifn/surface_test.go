@@ -87,7 +87,7 @@ func FuzzSurface(f *testing.F) {
 	f.Fuzz(func(t *testing.T, op, depth uint8, size uint16, enc uint8, headers, text string) {
 		for _, gateway := range []bool{false, true} {
 			lambda := fmt.Sprintf("surface-%d", n.Add(1))
-			svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: lambda}.WithDefaults()}, Task: cfg})
+			svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: lambda}.WithDefaults()}, Task: cfg})
 			api := httpapi.New(svc, quiet)
 			c := &surfaceClient{t: t, api: api, fn: apifn.New(api, quiet), gateway: gateway, b64: enc&8 != 0, headers: parseHeaders(headers)}
 			base := "/v1/lambdas/" + lambda

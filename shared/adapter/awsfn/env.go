@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,10 +21,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/openatf/atf/shared/adapter/emf"
 	"github.com/openatf/atf/shared/adapter/eventbus"
+	"github.com/openatf/atf/shared/adapter/ssmcatalog"
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/consumer"
@@ -43,7 +46,8 @@ const (
 	EnvLambdas     = "ATF_LAMBDAS"      // the lambdas, a JSON array of LambdaSpec
 	// EnvLambdasPath is the SSM Parameter Store path under which each lambda stack writes its
 	// lambdas, one parameter per stack holding a JSON array of LambdaSpec (LambdasPath). The
-	// functions that serve every lambda read them from there instead of ATF_LAMBDAS.
+	// functions that serve every lambda read them from there instead of ATF_LAMBDAS, through
+	// Clients.Catalog (package ssmcatalog), and follow their changes.
 	EnvLambdasPath    = "ATF_LAMBDAS_PATH"
 	EnvLambda         = "ATF_LAMBDA"          // the lambda a worker function, executor or status function serves
 	EnvStatusFunction = "ATF_STATUS_FUNCTION" // the name of the lambda's status function, for workers
@@ -94,8 +98,9 @@ type Env struct {
 	Table          string
 	QueuePrefix    string
 	Shards         int
-	Lambdas        []task.Lambda
-	Lambda         string // empty for functions that serve every lambda
+	Lambdas        []task.Lambda // of ATF_LAMBDAS; may be empty with LambdasPath
+	LambdasPath    string        // ATF_LAMBDAS_PATH: the lambdas are read from SSM (Clients.Catalog)
+	Lambda         string        // empty for functions that serve every lambda
 	StatusFunction string
 	EventBus       string        // empty: no lifecycle events
 	EventsFlush    time.Duration // ATF_EVENTS_FLUSH
@@ -112,7 +117,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 	e := Env{
 		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
-		MetricsNamespace: getenv(EnvMetricsNamespace),
+		MetricsNamespace: getenv(EnvMetricsNamespace), LambdasPath: getenv(EnvLambdasPath),
 	}
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
@@ -147,19 +152,18 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 	if err := e.Task.Validate(); err != nil {
 		return Env{}, err
 	}
-	var specs []LambdaSpec
-	if err := json.Unmarshal([]byte(getenv(EnvLambdas)), &specs); err != nil {
-		return Env{}, fmt.Errorf("%s: want a JSON array of lambdas: %w", EnvLambdas, err)
+	if e.LambdasPath != "" && !strings.HasPrefix(e.LambdasPath, "/") {
+		return Env{}, fmt.Errorf("%s=%q: want an SSM path, such as %s", EnvLambdasPath, e.LambdasPath, LambdasPath("dev"))
 	}
-	if len(specs) == 0 {
-		return Env{}, fmt.Errorf("%s lists no lambda", EnvLambdas)
-	}
-	for _, s := range specs {
-		l, err := s.Lambda()
+	if v := getenv(EnvLambdas); v != "" || e.LambdasPath == "" {
+		ls, err := ParseLambdas(v)
 		if err != nil {
 			return Env{}, fmt.Errorf("%s: %w", EnvLambdas, err)
 		}
-		e.Lambdas = append(e.Lambdas, l)
+		if len(ls) == 0 {
+			return Env{}, fmt.Errorf("%s lists no lambda", EnvLambdas)
+		}
+		e.Lambdas = ls
 	}
 	if e.Lambda != "" {
 		if _, ok := e.LambdaNamed(e.Lambda); !ok {
@@ -167,6 +171,24 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		}
 	}
 	return e, nil
+}
+
+// ParseLambdas reads a JSON array of LambdaSpec, as in ATF_LAMBDAS or a parameter under
+// ATF_LAMBDAS_PATH: the lambdas, with defaults, validated.
+func ParseLambdas(value string) ([]task.Lambda, error) {
+	var specs []LambdaSpec
+	if err := json.Unmarshal([]byte(value), &specs); err != nil {
+		return nil, fmt.Errorf("want a JSON array of lambdas: %w", err)
+	}
+	ls := make([]task.Lambda, 0, len(specs))
+	for _, s := range specs {
+		l, err := s.Lambda()
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // LambdaNamed returns the lambda called name.
@@ -193,6 +215,9 @@ type Clients struct {
 	// of ATF_METRICS_NAMESPACE; nil without one. TaskStore records its writes' and errors'; the
 	// executor and the consumer take it in their Config.
 	Metrics metrics.Recorder
+	// Catalog is where the services that serve every lambda learn them: the parameters under
+	// ATF_LAMBDAS_PATH if it is set, else the lambdas of ATF_LAMBDAS.
+	Catalog task.Catalog
 }
 
 // TaskStore is the store the services write through: Store, publishing lifecycle events when
@@ -240,9 +265,20 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue}
+	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue, Catalog: task.FixedCatalog(e.Lambdas)}
+	var emfMetrics *emf.Recorder
 	if e.MetricsNamespace != "" {
-		c.Metrics = emf.New(os.Stderr, e.MetricsNamespace) // beside the JSON logs; stdout is ATF_INVOKE's answer
+		emfMetrics = emf.New(os.Stderr, e.MetricsNamespace) // beside the JSON logs; stdout is ATF_INVOKE's answer
+		c.Metrics = emfMetrics
+	}
+	if e.LambdasPath != "" {
+		cc := ssmcatalog.Config{Client: ssm.NewFromConfig(cfg), Path: e.LambdasPath, Parse: ParseLambdas, Logger: log}
+		if emfMetrics != nil {
+			cc.Metrics = emfMetrics
+		}
+		if c.Catalog, err = ssmcatalog.New(cc); err != nil {
+			return Clients{}, err
+		}
 	}
 	if e.EventBus != "" {
 		sink, err := eventbus.New(eventbus.NewClient(cfg), e.EventBus)

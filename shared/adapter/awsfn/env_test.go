@@ -1,11 +1,13 @@
 package awsfn_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openatf/atf/shared/adapter/awsfn"
+	"github.com/openatf/atf/shared/adapter/ssmcatalog"
 	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
@@ -52,5 +54,58 @@ func TestTaskStore(t *testing.T) {
 	defer p.Close(t.Context())
 	if _, ok := (awsfn.Clients{Events: p}).TaskStore().(*lifecycle.Store); !ok {
 		t.Error("with a bus the store does not publish")
+	}
+}
+
+// TestLambdasEnv: with ATF_LAMBDAS_PATH the functions that serve every lambda read them from
+// SSM, and need no ATF_LAMBDAS; without it ATF_LAMBDAS is required, as it is for a function of
+// one lambda (ATF_LAMBDA), which finds its own entry there.
+func TestLambdasEnv(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1") // for Open, which calls nothing
+	base := map[string]string{awsfn.EnvTable: "atf-dev", awsfn.EnvQueuePrefix: "atf-dev"}
+	parse := func(extra map[string]string) (awsfn.Env, error) {
+		return awsfn.ParseEnv(func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		})
+	}
+	quiet := slog.New(slog.DiscardHandler)
+
+	e, err := parse(map[string]string{awsfn.EnvLambdasPath: awsfn.LambdasPath("dev")})
+	if err != nil || len(e.Lambdas) != 0 || e.LambdasPath != "/atf/dev/lambdas/" {
+		t.Fatalf("path alone: %+v, %v", e, err)
+	}
+	c, err := awsfn.Open(t.Context(), e, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Catalog.(*ssmcatalog.Catalog); !ok {
+		t.Errorf("path alone: catalog %T, want the SSM one", c.Catalog)
+	}
+
+	e, err = parse(map[string]string{awsfn.EnvLambdas: `[{"name":"a"}]`})
+	if err != nil || len(e.Lambdas) != 1 {
+		t.Fatalf("ATF_LAMBDAS alone: %+v, %v", e, err)
+	}
+	if c, err = awsfn.Open(t.Context(), e, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok, err := c.Catalog.Lambda(t.Context(), "a"); err != nil || !ok || l.Name != "a" {
+		t.Errorf("ATF_LAMBDAS alone: catalog %T finds a: %v, %v", c.Catalog, ok, err)
+	}
+
+	for _, tc := range []struct {
+		env   map[string]string
+		names string
+	}{
+		{nil, awsfn.EnvLambdas},
+		{map[string]string{awsfn.EnvLambdasPath: "atf/dev/lambdas/"}, awsfn.EnvLambdasPath},
+		{map[string]string{awsfn.EnvLambdasPath: "/atf/dev/lambdas/", awsfn.EnvLambda: "a"}, awsfn.EnvLambdas},
+	} {
+		if _, err := parse(tc.env); err == nil || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%v: %v, want an error naming %s", tc.env, err, tc.names)
+		}
 	}
 }

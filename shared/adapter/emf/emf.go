@@ -10,6 +10,8 @@
 //	HandlerDuration  Milliseconds  [Lambda]         handler runs; the line says the Outcome
 //	SweepDuration    Milliseconds  [Lambda]         the consumer's passes; with SweepErrors (Count), 1 for a failed pass
 //	StoreErrors      Count         [] and [Operation]  store calls that failed for a reason of the store's own; the line says the Kind
+//	LambdasReads     Count         []               reads of the lambdas from SSM (package ssmcatalog); with LambdasReadErrors
+//	                                                (Count), 1 for a failed read, and LambdasAge (Seconds), the age of the lambdas served
 //
 // The format is a few lines of JSON (see the specification in CloudWatch's documentation), so it
 // is written here rather than through a library: there is no AWS-kept one for Go, and the
@@ -36,6 +38,10 @@ const (
 	SweepDuration   = "SweepDuration"
 	SweepErrors     = "SweepErrors"
 	StoreErrors     = "StoreErrors"
+	// LambdasReads, LambdasReadErrors and LambdasAge: see LambdasRead.
+	LambdasReads      = "LambdasReads"
+	LambdasReadErrors = "LambdasReadErrors"
+	LambdasAge        = "LambdasAge"
 )
 
 // Recorder writes metrics as EMF lines. It is safe for concurrent use.
@@ -137,4 +143,15 @@ func (r *Recorder) Pass(lambda string, took time.Duration, failed bool) {
 func (r *Recorder) StoreError(op string, kind metrics.Kind) {
 	r.write([][]string{{}, {"Operation"}}, map[string]string{"Operation": op, "Kind": string(kind)},
 		metric{StoreErrors, "Count", 1})
+}
+
+// LambdasRead writes one read of the lambdas from SSM (ssmcatalog.Metrics), a metric of the whole
+// environment: a failed one, and the age of the lambdas the function serves meanwhile.
+func (r *Recorder) LambdasRead(failed bool, age time.Duration) {
+	errs := 0.0
+	if failed {
+		errs = 1
+	}
+	r.write([][]string{{}}, nil,
+		metric{LambdasReads, "Count", 1}, metric{LambdasReadErrors, "Count", errs}, metric{LambdasAge, "Seconds", age.Seconds()})
 }

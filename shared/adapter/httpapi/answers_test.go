@@ -30,7 +30,7 @@ func newHandler(t *testing.T) (http.Handler, task.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	return checked(t, httpapi.New(svc, slog.New(slog.DiscardHandler))), store
 }
 

@@ -63,7 +63,7 @@ func FuzzRequestBody(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, gate bool, body []byte) {
 		lambda := fmt.Sprintf("fuzz-%d", n.Add(1))
-		svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: lambda}.WithDefaults()}, Task: cfg})
+		svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: lambda}.WithDefaults()}, Task: cfg})
 		h := checked(t, httpapi.New(svc, quiet))
 		method, path := http.MethodPost, "/v1/lambdas/"+lambda+"/tasks"
 		if gate {

@@ -159,7 +159,7 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 		{task.Errorf(task.ErrThrottled, "the task store is busy"), 429, "throttled", true},
 		{task.Errorf(task.ErrUnavailable, "the task store is unavailable"), 503, "store_unavailable", true},
 	} {
-		h := checked(t, httpapi.New(frontend.New(failingStore{store, tc.err}, frontend.Config{Lambdas: lambdas}), log))
+		h := checked(t, httpapi.New(frontend.New(failingStore{store, tc.err}, frontend.Config{Lambdas: task.FixedCatalog(lambdas)}), log))
 		for _, req := range []*http.Request{
 			httptest.NewRequest("POST", "/v1/lambdas/echo/tasks", strings.NewReader(`{}`)),
 			httptest.NewRequest("GET", "/v1/lambdas/echo/tasks/x", nil),
@@ -176,7 +176,7 @@ func TestErrorsThatAreNoFault(t *testing.T) {
 	}
 
 	// The request's context ends when its client goes away, as net/http ends it.
-	h := checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: lambdas}), log))
+	h := checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog(lambdas)}), log))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	rec := httptest.NewRecorder()

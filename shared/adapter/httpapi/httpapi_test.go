@@ -20,7 +20,7 @@ func newServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	return srv

@@ -22,7 +22,7 @@ import (
 
 // serverOver serves the API over store, for the echo lambda.
 func serverOver(t *testing.T, store task.Store) *httptest.Server {
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	return srv

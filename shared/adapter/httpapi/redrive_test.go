@@ -22,7 +22,7 @@ func deadServer(t *testing.T, n int) (*httptest.Server, *sqlitestore.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}})
+	svc := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}})
 	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	for i := range n {

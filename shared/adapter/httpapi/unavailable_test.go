@@ -99,7 +99,7 @@ func TestStoreUnavailable(t *testing.T) {
 		{"DynamoDB behind an endpoint that refuses", dynamoStoreAt(t, refused(t))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := frontend.New(tc.store, frontend.Config{Lambdas: lambdas, MaxWait: time.Second})
+			svc := frontend.New(tc.store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), MaxWait: time.Second})
 			h := checked(t, httpapi.New(svc, slog.New(slog.DiscardHandler), httpapi.WithStoreBudget(budget)))
 			for _, req := range []*http.Request{
 				httptest.NewRequest("POST", "/v1/lambdas/echo/tasks", strings.NewReader(`{"id":"a"}`)),

@@ -29,7 +29,7 @@ func waitServer(t *testing.T, maxWait time.Duration) (*httptest.Server, *taskend
 	}
 	t.Cleanup(func() { db.Close() })
 	ends := taskend.Wrap(db)
-	svc := frontend.New(ends, frontend.Config{Lambdas: []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}, Changes: ends, MaxWait: maxWait})
+	svc := frontend.New(ends, frontend.Config{Lambdas: task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}, Changes: ends, MaxWait: maxWait})
 	srv := httptest.NewServer(checked(t, httpapi.New(svc, nil)))
 	t.Cleanup(srv.Close)
 	return srv, ends

@@ -42,7 +42,9 @@ const sendRetryDelay = 50 * time.Millisecond
 
 // Config configures a Consumer. Zero fields take defaults.
 type Config struct {
-	Lambdas     []task.Lambda // with defaults applied
+	// Lambdas are the lambdas to sweep. Run reads them again every interval and follows their
+	// changes: it starts sweeping a lambda that appears, and stops sweeping one that goes.
+	Lambdas     task.Catalog
 	Task        task.Config
 	Now         func() time.Time
 	Jitter      func() float64
@@ -77,15 +79,14 @@ type PassMetrics interface {
 type Consumer struct {
 	store       task.Store
 	queue       task.Queue
-	lambdas     []task.Lambda
+	lambdas     task.Catalog
 	cfg         task.Config
 	now         func() time.Time
 	jitter      func() float64
 	log         *slog.Logger
 	wake        chan struct{}
-	refills     []refill       // by lambda, as lambdas
-	byName      map[string]int // index of a lambda in lambdas
-	refilled    chan struct{}  // a refill is due: see Claimed
+	refills     atomic.Pointer[map[string]*refill] // by name, of what Run sweeps; Claimed reads it unlocked
+	refilled    chan struct{}                      // a refill is due: see Claimed
 	workers     int
 	sweepAhead  time.Duration
 	passTimeout time.Duration
@@ -126,7 +127,6 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	cons := &Consumer{
 		store: store, queue: queue, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(),
 		now: c.Now, jitter: c.Jitter, log: c.Logger, wake: make(chan struct{}, 1),
-		refills: make([]refill, len(c.Lambdas)), byName: make(map[string]int, len(c.Lambdas)),
 		refilled: make(chan struct{}, 1),
 		workers:  c.Workers, sweepAhead: max(c.SweepAhead, 0), passTimeout: c.PassTimeout, sendTimeout: c.SendTimeout,
 		drainEvery: c.DrainInterval, metrics: c.Metrics,
@@ -138,10 +138,10 @@ func New(store task.Store, queue task.Queue, c Config) *Consumer {
 	if cons.scheduler == nil {
 		cons.scheduler = storeScheduler{cons}
 	}
-	for i, l := range c.Lambdas {
-		cons.byName[l.Name] = i
-		cons.refills[i].after = int64(max(1, l.EnqueuedCap(cons.cfg)/refillPart))
+	if cons.lambdas == nil {
+		cons.lambdas = task.FixedCatalog(nil)
 	}
+	cons.refills.Store(&map[string]*refill{})
 	return cons
 }
 
@@ -163,11 +163,10 @@ type refill struct {
 // the cap bounds what waits in the queue, not how fast workers drain it. It costs an atomic add,
 // and nothing for a lambda that is not capped.
 func (c *Consumer) Claimed(lambda string) {
-	i, ok := c.byName[lambda]
+	r, ok := (*c.refills.Load())[lambda]
 	if !ok {
 		return
 	}
-	r := &c.refills[i]
 	if !r.capped.Load() || r.claimed.Add(1) < r.after || !r.capped.CompareAndSwap(true, false) {
 		return
 	}
@@ -253,15 +252,19 @@ func (c *Consumer) Stop() {
 // Sweep makes one pass over every lambda, at most Workers lambdas at once, each within its pass
 // timeout, and returns once every pass has ended.
 func (c *Consumer) Sweep(ctx context.Context) (Stats, error) {
+	lambdas, err := c.lambdas.Lambdas(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
 	gates, err := c.store.Gates(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
-	stats := make([]Stats, len(c.lambdas))
-	errs := make([]error, len(c.lambdas))
+	stats := make([]Stats, len(lambdas))
+	errs := make([]error, len(lambdas))
 	slots := make(chan struct{}, c.workers)
 	var wg sync.WaitGroup
-	for i, l := range c.lambdas {
+	for i, l := range lambdas {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -313,6 +316,8 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 	}
 	stopWhenIdle := p.StopWhenIdle && !p.Until.IsZero()
 	type state struct {
+		lambda task.Lambda
+		gone   bool // no longer listed: dropped once its pass in flight ends
 		busy   bool
 		passes int
 		next   time.Time // when the next pass may start
@@ -321,31 +326,82 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 		saw    bool      // its last pass saw tasks: the next one reads its lanes without asking
 	}
 	type result struct {
-		i      int
+		s      *state
 		st     Stats
 		err    error
 		looked bool
 		idle   bool      // the pass saw nothing, and nothing is due before p.Until
 		due    time.Time // the earliest trigger the look found
 	}
-	states := make([]state, len(c.lambdas))
+	// The lambdas swept: states by name, and their names in order. Run lists the catalog every
+	// interval, in the background so that a slow catalog holds up no pass, and follows its
+	// changes (follow): a lambda that goes keeps nothing here once its pass in flight ends.
+	states := map[string]*state{}
+	var order []string
+	follow := func(ls []task.Lambda) {
+		order = order[:0]
+		listed := make(map[string]bool, len(ls))
+		for _, l := range ls {
+			listed[l.Name] = true
+			order = append(order, l.Name)
+			if s, ok := states[l.Name]; ok {
+				s.lambda, s.gone = l, false // new settings take effect at its next pass
+			} else {
+				states[l.Name] = &state{lambda: l}
+			}
+		}
+		for name, s := range states {
+			if !listed[name] {
+				if s.busy {
+					s.gone = true
+				} else {
+					delete(states, name)
+				}
+			}
+		}
+		c.followRefills(ls)
+	}
+	knew := true
+	apply := func(l listing) {
+		switch {
+		case l.err == nil:
+			follow(l.lambdas)
+			knew = true
+		case knew && ctx.Err() == nil:
+			// Logged once an outage: a catalog may keep serving what it read last for a while
+			// (package ssmcatalog), so this is a longer outage, or one since start-up.
+			c.log.Error("the lambdas are unknown: sweeping those listed last", "lambdas", len(order), "err", l.err)
+			knew = false
+		}
+	}
+	apply(c.list(ctx))              // at once, so that each lambda gets its pass even past p.Until
+	listed := make(chan listing, 1) // buffered: a listing that ends after Run returns
+	listing, nextList := false, time.Now().Add(p.Interval)
 	done := make(chan result)
 	running := 0
 	var total RunStats
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	revive := func() {
-		for i := range states {
-			states[i].next, states[i].done = time.Time{}, false
+		for _, s := range states {
+			s.next, s.done = time.Time{}, false
 		}
 	}
 	for {
 		now := time.Now()
 		over := !p.Until.IsZero() && !now.Before(p.Until)
 		wait := time.Duration(-1)
+		if !listing && !over && ctx.Err() == nil {
+			if d := nextList.Sub(now); d > 0 {
+				wait = d
+			} else {
+				listing, nextList = true, now.Add(p.Interval)
+				go func() { listed <- c.list(ctx) }()
+			}
+		}
 		var gates func(context.Context) ([]task.Gate, error) // shared by the passes started now
-		for i := range states {
-			s := &states[i]
+		for _, name := range order {
+			s := states[name]
 			if s.busy || s.done || ctx.Err() != nil || (over && s.passes > 0) || running == c.workers {
 				continue
 			}
@@ -362,19 +418,20 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			}
 			look := stopWhenIdle && !now.Before(s.awake)
 			probe := !s.saw
+			l := s.lambda
 			go func() {
-				r := result{i: i}
+				r := result{s: s}
 				var untriggered bool
-				r.st, untriggered, r.err = c.pass(ctx, c.lambdas[i], gates, probe)
+				r.st, untriggered, r.err = c.pass(ctx, l, gates, probe)
 				if look && r.err == nil && r.st.Seen == 0 {
 					r.looked = true
-					r.due, r.err = c.idleUntil(ctx, c.lambdas[i], gates, p.Until, untriggered)
+					r.due, r.err = c.idleUntil(ctx, l, gates, p.Until, untriggered)
 					r.idle = r.err == nil && r.due.IsZero()
 				}
 				done <- r
 			}()
 		}
-		if running == 0 && (ctx.Err() != nil || over || allDone(states, func(s state) bool { return s.done })) {
+		if running == 0 && (ctx.Err() != nil || over || allDone(order, func(name string) bool { return states[name].done })) {
 			return total
 		}
 		var tick <-chan time.Time
@@ -387,10 +444,16 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 			stop = ctx.Done()
 		}
 		select {
+		case l := <-listed:
+			listing = false
+			apply(l)
 		case r := <-done:
 			running--
-			s := &states[r.i]
+			s := r.s
 			s.busy, s.saw = false, r.st.Seen > 0
+			if s.gone {
+				delete(states, s.lambda.Name)
+			}
 			total.Passes++
 			total.add(r.st)
 			if r.looked {
@@ -410,27 +473,63 @@ func (c *Consumer) Run(ctx context.Context, p RunParams) RunStats {
 				// Tasks of any lambda may have become due, or ended with downstreams to tell.
 				revive()
 			}
-			refill := &c.refills[r.i]
-			refill.claimed.Store(0)
-			refill.capped.Store(r.st.Capped > 0 && !r.st.Full)
+			if refill, ok := (*c.refills.Load())[s.lambda.Name]; ok {
+				refill.claimed.Store(0)
+				refill.capped.Store(r.st.Capped > 0 && !r.st.Full)
+			}
 			if r.err != nil {
 				total.Failed++
 				total.Err = r.err
 				if ctx.Err() == nil {
-					c.log.Error("sweep failed", "lambda", c.lambdas[r.i].Name, "err", r.err)
+					c.log.Error("sweep failed", "lambda", s.lambda.Name, "err", r.err)
 				}
 			}
 		case <-tick:
 		case <-c.wake:
 			revive()
 		case <-c.refilled:
-			for i := range states {
-				if c.refills[i].due.Swap(false) {
-					states[i].next, states[i].done = time.Time{}, false
+			refills := *c.refills.Load()
+			for name, s := range states {
+				if r, ok := refills[name]; ok && r.due.Swap(false) {
+					s.next, s.done = time.Time{}, false
 				}
 			}
 		case <-stop:
 		}
+	}
+}
+
+// listing is what one read of the catalog returned.
+type listing struct {
+	lambdas []task.Lambda
+	err     error
+}
+
+// list reads the lambdas to sweep, within a pass's time.
+func (c *Consumer) list(ctx context.Context) listing {
+	ctx, cancel := context.WithTimeout(ctx, c.passTimeout)
+	defer cancel()
+	ls, err := c.lambdas.Lambdas(ctx)
+	return listing{ls, err}
+}
+
+// followRefills makes the refills those of ls: a lambda keeps its own while its cap stays the
+// same, a new one or one with a new cap gets a fresh one, and one that went loses it.
+func (c *Consumer) followRefills(ls []task.Lambda) {
+	old := *c.refills.Load()
+	refills := make(map[string]*refill, len(ls))
+	same := len(old) == len(ls)
+	for _, l := range ls {
+		after := int64(max(1, l.EnqueuedCap(c.cfg)/refillPart))
+		if r, ok := old[l.Name]; ok && r.after == after {
+			refills[l.Name] = r
+			continue
+		}
+		refills[l.Name] = &refill{after: after}
+		same = false
+	}
+	if !same {
+		c.refills.Store(&refills)
 	}
 }
 
@@ -1080,7 +1179,11 @@ func gatesOf(lambda string, gates []task.Gate) (mode string, held, dropped []str
 func (c *Consumer) Recover(ctx context.Context) (int, error) {
 	n := 0
 	now := c.now().UTC()
-	for _, l := range c.lambdas {
+	lambdas, err := c.lambdas.Lambdas(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range lambdas {
 		for _, s := range []task.Status{task.StatusEnqueued, task.StatusClaimed, task.StatusProcessing} {
 			cursor := ""
 			for {

@@ -60,7 +60,7 @@ func newEnvWith(t *testing.T, o options, names ...string) *env {
 		q = o.wrapQueue(q)
 	}
 	e.cons = consumer.New(s, q, consumer.Config{
-		Lambdas: lambdas, Task: e.cfg, Now: func() time.Time { return e.now }, Jitter: func() float64 { return 0 },
+		Lambdas: task.FixedCatalog(lambdas), Task: e.cfg, Now: func() time.Time { return e.now }, Jitter: func() float64 { return 0 },
 		SweepAhead: o.sweepAhead,
 	})
 	return e

@@ -99,9 +99,13 @@ func (c *Consumer) Drain(ctx context.Context) (DrainStats, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
+	lambdas, err := c.lambdas.Lambdas(ctx)
+	if err != nil {
+		return DrainStats{}, err
+	}
 	type lane struct{ lambda, priority string }
 	var lanes []lane
-	for _, l := range c.lambdas {
+	for _, l := range lambdas {
 		for _, p := range l.Priorities {
 			lanes = append(lanes, lane{l.Name, p})
 		}

@@ -18,7 +18,7 @@ func (e *env) graph(t *testing.T, lambda string, specs ...task.Spec) []task.Task
 	for _, l := range e.ls {
 		ls = append(ls, l)
 	}
-	svc := frontend.New(e.store, frontend.Config{Lambdas: ls, Task: e.cfg, Now: func() time.Time { return e.now }})
+	svc := frontend.New(e.store, frontend.Config{Lambdas: task.FixedCatalog(ls), Task: e.cfg, Now: func() time.Time { return e.now }})
 	tasks, created, err := svc.ScheduleBatch(context.Background(), lambda, specs)
 	if err != nil || !created {
 		t.Fatalf("schedule the graph: created %v, %v", created, err)

@@ -164,7 +164,7 @@ func newRealEnv(t *testing.T, names ...string) *realEnv {
 		e.ls[n] = l
 		lambdas = append(lambdas, l)
 	}
-	e.cons = consumer.New(e.count, e.queue, consumer.Config{Lambdas: lambdas, Jitter: func() float64 { return 0 }})
+	e.cons = consumer.New(e.count, e.queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Jitter: func() float64 { return 0 }})
 	return e
 }
 
@@ -313,7 +313,7 @@ func TestBusyLambdaNotAskedAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	passes := &passCounter{after: 4, cancel: cancel}
-	cons := consumer.New(count, memqueue.New(), consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Metrics: passes})
+	cons := consumer.New(count, memqueue.New(), consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Metrics: passes})
 	rs := cons.Run(ctx, consumer.RunParams{Interval: time.Hour})
 	if rs.Enqueued != 3 || rs.Passes != 4 {
 		t.Fatalf("run: %+v; want 3 tasks enqueued in 4 passes", rs)

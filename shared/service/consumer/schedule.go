@@ -43,7 +43,13 @@ type storeScheduler struct {
 }
 
 func (s storeScheduler) FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) ([]bool, error) {
-	l := s.c.lambdas[s.c.byName[fired.Lambda]]
+	l, ok, err := s.c.lambdas.Lambda(ctx, fired.Lambda)
+	if err != nil {
+		return nil, err
+	}
+	if !ok { // went since the pass began
+		return nil, task.Errorf(task.ErrNotFound, "lambda %q is not registered", fired.Lambda)
+	}
 	now := s.c.now().UTC()
 	tasks := make([]task.Task, len(ats))
 	for i, at := range ats {

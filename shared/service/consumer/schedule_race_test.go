@@ -130,11 +130,11 @@ func scheduleRace(t *testing.T, base task.Store) {
 	clock := &raceClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	store := &raceStore{Store: base, clock: clock}
 	queue := memqueue.New()
-	api := frontend.New(base, frontend.Config{Lambdas: []task.Lambda{l}, Task: cfg, Now: clock.Now, Queue: queue})
-	firings := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{l}, Task: cfg, Now: clock.Now, Queue: queue})
+	api := frontend.New(base, frontend.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Now: clock.Now, Queue: queue})
+	firings := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Now: clock.Now, Queue: queue})
 	var conses []*consumer.Consumer
 	for range 3 {
-		conses = append(conses, consumer.New(store, queue, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Now: clock.Now, Scheduler: firings}))
+		conses = append(conses, consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Now: clock.Now, Scheduler: firings}))
 	}
 
 	ids := []string{"a", "b"}

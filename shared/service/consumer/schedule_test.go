@@ -121,7 +121,7 @@ func TestScheduleTwoConsumersRace(t *testing.T) {
 	var conses []*consumer.Consumer
 	for range racers {
 		conses = append(conses, consumer.New(barrierStore{e.store, &barrier}, e.queue, consumer.Config{
-			Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now },
+			Lambdas: task.FixedCatalog{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now },
 		}))
 	}
 	e.now = created.Add(5 * time.Second)
@@ -228,8 +228,8 @@ func TestScheduleOverlapSkip(t *testing.T) {
 func TestScheduleSendsAhead(t *testing.T) {
 	e := newEnv(t, 0, "report")
 	created := e.now
-	svc := frontend.New(e.store, frontend.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
-	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
+	svc := frontend.New(e.store, frontend.Config{Lambdas: task.FixedCatalog{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
+	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: task.FixedCatalog{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
 	sc := e.newSchedule(t, "report", task.ScheduleSpec{ID: "ahead", Rate: "2s"})
 	e.now = created.Add(1500 * time.Millisecond) // half a second before the first firing
 	st, err := cons.Sweep(context.Background())
@@ -278,8 +278,8 @@ func TestStopWhenIdleWaitsForSchedule(t *testing.T) {
 func TestScheduleOverlapSkipSendsAhead(t *testing.T) {
 	e := newEnv(t, 0, "report")
 	created := e.now
-	svc := frontend.New(e.store, frontend.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
-	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: []task.Lambda{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
+	svc := frontend.New(e.store, frontend.Config{Lambdas: task.FixedCatalog{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Queue: e.queue})
+	cons := consumer.New(e.store, e.queue, consumer.Config{Lambdas: task.FixedCatalog{e.ls["report"]}, Task: e.cfg, Now: func() time.Time { return e.now }, Scheduler: svc})
 	sc := e.newSchedule(t, "report", task.ScheduleSpec{ID: "o", Rate: "1s", Overlap: task.OverlapSkip})
 	var want []time.Time
 	for step := 1; step <= 16; step++ { // a pass every half second

@@ -51,7 +51,7 @@ func newSetup(t *testing.T) setup {
 	q := memqueue.New()
 	return setup{
 		store: store, hsc: status.New(store, status.Config{Task: cfg}), queue: q, cfg: cfg, l: l,
-		cons: consumer.New(store, q, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg}),
+		cons: consumer.New(store, q, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg}),
 	}
 }
 

@@ -78,7 +78,7 @@ func lostClaimAnswers(t *testing.T, inner task.Store) {
 				st = batchedClaims{hsc, k}
 			}
 			q := memqueue.New()
-			cons := consumer.New(store, q, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Logger: quietLog})
+			cons := consumer.New(store, q, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Logger: quietLog})
 			e := executor.New(st, executor.Config{Task: cfg, Logger: quietLog})
 			tk, err := task.New(task.Spec{ID: "t1"}, l, time.Now().UTC(), cfg)
 			if err != nil {

@@ -105,7 +105,10 @@ func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.
 				later = append(later, i)
 			}
 		}
-		l := s.lambdas[name]
+		l, err := s.lambda(ctx, name) // read by the request already: from the catalog's snapshot
+		if err != nil {
+			continue // the consumer enqueues them
+		}
 		for _, part := range []struct {
 			idx  []int
 			keep int

@@ -60,7 +60,7 @@ func aheadFixture(t *testing.T, capacity int) (*fixture, *sentQueue) {
 	q := &sentQueue{}
 	f := &fixture{t: t, store: store, now: t0}
 	f.svc = frontend.New(store, frontend.Config{
-		Lambdas: []task.Lambda{task.Lambda{Name: "echo", Concurrency: 1, MaxEnqueued: capacity}.WithDefaults()},
+		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1, MaxEnqueued: capacity}.WithDefaults()},
 		Now:     func() time.Time { return f.now },
 		Notify:  func() { f.notices++ },
 		Queue:   q,
@@ -200,7 +200,7 @@ func TestSendAheadUnknownOutcome(t *testing.T) {
 	base, _ := aheadFixture(t, 0)
 	q := &sentQueue{}
 	svc := frontend.New(lostAnswer{base.store}, frontend.Config{
-		Lambdas: []task.Lambda{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
 		Now:     func() time.Time { return t0 }, Queue: q,
 	})
 	if _, _, err := svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err == nil || len(q.ids()) != 1 {
@@ -238,7 +238,7 @@ func TestSendAheadResendKeepsRunTime(t *testing.T) {
 	q.fail = false
 	f.now = f.now.Add(task.DefaultPollInterval + time.Second)
 	c := consumer.New(f.store, q, consumer.Config{
-		Lambdas: []task.Lambda{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
 		Now:     func() time.Time { return f.now },
 	})
 	if _, err := c.Sweep(ctx); err != nil {

@@ -61,7 +61,7 @@ type CancelPage struct {
 // status, so that a bare request cannot cancel a whole lambda by mistake. A page that fails part
 // way may be sent again with the same cursor: tasks it cancelled already are skipped.
 func (s *Service) CancelMatching(ctx context.Context, f CancelFilter) (CancelPage, error) {
-	if _, err := s.lambda(f.Lambda); err != nil {
+	if _, err := s.lambda(ctx, f.Lambda); err != nil {
 		return CancelPage{}, err
 	}
 	switch {

@@ -15,7 +15,7 @@ var ErrNoFeed = errors.New("live events are served by atf dev only: on AWS, subs
 // Events returns the lambda's lifecycle events after cursor, from this process's live feed
 // (lifecycle.Feed.Read): at most limit, waiting up to wait (cut to MaxWait) for the first.
 func (s *Service) Events(ctx context.Context, lambda, cursor string, limit int, wait time.Duration) (lifecycle.FeedPage, error) {
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return lifecycle.FeedPage{}, err
 	}
 	if s.feed == nil {

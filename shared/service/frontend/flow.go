@@ -321,11 +321,11 @@ func (s *Service) Downstreams(ctx context.Context, lambda, id, cursor string, li
 }
 
 // batchLambda is the lambda of a spec in a batch sent to lambda.
-func (s *Service) batchLambda(lambda string, spec task.Spec) (task.Lambda, error) {
+func (s *Service) batchLambda(ctx context.Context, lambda string, spec task.Spec) (task.Lambda, error) {
 	if spec.Lambda != "" {
 		lambda = spec.Lambda
 	}
-	l, err := s.lambda(lambda)
+	l, err := s.lambda(ctx, lambda)
 	if err != nil {
 		return task.Lambda{}, fmt.Errorf("lambda: %w", err)
 	}

@@ -94,7 +94,7 @@ func newFlowRig(t *testing.T, store task.Store) *flowRig {
 
 // service is a frontend over store (the rig's, or a wrapper of it) with the rig's clock.
 func (r *flowRig) service(store task.Store) *frontend.Service {
-	return frontend.New(store, frontend.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg, Now: func() time.Time { return r.now }})
+	return frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg, Now: func() time.Time { return r.now }})
 }
 
 func (r *flowRig) schedule(spec task.Spec) {
@@ -142,7 +142,7 @@ func (r *flowRig) sweep() consumer.Stats {
 // sweepOn runs a consumer pass over store (the rig's, or a wrapper of it).
 func (r *flowRig) sweepOn(store task.Store) consumer.Stats {
 	r.t.Helper()
-	c := consumer.New(store, memqueue.New(), consumer.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg, Now: func() time.Time { return r.now }, Jitter: func() float64 { return 0 }})
+	c := consumer.New(store, memqueue.New(), consumer.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg, Now: func() time.Time { return r.now }, Jitter: func() float64 { return 0 }})
 	st, err := c.Sweep(ctx)
 	if err != nil {
 		r.t.Fatal(err)

@@ -39,7 +39,7 @@ func TestFlowConcurrentAddUpstreamsCycle(t *testing.T) {
 	onBackends(t, func(t *testing.T, store task.Store) {
 		l := task.Lambda{Name: "echo"}.WithDefaults()
 		now := func() time.Time { return t0 }
-		plain := frontend.New(store, frontend.Config{Lambdas: []task.Lambda{l}, Now: now})
+		plain := frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog{l}, Now: now})
 		for _, id := range []string{"A", "B"} {
 			if _, _, err := plain.Schedule(ctx, "echo", task.Spec{ID: id}); err != nil {
 				t.Fatal(err)
@@ -47,7 +47,7 @@ func TestFlowConcurrentAddUpstreamsCycle(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		wg.Add(2)
-		svc := frontend.New(&barrier{Store: store, wg: &wg}, frontend.Config{Lambdas: []task.Lambda{l}, Now: now})
+		svc := frontend.New(&barrier{Store: store, wg: &wg}, frontend.Config{Lambdas: task.FixedCatalog{l}, Now: now})
 		var errs [2]error
 		var run sync.WaitGroup
 		run.Go(func() { _, errs[0] = svc.AddUpstreams(ctx, "echo", "A", []task.Ref{{ID: "B"}}) })

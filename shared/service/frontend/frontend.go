@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/openatf/atf/shared/service/lifecycle"
@@ -18,7 +17,9 @@ import (
 
 // Config configures a Service. Zero fields take defaults.
 type Config struct {
-	Lambdas []task.Lambda // with defaults applied
+	// Lambdas are the lambdas the service knows; one it does not list is refused as unknown
+	// (task.ErrNotFound), and an error of it answers the request (task.ErrUnavailable).
+	Lambdas task.Catalog
 	Task    task.Config
 	Now     func() time.Time
 	// Notify is called after a task is scheduled or a gate is set, so a local consumer can sweep
@@ -71,8 +72,7 @@ const waitMargin = time.Second
 // Service implements the client-facing operations.
 type Service struct {
 	store   task.Store
-	lambdas map[string]task.Lambda
-	names   []string
+	lambdas task.Catalog
 	cfg     task.Config
 	now     func() time.Time
 	notify  func()
@@ -89,7 +89,7 @@ type Service struct {
 // New returns a Service over store.
 func New(store task.Store, c Config) *Service {
 	s := &Service{
-		store: store, lambdas: map[string]task.Lambda{}, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
+		store: store, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
 		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
 		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
 		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
@@ -104,19 +104,22 @@ func New(store task.Store, c Config) *Service {
 	if s.admission.gates == nil {
 		s.admission.gates = &task.GateSnapshot{Store: store, Age: SnapshotAge}
 	}
-	for _, l := range c.Lambdas {
-		s.lambdas[l.Name] = l
-		s.names = append(s.names, l.Name)
+	if s.lambdas == nil {
+		s.lambdas = task.FixedCatalog(nil)
 	}
-	slices.Sort(s.names)
 	return s
 }
 
 // PayloadLimit is the largest payload a task may carry, in bytes.
 func (s *Service) PayloadLimit() int { return s.cfg.PayloadLimit }
 
-func (s *Service) lambda(name string) (task.Lambda, error) {
-	l, ok := s.lambdas[name]
+// lambda returns the lambda called name: task.ErrNotFound if the catalog does not list it (never
+// registered, or removed since), so that nothing new is made for it.
+func (s *Service) lambda(ctx context.Context, name string) (task.Lambda, error) {
+	l, ok, err := s.lambdas.Lambda(ctx, name)
+	if err != nil {
+		return task.Lambda{}, err
+	}
 	if !ok {
 		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", task.Echo(name))
 	}
@@ -127,7 +130,7 @@ func (s *Service) lambda(name string) (task.Lambda, error) {
 // returns the stored task with created false; a different request with a taken id fails with
 // task.ErrConflict.
 func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (t task.Task, created bool, err error) {
-	l, err := s.lambda(lambda)
+	l, err := s.lambda(ctx, lambda)
 	if err != nil {
 		return task.Task{}, false, err
 	}
@@ -180,7 +183,7 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 // existing tasks; its tasks may belong to other lambdas than lambda (task.Spec.Lambda). A cycle,
 // or an upstream that is neither in the batch nor stored, fails the batch with task.ErrInvalid.
 func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task.Spec) (tasks []task.Task, created bool, err error) {
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return nil, false, err
 	}
 	if len(specs) == 0 || len(specs) > task.MaxBatch {
@@ -190,7 +193,7 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 	tasks = make([]task.Task, len(specs))
 	flow := false
 	for i, spec := range specs {
-		l, err := s.batchLambda(lambda, spec)
+		l, err := s.batchLambda(ctx, lambda, spec)
 		if err == nil {
 			tasks[i], err = task.New(spec, l, now, s.cfg)
 		}
@@ -260,7 +263,7 @@ func (s *Service) replayBatch(ctx context.Context, tasks []task.Task) ([]task.Ta
 
 // Get returns one task.
 func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error) {
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return task.Task{}, err
 	}
 	t, err := s.store.Get(ctx, lambda, id)
@@ -289,7 +292,7 @@ func (s *Service) Wait(ctx context.Context, lambda, id string, d time.Duration) 
 	if d <= 0 {
 		return s.Get(ctx, lambda, id)
 	}
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return task.Task{}, err
 	}
 	end := time.Now().Add(d)
@@ -368,7 +371,7 @@ func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) (woken bo
 
 // List returns a page of a lambda's tasks.
 func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
-	if _, err := s.lambda(p.Lambda); err != nil {
+	if _, err := s.lambda(ctx, p.Lambda); err != nil {
 		return nil, "", err
 	}
 	for _, st := range p.StatusSet() {
@@ -400,7 +403,7 @@ func (s *Service) Cancel(ctx context.Context, lambda, id string) (task.Task, err
 
 // SetGate opens, pauses or drops a lambda, or one collection of it.
 func (s *Service) SetGate(ctx context.Context, g task.Gate) (task.Gate, error) {
-	if _, err := s.lambda(g.Lambda); err != nil {
+	if _, err := s.lambda(ctx, g.Lambda); err != nil {
 		return task.Gate{}, err
 	}
 	if g.Mode != task.GateOpen && g.Mode != task.GatePause && g.Mode != task.GateDrop {
@@ -428,9 +431,13 @@ func (s *Service) Lambdas(ctx context.Context) ([]task.LambdaInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]task.LambdaInfo, 0, len(s.names))
-	for _, name := range s.names {
-		l := s.lambdas[name]
+	lambdas, err := s.lambdas.Lambdas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]task.LambdaInfo, 0, len(lambdas))
+	for _, l := range lambdas {
+		name := l.Name
 		counts, err := s.store.Counts(ctx, name)
 		if err != nil {
 			return nil, err

@@ -42,7 +42,7 @@ func newFixture(t *testing.T, c task.Config) *fixture {
 	f := &fixture{t: t, store: store, now: t0}
 	f.svc = frontend.New(store, frontend.Config{
 		// Not in name order: Lambdas lists them sorted.
-		Lambdas: []task.Lambda{
+		Lambdas: task.FixedCatalog{
 			task.Lambda{Name: "mail", Priorities: []string{"urgent", "bulk"}, MaxAttempts: 7}.WithDefaults(),
 			task.Lambda{Name: "echo"}.WithDefaults(),
 		},

@@ -17,7 +17,7 @@ import (
 // Redrive gives one dead or fatally failed task a second life. A task sent ahead of the sweep
 // when the schedule path would send it (ahead.go): it runs at once.
 func (s *Service) Redrive(ctx context.Context, lambda, id string, o task.RedriveOptions) (task.Task, error) {
-	l, err := s.lambda(lambda)
+	l, err := s.lambda(ctx, lambda)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -77,7 +77,7 @@ func (s *Service) redrive(ctx context.Context, lambda, id string, o task.Redrive
 // A redriven task leaves the failed statuses, so a caller that starts again from the first page
 // finds only the tasks still failed: those skipped, and those that failed since.
 func (s *Service) RedriveMatching(ctx context.Context, p task.ListParams, o task.RedriveOptions) (task.RedriveResult, error) {
-	l, err := s.lambda(p.Lambda)
+	l, err := s.lambda(ctx, p.Lambda)
 	if err != nil {
 		return task.RedriveResult{}, err
 	}

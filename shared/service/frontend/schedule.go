@@ -18,7 +18,7 @@ import (
 // sends a task due within task.MaxSendAhead to its queue itself (see ahead.go), once stored; a
 // send that fails leaves it to the sweep. It reports which tasks it created.
 func (s *Service) FireSchedule(ctx context.Context, fired task.Schedule, prev int64, ats []time.Time) ([]bool, error) {
-	l, err := s.lambda(fired.Lambda)
+	l, err := s.lambda(ctx, fired.Lambda)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (s *Service) FireSchedule(ctx context.Context, fired task.Schedule, prev in
 // again returns the stored schedule with created false; a different one with a taken id fails
 // with task.ErrConflict.
 func (s *Service) CreateSchedule(ctx context.Context, lambda string, spec task.ScheduleSpec) (sc task.Schedule, created bool, err error) {
-	l, err := s.lambda(lambda)
+	l, err := s.lambda(ctx, lambda)
 	if err != nil {
 		return task.Schedule{}, false, err
 	}
@@ -94,7 +94,7 @@ func (s *Service) withNextFires(sc task.Schedule) task.Schedule {
 
 // GetSchedule returns a schedule with its next five fire times.
 func (s *Service) GetSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return task.Schedule{}, err
 	}
 	if err := task.ValidateID("schedule id", id); err != nil {
@@ -109,7 +109,7 @@ func (s *Service) GetSchedule(ctx context.Context, lambda, id string) (task.Sche
 
 // ListSchedules returns a page of a lambda's schedules in id order, each with its next fire times.
 func (s *Service) ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]task.Schedule, string, error) {
-	if _, err := s.lambda(lambda); err != nil {
+	if _, err := s.lambda(ctx, lambda); err != nil {
 		return nil, "", err
 	}
 	if limit < 0 || limit > task.MaxListLimit {

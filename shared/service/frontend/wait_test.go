@@ -36,7 +36,7 @@ func newWaitFixture(t *testing.T, withEnds bool, c frontend.Config) *waitFixture
 		f.ends = taskend.Wrap(f.store)
 		store, c.Changes = f.ends, f.ends
 	}
-	c.Lambdas = []task.Lambda{task.Lambda{Name: "echo"}.WithDefaults()}
+	c.Lambdas = task.FixedCatalog{task.Lambda{Name: "echo"}.WithDefaults()}
 	f.svc = frontend.New(store, c)
 	return f
 }

@@ -458,7 +458,7 @@ func TestSweepStaleDue(t *testing.T) {
 	queue := memqueue.New()
 	stale := &staleDue{Store: s}
 	sweep := func(st task.Store) consumer.Stats {
-		c := consumer.New(st, queue, consumer.Config{Lambdas: []task.Lambda{l}, Task: cfg, Now: func() time.Time { return now }})
+		c := consumer.New(st, queue, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: cfg, Now: func() time.Time { return now }})
 		stats, err := c.Sweep(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -37,13 +37,13 @@ func newRig(t *testing.T, quota int, retention time.Duration) *rig {
 	db, table := newTable(t, nil)
 	s := newStore(t, db, dynamostore.Config{Table: table, Retention: retention})
 	r := &rig{t: t, db: db, table: table, s: s, l: task.Lambda{Name: "a"}.WithDefaults(), cfg: task.Config{EnqueueQuota: quota}.WithDefaults(), q: memqueue.New()}
-	r.fe = frontend.New(s, frontend.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg})
+	r.fe = frontend.New(s, frontend.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg})
 	return r
 }
 
 func (r *rig) sweep(st task.Store) consumer.Stats {
 	r.t.Helper()
-	c := consumer.New(st, r.q, consumer.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg})
+	c := consumer.New(st, r.q, consumer.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg})
 	stats, err := c.Sweep(r.t.Context())
 	if err != nil {
 		r.t.Fatal(err)
@@ -123,7 +123,7 @@ func (failCreate) Create(context.Context, task.Task) error { return errors.New("
 func TestFlowGhostEdgeWedgesFlowLane(t *testing.T) {
 	r := newRig(t, 1, 0) // a quota of 1: one wedged upstream fills the flow read
 	r.schedule(task.Spec{ID: "U"})
-	ghostFE := frontend.New(failCreate{r.s}, frontend.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg})
+	ghostFE := frontend.New(failCreate{r.s}, frontend.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg})
 	if _, _, err := ghostFE.Schedule(t.Context(), "a", task.Spec{ID: "ghost", After: []task.Ref{{ID: "U"}}}); err == nil {
 		t.Fatal("the create was to fail")
 	}
@@ -199,7 +199,7 @@ func TestFlowAddUpstreamsRaceCorruptsEdge(t *testing.T) {
 	r.schedule(task.Spec{ID: "Y"})
 	r.schedule(task.Spec{ID: "T", Delay: ptrDur(time.Hour)})
 	o := &orderAdd{Store: r.s, cEdges: make(chan struct{}), bEdges: make(chan struct{}), cWon: make(chan struct{})}
-	fe := frontend.New(o, frontend.Config{Lambdas: []task.Lambda{r.l}, Task: r.cfg})
+	fe := frontend.New(o, frontend.Config{Lambdas: task.FixedCatalog{r.l}, Task: r.cfg})
 	var wg sync.WaitGroup
 	var errB, errC error
 	wg.Go(func() { _, errC = fe.AddUpstreams(t.Context(), "a", "T", []task.Ref{{ID: "Y"}}) })

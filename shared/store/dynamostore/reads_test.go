@@ -78,7 +78,7 @@ func boundedSetup(t *testing.T, l task.Lambda, now *time.Time) (task.Store, *con
 	db, table := newTable(t, nil, itemsRead(&reads))
 	s := newStore(t, db, dynamostoreConfig(table))
 	c := consumer.New(s, memqueue.New(), consumer.Config{
-		Lambdas: []task.Lambda{l}, Task: task.Config{EnqueueQuota: readQuota},
+		Lambdas: task.FixedCatalog{l}, Task: task.Config{EnqueueQuota: readQuota},
 		Now: func() time.Time { return *now }, Jitter: func() float64 { return 0 },
 	})
 	return s, c, &reads

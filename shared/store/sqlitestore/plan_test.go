@@ -129,7 +129,7 @@ func TestSweepPlans(t *testing.T) {
 
 	rec := &recordingStore{Store: s}
 	cons := consumer.New(rec, memqueue.New(), consumer.Config{
-		Lambdas: []task.Lambda{l}, Task: cfg, Now: func() time.Time { return now }, Jitter: func() float64 { return 0 },
+		Lambdas: task.FixedCatalog{l}, Task: cfg, Now: func() time.Time { return now }, Jitter: func() float64 { return 0 },
 	})
 	queries := trace(t, s)
 	sweep := func(g task.Gate) {

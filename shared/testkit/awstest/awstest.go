@@ -1,6 +1,7 @@
 // Package awstest gives integration tests an AWS SDK config for the emulators (DynamoDB Local and
 // moto, started by `make emulators`), LocalStack, or any AWS endpoint, read from the standard SDK
-// environment: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_EVENTBRIDGE or AWS_ENDPOINT_URL, AWS_REGION and
+// environment: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_EVENTBRIDGE,
+// AWS_ENDPOINT_URL_SSM or AWS_ENDPOINT_URL, AWS_REGION and
 // credentials.
 //
 // Without an endpoint the tests skip, saying why, unless ATF_AWS_TESTS=require, as `make test`
@@ -19,13 +20,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 
-// Config returns the SDK config for a test of service ("DYNAMODB" or "SQS"), or ends the test.
+// Config returns the SDK config for a test of service ("DYNAMODB", "SQS", "EVENTBRIDGE" or
+// "SSM"), or ends the test.
 func Config(t testing.TB, service string) aws.Config {
 	t.Helper()
 	if os.Getenv("AWS_ENDPOINT_URL_"+service) == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
@@ -118,4 +122,23 @@ func Cleanup(t testing.TB, name string) {
 			}
 		}
 	})
+}
+
+// NewSSM returns an SSM Parameter Store client on the endpoint of the environment
+// (AWS_ENDPOINT_URL_SSM), or ends the test.
+func NewSSM(t testing.TB) *ssm.Client { return ssm.NewFromConfig(Config(t, "SSM")) }
+
+// PutParameters writes String parameters (name, value, name, value...), overwriting any, and
+// deletes them when the test ends.
+func PutParameters(t testing.TB, c *ssm.Client, params ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(params); i += 2 {
+		name := params[i]
+		if _, err := c.PutParameter(t.Context(), &ssm.PutParameterInput{Name: &name, Value: &params[i+1], Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = c.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: &name})
+		})
+	}
 }

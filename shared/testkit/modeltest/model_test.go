@@ -145,7 +145,7 @@ func newSystem(store task.Store, lambda string) *system {
 		jitter: 0.5,
 		log:    slog.New(slog.DiscardHandler),
 	}
-	s.front = frontend.New(s.store, frontend.Config{Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, Logger: s.log})
+	s.front = frontend.New(s.store, frontend.Config{Lambdas: task.FixedCatalog{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, Logger: s.log})
 	// Claims read the gates afresh (no snapshot age), so the model knows which gates they see.
 	s.status = status.New(s.store, status.Config{Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log, Queue: aheadQueue{s},
 		Gates: &task.GateSnapshot{Store: s.store}})
@@ -163,7 +163,7 @@ func (s *system) ctx() context.Context { return context.Background() }
 func (s *system) restart() {
 	s.queue, s.ahead = memqueue.New(), nil
 	s.cons = consumer.New(s.store, aheadQueue{s}, consumer.Config{
-		Lambdas: []task.Lambda{s.lambda}, Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log,
+		Lambdas: task.FixedCatalog{s.lambda}, Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log,
 	})
 }
 

@@ -1,0 +1,110 @@
+package consumer_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/store/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// changingCatalog is a catalog whose lambdas a test sets, as stacks deployed and deleted do.
+type changingCatalog struct {
+	mu sync.Mutex
+	ls task.FixedCatalog
+}
+
+func (c *changingCatalog) set(ls ...task.Lambda) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ls = ls
+}
+
+func (c *changingCatalog) get() task.FixedCatalog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ls
+}
+
+func (c *changingCatalog) Lambda(ctx context.Context, name string) (task.Lambda, bool, error) {
+	return c.get().Lambda(ctx, name)
+}
+
+func (c *changingCatalog) Lambdas(ctx context.Context) ([]task.Lambda, error) {
+	return c.get().Lambdas(ctx)
+}
+
+// passLog records when each lambda's passes began, and tells a test when one ended.
+type passLog struct {
+	mu     sync.Mutex
+	starts map[string][]time.Time
+	ended  chan string
+}
+
+func (p *passLog) Pass(lambda string, took time.Duration, _ bool) {
+	p.mu.Lock()
+	p.starts[lambda] = append(p.starts[lambda], time.Now().Add(-took))
+	p.mu.Unlock()
+	select {
+	case p.ended <- lambda:
+	default:
+	}
+}
+
+// awaitPasses waits until lambda has ended n more passes, reading p.ended.
+func (p *passLog) awaitPasses(t *testing.T, lambda string, n int) time.Time {
+	t.Helper()
+	timeout := time.After(30 * time.Second) // a guard against a hang only
+	for n > 0 {
+		select {
+		case l := <-p.ended:
+			if l == lambda {
+				n--
+			}
+		case <-timeout:
+			t.Fatalf("no pass of %s", lambda)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.starts[lambda]
+	return s[len(s)-1]
+}
+
+// TestRunFollowsTheCatalog: Run starts sweeping a lambda that appears in its catalog, and sweeps
+// one that goes no more: no pass of it begins once the change is seen.
+func TestRunFollowsTheCatalog(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	a, b, c := task.Lambda{Name: "a"}.WithDefaults(), task.Lambda{Name: "b"}.WithDefaults(), task.Lambda{Name: "c"}.WithDefaults()
+	cat := &changingCatalog{}
+	cat.set(a, b)
+	passes := &passLog{starts: map[string][]time.Time{}, ended: make(chan string)}
+	cons := consumer.New(store, memqueue.New(), consumer.Config{Lambdas: cat, Metrics: passes, Jitter: func() float64 { return 0 }})
+	ctx, stop := context.WithCancel(t.Context())
+	ran := make(chan consumer.RunStats)
+	go func() { ran <- cons.Run(ctx, consumer.RunParams{Interval: 5 * time.Millisecond}) }()
+
+	passes.awaitPasses(t, "b", 1)
+	cat.set(a, c) // b's stack deleted, c's deployed
+	cStart := passes.awaitPasses(t, "c", 1)
+	passes.awaitPasses(t, "a", 5) // time for b's passes, if it were still swept
+	stop()
+	<-ran
+
+	passes.mu.Lock()
+	defer passes.mu.Unlock()
+	for _, s := range passes.starts["b"] {
+		if s.After(cStart) {
+			t.Errorf("a pass of b began at %s, after c's first at %s: b is swept after it went", s.Format(time.StampMicro), cStart.Format(time.StampMicro))
+		}
+	}
+}
