@@ -44,8 +44,25 @@ func grants(s *synthesized) []grant {
 }
 
 // pathOf returns the construct path of the resource with logical id id, or "" (a pseudo
-// parameter such as AWS::Partition).
+// parameter such as AWS::Partition). An ARN that a lambda stack builds from a core resource's
+// known name (refs) resolves to that resource's path, found by its name; any other ARN (a
+// pattern) is returned as it is.
 func pathOf(all map[string]any, id string) string {
+	if strings.HasPrefix(id, "arn:") {
+		for _, known := range []struct{ typ, nameProp, arnPart string }{
+			{"AWS::DynamoDB::Table", "TableName", ":table/"},
+			{"AWS::Events::EventBus", "Name", ":event-bus/"},
+			{"AWS::SNS::Topic", "TopicName", ":"},
+		} {
+			for _, r := range all {
+				r := r.(map[string]any)
+				if name, ok := props(r)[known.nameProp].(string); ok && r["Type"] == known.typ && strings.HasSuffix(id, known.arnPart+name) {
+					return path(r)
+				}
+			}
+		}
+		return id
+	}
 	r, _ := all[id].(map[string]any)
 	return path(r)
 }
@@ -166,7 +183,7 @@ func TestTableGrantsCarryKeyConditions(t *testing.T) {
 					t.Errorf("%s: %s may use the table under condition %v, want its lambda's keys %v only", name, role, cond, dynamostore.LambdaKeyPatterns(lambda))
 				}
 				for _, r := range list(g.statement["Resource"]) {
-					if ref(r) == "" {
+					if rs := refs(r); len(rs) != 1 || pathOf(all, rs[0]) != "Store/Table/Resource" {
 						t.Errorf("%s: %s's keyed grant is on %v, want the table alone", name, role, r)
 					}
 				}
