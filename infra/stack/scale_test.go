@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/infra/scale"
 	"github.com/openatf/atf/shared/adapter/awsfn"
@@ -88,12 +86,12 @@ func TestScale(t *testing.T) {
 				name, len(resources), len(b), len(outputs), len(parameters), maxStackResources, maxTemplateBytes, maxStackOutputs, maxStackParameters)
 		}
 		most = max(most, len(resources))
-		errs := assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-		for _, e := range *errs {
-			t.Errorf("%s: %s: %v", name, *e.Id, e.Entry.Data)
+		for _, e := range s.nagErrors(name) {
+			t.Errorf("%s: %s", name, e)
 		}
 	}
 	t.Logf("%d lambdas in %d stacks; the largest has %d resources", scale.Lambdas, len(s.stacks.All()), most)
+	checkIsolationAcrossStacks(t, "prod", s, reg)
 
 	// One parameter per lambda stack, under the path, listing exactly its lambdas.
 	var listed []string

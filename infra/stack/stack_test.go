@@ -30,9 +30,8 @@ import (
 func TestNag(t *testing.T) {
 	for name, s := range environments(t) {
 		for _, st := range s.stacks.All() {
-			errs := assertions.Annotations_FromStack(st).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-			for _, e := range *errs {
-				t.Errorf("%s: %s: %s: %v", name, *st.StackName(), *e.Id, e.Entry.Data)
+			for _, e := range s.nagErrors(*st.StackName()) {
+				t.Errorf("%s: %s: %s", name, *st.StackName(), e)
 			}
 		}
 	}
@@ -663,7 +662,7 @@ func TestExecutors(t *testing.T) {
 			continue
 		}
 		want++
-		tpl := assertions.Template_FromStack(s.stacks.Lambdas[e.Stack], nil)
+		tpl := s.templateOf(e)
 		tpl.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), map[string]any{
 			"Cpu": fmt.Sprint(e.ECS.CPU), "Memory": fmt.Sprint(e.ECS.MemoryMB),
 			"RuntimePlatform": map[string]any{"CpuArchitecture": "ARM64", "OperatingSystemFamily": "LINUX"},
