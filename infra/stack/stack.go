@@ -1,6 +1,10 @@
-// Package stack is the CDK stack of one atf environment, built from the environment's
-// configuration (Environment) and the lambda registry (shared/registry). Each concern is a
-// construct in a file of its own:
+// Package stack is the CDK stacks of one atf environment, built from the environment's
+// configuration (Environment) and the lambda registry (shared/registry): the core stack
+// atf-<env> (the table, the API, the consumer, the event bus, the alarm topic, the executors'
+// network), which knows no lambda, and a stack per group of lambdas, atf-<env>-<stack> (their
+// queues, functions or executors, alarms, dashboard, and the SSM parameter that lists them for
+// the API and the consumer). No stack exports anything: a lambda stack reaches the core's
+// resources by their known names. Each concern is a construct in a file of its own:
 //
 //	store.go     the DynamoDB table: keys, the due and list indexes, TTL, PITR
 //	api.go       the HTTP API (AWS_IAM on every route) and the API function

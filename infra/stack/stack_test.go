@@ -911,6 +911,8 @@ func TestBadInput(t *testing.T) {
 		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
 		// Worker scale-out that could fill the account's concurrency, throttling the API.
 		"over the account's concurrency": {busyRegistry, nil, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
+		// A stack's lambdas must fit the 4 KB of its SSM parameter.
+		"parameter over 4 KB": {bigStackRegistry(), nil, "over the 4096 bytes of an SSM parameter: split the stack"},
 		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.StatusConcurrency = 950 },
 			"environment dev: the functions reserve a concurrency of 951, which leaves less than the 100 unreserved that AWS requires of the account's limit 1000"},
 	} {
@@ -933,6 +935,61 @@ func TestBadInput(t *testing.T) {
 			New(newApp(t.TempDir()), Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
 		})
 	}
+}
+
+// TestConcurrencyOverEveryStack: the account's concurrency is checked over every stack of the
+// environment, not the one being built: two teams that each fit the account but not together are
+// refused, even when the app builds one team's stacks (make deploy TEAM=).
+func TestConcurrencyOverEveryStack(t *testing.T) {
+	reg, err := registry.Parse([]byte(`{"lambdas": [
+		{"name": "a", "team": "one", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 300}}},
+		{"name": "b", "team": "two", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 300}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := standIn(t)
+	for _, team := range []string{"", "one"} {
+		func() {
+			defer func() {
+				want := "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201"
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), want) {
+					t.Errorf("team %q: New panicked with %v, want %q", team, r, want)
+				}
+			}()
+			New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: team})
+		}()
+	}
+}
+
+// TestTeamStacksOnly: Props.Team builds that team's stacks alone, without the core, as make
+// deploy TEAM= deploys them; a team the registry does not have is refused, pointing at make
+// destroy.
+func TestTeamStacksOnly(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	root := standIn(t)
+	st := New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: "batch"})
+	var names []string
+	for _, s := range st.All() {
+		names = append(names, *s.StackName())
+	}
+	if st.Core != nil || !slices.Equal(names, []string{"atf-dev-batch"}) {
+		t.Errorf("team batch builds %v (core %v), want [atf-dev-batch] alone", names, st.Core != nil)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `team "gone" has no lambda in the registry; to delete the stacks of a removed team, see make destroy`) {
+			t.Errorf("New of an unknown team panicked with %v", r)
+		}
+	}()
+	New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: "gone"})
+}
+
+// bigStackRegistry is 50 lambdas of long names in one stack: about 4.7 KB of parameter.
+func bigStackRegistry() string {
+	var entries []string
+	for i := range 50 {
+		entries = append(entries, fmt.Sprintf(`{"name": "%s-%02d", "team": "big", "handler": "echo", "priorities": ["normal"], "concurrency": 1}`, strings.Repeat("x", 48), i))
+	}
+	return `{"lambdas": [` + strings.Join(entries, ",") + `]}`
 }
 
 // busyRegistry is one lambda whose worker may run 600 invocations of one task each.
