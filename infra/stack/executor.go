@@ -122,7 +122,10 @@ func importExecutorCluster(scope constructs.Construct, id string, d *deployment)
 	var zones []*string
 	for i := range maxAZs {
 		id := awscdk.Fn_Select(jsii.Number(float64(i)), awscdk.Fn_Split(jsii.String(","), subnetIDs, jsii.Number(maxAZs)))
-		subnets = append(subnets, awsec2.Subnet_FromSubnetId(c, jsii.String(fmt.Sprintf("Subnet%d", i)), id))
+		subnet := awsec2.Subnet_FromSubnetId(c, jsii.String(fmt.Sprintf("Subnet%d", i)), id)
+		awscdk.Annotations_Of(subnet).AcknowledgeWarning(jsii.String("@aws-cdk/aws-ec2:noSubnetRouteTableId"),
+			jsii.String("the executors' service places its tasks by subnet id; it reads no route table"))
+		subnets = append(subnets, subnet)
 		zones = append(zones, awscdk.Fn_Select(jsii.Number(float64(i)), awscdk.Fn_GetAzs(jsii.String(""))))
 	}
 	vpc := awsec2.Vpc_FromVpcAttributes(c, jsii.String("Vpc"), &awsec2.VpcAttributes{VpcId: vpcID, AvailabilityZones: &zones})
