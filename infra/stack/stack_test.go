@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -33,6 +34,26 @@ func TestNag(t *testing.T) {
 			for _, e := range s.nagErrors(*st.StackName()) {
 				t.Errorf("%s: %s: %s", name, *st.StackName(), e)
 			}
+		}
+	}
+}
+
+// TestNagPlaced: cdk-nag finds no error either in stacks placed in an account and region (as
+// the CLI places them with credentials), where ARNs carry the account and region themselves
+// rather than pseudo parameters.
+func TestNagPlaced(t *testing.T) {
+	root := standIn(t)
+	outdir := t.TempDir()
+	st := New(newApp(outdir), Props{
+		StackProps: awscdk.StackProps{Env: &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}},
+		Name:       "dev", Env: mustEnvs(t)["dev"], Registry: mustLoadRegistry(t),
+		Assets: filepath.Join(root, "bin", "lambda"), Root: root,
+	})
+	s := &synthesized{stacks: st, outdir: outdir}
+	s.read()
+	for _, stack := range st.All() {
+		for _, e := range s.nagErrors(*stack.StackName()) {
+			t.Errorf("%s: %s", *stack.StackName(), e)
 		}
 	}
 }
