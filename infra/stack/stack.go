@@ -190,9 +190,15 @@ func newStack(scope constructs.Construct, name, description string, p Props, tag
 	props.Description = jsii.String(description)
 	props.StackName = jsii.String(name)
 	st := awscdk.NewStack(scope, jsii.String(name), &props)
-	awscdk.Tags_Of(st).Add(jsii.String("atf:environment"), jsii.String(p.Name), nil)
+	tags["atf:environment"] = p.Name
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		awscdk.Tags_Of(st).Add(jsii.String(k), jsii.String(tags[k]), nil)
+		// Not in the SSM parameters' own properties: moto 5.2.5 fails to create a parameter
+		// whose Tags CloudFormation gives as a map (make deploy-local). CloudFormation still
+		// tags them on AWS, with the stack's tags, which the CDK CLI passes on to every
+		// resource that takes tags.
+		awscdk.Tags_Of(st).Add(jsii.String(k), jsii.String(tags[k]), &awscdk.TagProps{
+			ExcludeResourceTypes: jsii.Strings("AWS::SSM::Parameter"),
+		})
 	}
 	return st
 }
@@ -201,7 +207,7 @@ func newStack(scope constructs.Construct, name, description string, p Props, tag
 // the registry's lambdas: the API and the consumer learn them at run time from the SSM
 // parameters the lambda stacks write (ATF_LAMBDAS_PATH), and reach their queues by name.
 func newCore(scope constructs.Construct, env *deployment, p Props) awscdk.Stack {
-	st := newStack(scope, env.prefix, "atf, the async task framework: environment "+p.Name+", its core", p, nil)
+	st := newStack(scope, env.prefix, "atf, the async task framework: environment "+p.Name+", its core", p, map[string]string{})
 	d := env.forStack(st)
 	store := newStore(st, "Store", d)
 	if p.Env.Events != nil {
