@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/openatf/atf/infra/scale"
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/registry"
