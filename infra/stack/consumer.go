@@ -79,7 +79,7 @@ func (d *deployment) grantQueues(g awsiam.IGrantable, actions []string) {
 		Actions: jsii.Strings(actions...), Resources: &[]*string{d.arn("sqs", d.prefix+"-*", "")},
 	}))
 	suppress(g.GrantPrincipal().(constructs.IConstruct), "AwsSolutions-IAM5", "The queues of every lambda, made by the lambda stacks: atf-<env>-<lambda>-<priority>, named by pattern since the core stack knows no lambda.",
-		`/^Resource::arn:<AWS::Partition>:sqs:[^:]+:[^:]+:atf-[a-z0-9]+-\*(-dlq)?$/`)
+		`/^Resource::arn:<AWS::Partition>:sqs:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]+):atf-[a-z0-9]+-\*(-dlq)?$/`)
 }
 
 // grantDeadLetterQueues lets g call actions on every dead-letter queue of the environment:
@@ -108,5 +108,5 @@ func (d *deployment) grantReadLambdas(g awsiam.IGrantable) {
 		Actions: jsii.Strings(lambdasParameterActions...), Resources: &[]*string{d.arn("ssm", "parameter", path+"/*")},
 	}))
 	suppress(g.GrantPrincipal().(constructs.IConstruct), "AwsSolutions-IAM5", "The parameters of the lambda stacks, one per stack under the environment's path, which the core stack cannot list.",
-		`/^Resource::arn:<AWS::Partition>:ssm:[^:]+:[^:]+:parameter\/atf\/[a-z0-9]+\/lambdas\/\*$/`)
+		`/^Resource::arn:<AWS::Partition>:ssm:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]+):parameter\/atf\/[a-z0-9]+\/lambdas\/\*$/`)
 }

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/registry"
@@ -36,7 +36,7 @@ type synthesized struct {
 	outdir    string
 	template  assertions.Template // the core's
 	templates map[string]map[string]any
-	messages  map[string][]cxapi.SynthesisMessage // by stack name
+	nag       map[string][]string // cdk-nag's errors, by stack name
 	json      map[string]any
 }
 
@@ -45,10 +45,25 @@ type synthesized struct {
 // for each stack: too slow for an environment of 300 lambdas.)
 func (s *synthesized) read() {
 	s.templates = map[string]map[string]any{}
-	s.messages = map[string][]cxapi.SynthesisMessage{}
+	s.nag = map[string][]string{}
 	merged := map[string]any{}
 	all := s.stacks.All()
-	asm := awscdk.Stage_Of(all[0]).Synth(nil)
+	awscdk.Stage_Of(all[0]).Synth(nil)
+	// The manifest records each stack's annotations by construct path, as the CLI prints them,
+	// in the stack's metadata file.
+	type annotations map[string][]struct {
+		Type string
+		Data any
+	}
+	var manifest struct {
+		Artifacts map[string]struct {
+			Metadata               annotations
+			AdditionalMetadataFile string
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(s.outdir, "manifest.json"))
+	must(err)
+	must(json.Unmarshal(b, &manifest))
 	for _, st := range all {
 		var js map[string]any
 		b, err := os.ReadFile(filepath.Join(s.outdir, *st.ArtifactId()+".template.json"))
@@ -58,8 +73,22 @@ func (s *synthesized) read() {
 			s.template = assertions.Template_FromJSON(&js, nil)
 		}
 		s.templates[*st.StackName()] = js
-		for _, m := range *asm.GetStackArtifact(st.ArtifactId()).Messages() {
-			s.messages[*st.StackName()] = append(s.messages[*st.StackName()], *m)
+		artifact := manifest.Artifacts[*st.ArtifactId()]
+		metadata := annotations{}
+		maps.Copy(metadata, artifact.Metadata)
+		if artifact.AdditionalMetadataFile != "" {
+			more := annotations{}
+			b, err := os.ReadFile(filepath.Join(s.outdir, artifact.AdditionalMetadataFile))
+			must(err)
+			must(json.Unmarshal(b, &more))
+			maps.Copy(metadata, more)
+		}
+		for path, entries := range metadata {
+			for _, e := range entries {
+				if data := fmt.Sprint(e.Data); e.Type == "aws:cdk:error" && strings.Contains(data, "AwsSolutions-") {
+					s.nag[*st.StackName()] = append(s.nag[*st.StackName()], path+": "+data)
+				}
+			}
 		}
 		for id, r := range js["Resources"].(map[string]any) {
 			if _, ok := merged[id]; ok {
@@ -72,17 +101,7 @@ func (s *synthesized) read() {
 }
 
 // nagErrors returns cdk-nag's errors in stack name, as the CLI would print them.
-func (s *synthesized) nagErrors(name string) []string {
-	var out []string
-	for _, m := range s.messages[name] {
-		if m.Level == cxapi.SynthesisMessageLevel_ERROR {
-			if data := fmt.Sprint(m.Entry.Data); strings.Contains(data, "AwsSolutions-") {
-				out = append(out, *m.Id+": "+data)
-			}
-		}
-	}
-	return out
-}
+func (s *synthesized) nagErrors(name string) []string { return s.nag[name] }
 
 // templateOf returns the template of the stack of lambda e.
 func (s *synthesized) templateOf(e registry.Entry) assertions.Template {
