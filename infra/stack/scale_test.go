@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -96,7 +97,7 @@ func TestScale(t *testing.T) {
 	var listed []string
 	for _, p := range s.resources("AWS::SSM::Parameter") {
 		name, _ := props(p)["Name"].(string)
-		stack, ok := cutPrefix(name, awsfn.LambdasPath("prod"))
+		stack, ok := strings.CutPrefix(name, awsfn.LambdasPath("prod"))
 		if !ok {
 			continue // the executors' network, written by the core
 		}
@@ -122,13 +123,6 @@ func TestScale(t *testing.T) {
 	if len(listed) != scale.Lambdas {
 		t.Errorf("the parameters list %d lambdas, want %d", len(listed), scale.Lambdas)
 	}
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
 }
 
 // TestScaleAddTeam: adding a 301st lambda in a new team adds one stack, and leaves every
