@@ -5,6 +5,7 @@ BIN   := bin
 ADDR  ?= 127.0.0.1:8080
 DB    ?= .atf/atf.db
 
+.PHONY: synth diff deploy destroy infra-test cdk-cli cfn-lint-cli
 .PHONY: help run build invoke chaos build-handlers test ui-tools dashboard-vendor api-contract schemathesis-cli bench bench-smoke bench-template fuzz lint golangci-lint tidy clean emulators emulators-stop
 
 help: ## list the targets
@@ -188,14 +189,23 @@ emulators-stop: ## stop the emulators
 	@localstack/emulators stop
 
 # The infrastructure: the CDK app in infra/ (a Go module of its own, so that go test ./... here
-# never compiles the CDK), one stack per environment of infra/environments.json, built from the
-# lambda registry lambdas.json. The CDK CLI and cfn-lint are pinned and installed into .tools/.
+# never compiles the CDK): per environment of infra/environments.json, the core stack atf-<env>
+# and a stack per lambda group of the registry, atf-<env>-<stack> (infra/README.md). The CDK CLI
+# and cfn-lint are pinned and installed into .tools/.
 CDK_VERSION      := 2.1148.1
 CFN_LINT_VERSION := 1.58.0
 TOOLS := .tools
 CDK   := $(TOOLS)/node_modules/.bin/cdk
 CFN_LINT := $(TOOLS)/venv/bin/cfn-lint
 ENV ?= dev
+# REGISTRY is the lambda registry the app reads; ENVIRONMENTS the environments file.
+REGISTRY     ?= lambdas.json
+ENVIRONMENTS ?= infra/environments.json
+# APPROVAL is cdk deploy's --require-approval: CDK's default, broadening, asks on a terminal
+# before a deployment widens IAM or security groups (and fails where there is no terminal); CI,
+# which has no stdin, runs make deploy APPROVAL=never, having reviewed make diff.
+APPROVAL ?= broadening
+CDK_APP_CONTEXT = -c atf:registry=$(REGISTRY) -c atf:environments=$(ENVIRONMENTS)
 
 cdk-cli: ## install the pinned CDK CLI into .tools/ (once)
 	@[ "$$($(CDK) --version 2>/dev/null | cut -d' ' -f1)" = "$(CDK_VERSION)" ] || \
@@ -205,16 +215,29 @@ cfn-lint-cli: ## install the pinned cfn-lint into .tools/venv (once)
 	@[ "$$($(CFN_LINT) --version 2>/dev/null)" = "cfn-lint $(CFN_LINT_VERSION)" ] || \
 	  { python3 -m venv $(TOOLS)/venv && $(TOOLS)/venv/bin/pip install -q --disable-pip-version-check cfn-lint==$(CFN_LINT_VERSION); }
 
-synth: build cdk-cli ## synthesize every environment into cdk.out/, offline (cdk-nag errors fail it)
-	@rm -rf cdk.out
-	$(CDK) synth --quiet 2>&1 | grep -v '^!!'; exit $${PIPESTATUS[0]}
-	@ls cdk.out/*.template.json
+# CDK_OUT: where make synth writes the templates [cdk.out].
+CDK_OUT ?= cdk.out
+synth: build cdk-cli ## every stack of every environment into cdk.out/, offline (cdk-nag errors fail it): make synth [REGISTRY=lambdas.json]
+	@rm -rf $(CDK_OUT)
+	$(CDK) synth --quiet -o $(CDK_OUT) $(CDK_APP_CONTEXT) $(SYNTH_FLAGS) 2>&1 | grep -v '^!!'; exit $${PIPESTATUS[0]}
+	@ls $(CDK_OUT)/*.template.json | wc -l | xargs echo "templates:"
 
-diff: build cdk-cli ## compare environment ENV with what is deployed: make diff ENV=staging (AWS credentials)
-	$(CDK) diff -c env=$(ENV) atf-$(ENV)
+diff: build cdk-cli ## compare environment ENV (or its team TEAM's stacks) with what is deployed: make diff ENV=staging [TEAM=mail] (AWS credentials)
+	$(CDK) diff $(CDK_APP_CONTEXT) -c env=$(ENV) $(if $(TEAM),-c team=$(TEAM)) --all
 
-deploy: build cdk-cli ## deploy environment ENV: make deploy ENV=dev (AWS credentials, account bootstrapped)
-	$(CDK) deploy -c env=$(ENV) atf-$(ENV)
+# make deploy ENV=dev: every stack of the environment, the core first (each lambda stack depends on
+# it). make deploy ENV=dev TEAM=mail: that team's stacks alone (the app builds only them, and
+# --exclusively keeps the CLI from deploying anything they depend on).
+deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: make deploy ENV=dev [TEAM=mail] [APPROVAL=never] (AWS credentials, account bootstrapped)
+	$(CDK) deploy $(CDK_APP_CONTEXT) -c env=$(ENV) $(if $(TEAM),-c team=$(TEAM) --exclusively) --all --require-approval $(APPROVAL)
+
+# make destroy ENV=dev STACK=mail: delete the stack atf-dev-mail of lambdas no longer in the
+# registry (a removed team's stack is named after the team unless its lambdas named a "stack").
+# CDK deletes only what the app has, and the app builds the registry's stacks: with -c destroy the
+# app has just that stack, empty, and refuses a stack still in the registry.
+destroy: cdk-cli ## delete a lambda stack removed from the registry: make destroy ENV=dev STACK=<team or stack> (AWS credentials)
+	@[ -n "$(STACK)" ] || { echo "usage: make destroy ENV=dev STACK=<the removed team's name, or its stack's>"; exit 2; }
+	$(CDK) destroy $(CDK_APP_CONTEXT) -c env=$(ENV) -c destroy=$(STACK) --force atf-$(ENV)-$(STACK)
 
 # make deploy-local: cdk bootstrap and cdk deploy of ENV into moto (CloudFormation, in memory, on
 # ATF_DEPLOY_MOTO_PORT, 5100, not the emulators' port), its outputs printed, then every resource of
@@ -236,13 +259,23 @@ e2e-deployed: build cdk-cli ## deploy the dev stack into moto and run the functi
 	@trap 'localstack/deploy-local stop' EXIT; \
 	ATF_DEPLOYED_TESTS=require $(GO) test -count=1 -run '^TestDeployedStack$$' -v ./functions/
 
-infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth
+# make infra-test: the registry's tests, the template assertions (infra/stack, the 300-lambda
+# scale tests among them), make synth of lambdas.json and cfn-lint of its templates, then the
+# generated registry of 300 lambdas in 30 teams (infra/scale) synthesized for prod alone and
+# linted: its 31 templates are what the scale tests assert on, and linting every environment's
+# would triple the time for nothing more.
+SCALE_DIR := $(BIN)/scale
+infra-test: cfn-lint-cli ## the infra checks: registry, template assertions and cdk-nag, cfn-lint of make synth and of 300 lambdas
 	$(GO) test -count=1 ./shared/registry/
-	cd infra && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd infra && $(GO) vet ./... && $(GO) test -count=1 -timeout 60m ./...
 	@$(MAKE) --no-print-directory synth
 	@# W3005 (a DependsOn that a reference implies) is CDK's own: a function depends on its role.
 	$(CFN_LINT) --ignore-checks W3005 -- cdk.out/*.template.json
-	@echo "infra-test: registry, template assertions, cdk-nag and cfn-lint passed"
+	$(GO) -C infra run ./scale/gen $(CURDIR)/$(SCALE_DIR)
+	@$(MAKE) --no-print-directory synth REGISTRY=$(SCALE_DIR)/lambdas.json ENVIRONMENTS=$(SCALE_DIR)/environments.json CDK_OUT=$(SCALE_DIR)/cdk.out SYNTH_FLAGS='-c env=prod'
+	@# Two processes of 8 templates each: one cfn-lint of the 31 takes minutes on one core.
+	ls $(SCALE_DIR)/cdk.out/*.template.json | xargs -P 2 -n 8 $(CFN_LINT) --ignore-checks W3005 --
+	@echo "infra-test: registry, template assertions, cdk-nag and cfn-lint (lambdas.json, and 300 lambdas) passed"
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

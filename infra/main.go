@@ -1,6 +1,7 @@
-// Command infra is the CDK app of atf: one stack per environment, atf-<env>, from the
-// environments file and the lambda registry. cdk.json at the repository's root runs it; its
-// context names the files:
+// Command infra is the CDK app of atf: per environment, the core stack atf-<env> and one stack
+// per lambda group of the registry, atf-<env>-<stack> (package stack), from the environments
+// file and the lambda registry. cdk.json at the repository's root runs it; its context names the
+// files:
 //
 //	atf:environments   the environments file [infra/environments.json]
 //	atf:registry       the lambda registry [lambdas.json]
@@ -9,6 +10,9 @@
 //	env                the one environment to synthesize; every environment if unset
 //	ecs                false leaves the ecs lambdas' executors out (stack.Props.WithoutECS), for
 //	                   a deployment without Docker (make deploy-local); true if unset
+//	team               only that team's lambda stacks, without the core (make deploy TEAM=)
+//	destroy            only an empty stack atf-<env>-<destroy>, a lambda stack no longer in the
+//	                   registry, for `cdk destroy` to delete by its name (make destroy STACK=)
 //
 // Paths are relative to the repository's root, where cdk.json's app command runs the app.
 package main
@@ -72,15 +76,33 @@ func build(app awscdk.App) error {
 	default:
 		return fmt.Errorf("-c ecs=%s: true or false", ecs)
 	}
+	if removed := ctx("destroy", ""); removed != "" {
+		return destroyable(app, envs, names, reg, removed)
+	}
 	for _, name := range names {
 		e := envs[name]
-		stack.New(app, "atf-"+name, stack.Props{
+		stack.New(app, stack.Props{
 			StackProps: awscdk.StackProps{Env: placement(e)},
 			Name:       name, Env: e, Registry: reg,
 			Assets:     ctx("atf:assets", "bin/lambda"),
 			Root:       ctx("atf:root", "."),
 			WithoutECS: withoutECS,
+			Team:       ctx("team", ""),
 		})
+	}
+	return nil
+}
+
+// destroyable adds, for each environment of names, an empty stack named like the lambda stack
+// removed, which the registry no longer has: CDK deletes a stack only if the app has it, and the
+// app synthesizes the registry's stacks alone. Refused for a stack still in the registry: remove
+// its lambdas first, or deploy their team.
+func destroyable(app awscdk.App, envs map[string]stack.Environment, names []string, reg *registry.Registry, removed string) error {
+	if slices.Contains(reg.Stacks(), removed) {
+		return fmt.Errorf("-c destroy=%s: the registry still has stack %s; remove its lambdas from the registry first", removed, removed)
+	}
+	for _, name := range names {
+		awscdk.NewStack(app, jsii.String(stack.StackName(name, removed)), &awscdk.StackProps{Env: placement(envs[name])})
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -31,27 +32,18 @@ func dlqMessages(l *lambdaResources) awscloudwatch.IMetric {
 	})
 }
 
-// alarms are an environment's alarms and the SNS topic they notify: per lambda, messages in its
-// dead-letter queues, dead tasks and the delivery latency's p95; errors of the consumer and of the
-// table's calls; throttles and errors of each status function.
-type alarms struct {
-	topic  awssns.Topic
-	alarms []awscloudwatch.Alarm
-}
+// The alarms of an environment notify one SNS topic, the core's atf-<env>-alarms (optionally
+// emailed): in the core, errors of the consumer and of the table's calls; in each lambda stack,
+// per lambda, messages in its dead-letter queues, dead tasks and the delivery latency's p95, and
+// the throttles and errors of its status function. A lambda stack notifies the topic by its ARN.
 
-func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer, lambdas []*lambdaResources) *alarms {
-	c := constructs.NewConstruct(scope, jsii.String(id))
-	cfg := d.env.Alarms
-	a := &alarms{}
-	a.topic = awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
-		DisplayName: jsii.String("atf-" + d.name + " alarms"),
-		EnforceSSL:  jsii.Bool(true),
-	})
-	if cfg.Email != "" {
-		a.topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.Email), nil))
-	}
-	add := func(id, description string, metric awscloudwatch.IMetric, threshold int) {
-		al := awscloudwatch.NewAlarm(c, jsii.String(id), &awscloudwatch.AlarmProps{
+// alarmTopicName is the name of the environment's alarm topic.
+func alarmTopicName(d *deployment) string { return d.prefix + "-alarms" }
+
+// alarmAdder returns a function that adds an alarm under scope, notifying topic.
+func alarmAdder(scope constructs.Construct, d *deployment, topic awssns.ITopic) func(id, description string, metric awscloudwatch.IMetric, threshold int) {
+	return func(id, description string, metric awscloudwatch.IMetric, threshold int) {
+		al := awscloudwatch.NewAlarm(scope, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String("atf-" + d.name + ": " + description),
 			Metric:             metric,
 			Threshold:          jsii.Number(float64(threshold)),
@@ -59,16 +51,38 @@ func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics,
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
-		al.AddAlarmAction(awscloudwatchactions.NewSnsAction(a.topic))
-		a.alarms = append(a.alarms, al)
+		al.AddAlarmAction(awscloudwatchactions.NewSnsAction(topic))
 	}
+}
+
+// newCoreAlarms makes the alarm topic and the core's alarms.
+func newCoreAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer) awssns.Topic {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	cfg := d.env.Alarms
+	topic := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
+		TopicName:   jsii.String(alarmTopicName(d)),
+		DisplayName: jsii.String("atf-" + d.name + " alarms"),
+		EnforceSSL:  jsii.Bool(true),
+	})
+	if cfg.Email != "" {
+		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.Email), nil))
+	}
+	add := alarmAdder(c, d, topic)
 	add("ConsumerErrors", "the consumer failed: no sweep succeeded in a minute", cons.function.function.MetricErrors(&awscloudwatch.MetricOptions{
 		Statistic: jsii.String("Sum"), Period: seconds(alarmPeriod),
 	}), cfg.ConsumerErrors)
 	add("StoreErrors", "calls to the table failed (throttled, timed out, or broken): see the functions' logs, Kind and Operation",
 		m.withDimensions(metricStoreErrors, nil, "Sum"), orOne(cfg.StoreErrors))
+	return topic
+}
+
+// newLambdaAlarms makes the alarms of a lambda stack's lambdas, each under its lambda's construct.
+func newLambdaAlarms(st awscdk.Stack, d *deployment, m *metrics, lambdas []*lambdaResources) {
+	cfg := d.env.Alarms
+	topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), d.arn("sns", alarmTopicName(d), ""))
 	for _, l := range lambdas {
 		n := l.entry.Name
+		add := alarmAdder(constructs.NewConstruct(l.scope, jsii.String("Alarms")), d, topic)
 		if l.status != nil {
 			statusAlarms(add, n, l.status, cfg)
 		}
@@ -77,5 +91,4 @@ func newAlarms(scope constructs.Construct, id string, d *deployment, m *metrics,
 		add("DeliveryP95-"+n, fmt.Sprintf("tasks of lambda %s start late: p95 of the delay from due to claim over %d ms", n, cfg.DeliveryP95Ms),
 			m.metric(metricDeliveryLatency, n, "p95"), cfg.DeliveryP95Ms)
 	}
-	return a
 }

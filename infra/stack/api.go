@@ -66,19 +66,16 @@ type api struct {
 	accessLog awslogs.LogGroup
 }
 
-func newAPI(scope constructs.Construct, id string, d *deployment, s *store, lambdas []*lambdaResources) *api {
+func newAPI(scope constructs.Construct, id string, d *deployment, s *store) *api {
 	a := &api{function: newFunction(scope, id+"Function", d, functionProps{
 		asset: "api", description: "atf-" + d.name + ": the v1 HTTP API behind API Gateway",
-		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.writerEnv(d.lambdasJSON, s.table.TableName()),
+		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.writerEnv("", s.table.TableName()),
 	})}
 	s.grant(a.role, apiActions...)
 	d.grantPublish(a.role)
+	d.grantReadLambdas(a.role)
 	// A task due within 15 minutes is sent to its queue by the request that schedules it.
-	for _, l := range lambdas {
-		for _, p := range l.queues.priorities {
-			l.queues.queue[p].GrantSendMessages(a.role)
-		}
-	}
+	d.grantQueues(a.role, queueSendActions)
 
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	a.accessLog = awslogs.NewLogGroup(c, jsii.String("AccessLogs"), &awslogs.LogGroupProps{

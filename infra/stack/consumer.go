@@ -1,15 +1,19 @@
 package stack
 
 import (
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 )
 
 // The consumer function's settings. consumerfn sweeps until shortly before the end of its
@@ -20,6 +24,10 @@ const (
 	consumerTimeout  = consumerfn.Period + 30*time.Second
 	consumerMemoryMB = 128
 )
+
+// queueSendActions are what the API and the consumer may do on every lambda's queues: send (and
+// find a queue's URL by its name), as sqsqueue does.
+var queueSendActions = []string{"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 
 // drainActions are what the consumer may do on the dead-letter queues, and nothing else: receive
 // and delete (and find a queue's URL by its name).
@@ -38,22 +46,19 @@ type consumer struct {
 	rule awsevents.Rule
 }
 
-func newConsumer(scope constructs.Construct, id string, d *deployment, s *store, lambdas []*lambdaResources) *consumer {
+func newConsumer(scope constructs.Construct, id string, d *deployment, s *store) *consumer {
 	c := &consumer{function: newFunction(scope, id, d, functionProps{
 		asset: "consumer", description: "atf-" + d.name + ": sweeps due tasks into their queues, every second",
-		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.writerEnv(d.lambdasJSON, s.table.TableName()),
-		reserved: 1, dropStaleEvents: true, maxEventAge: consumerfn.Period,
+		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.writerEnv("", s.table.TableName()),
+		reserved: consumerReserved, dropStaleEvents: true, maxEventAge: consumerfn.Period,
 	})}
 	s.grant(c.role, consumerActions...)
 	d.grantPublish(c.role)
-	for _, l := range lambdas {
-		for _, p := range l.queues.priorities {
-			l.queues.queue[p].GrantSendMessages(c.role)
-			// The drain (consumer.Drain) reads the dead-letter queues and deletes what it handled;
-			// it sends the tasks it finds to their queues, as a sweep does.
-			l.queues.dlq[p].Grant(c.role, *jsii.Strings(drainActions...)...)
-		}
-	}
+	d.grantReadLambdas(c.role)
+	d.grantQueues(c.role, queueSendActions)
+	// The drain (consumer.Drain) reads the dead-letter queues and deletes what it handled; it
+	// sends the tasks it finds to their queues, as a sweep does.
+	d.grantDeadLetterQueues(c.role, drainActions)
 	c.rule = awsevents.NewRule(scope, jsii.String(id+"Schedule"), &awsevents.RuleProps{
 		Description: jsii.String("atf-" + d.name + ": starts the consumer every minute"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(consumerfn.Period.Minutes()))),
@@ -62,4 +67,46 @@ func newConsumer(scope constructs.Construct, id string, d *deployment, s *store,
 		})},
 	})
 	return c
+}
+
+// The API and the consumer serve every lambda of every stack, and the core stack knows none of
+// them: their permissions name the lambdas' resources by pattern, within the environment's names
+// (atf-<env>-*), so that a lambda added or removed in its own stack changes nothing of the core.
+
+// grantQueues lets g call actions on every queue of the environment: atf-<env>-*.
+func (d *deployment) grantQueues(g awsiam.IGrantable, actions []string) {
+	g.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(actions...), Resources: &[]*string{d.arn("sqs", d.prefix+"-*", "")},
+	}))
+	suppress(g.GrantPrincipal().(constructs.IConstruct), "AwsSolutions-IAM5", "The queues of every lambda, made by the lambda stacks: atf-<env>-<lambda>-<priority>, named by pattern since the core stack knows no lambda.",
+		`/^Resource::arn:<AWS::Partition>:sqs:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]+):atf-[a-z0-9]+-\*(-dlq)?$/`)
+}
+
+// grantDeadLetterQueues lets g call actions on every dead-letter queue of the environment:
+// atf-<env>-*-dlq (sqsqueue.DLQName), and no other queue.
+func (d *deployment) grantDeadLetterQueues(g awsiam.IGrantable, actions []string) {
+	g.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(actions...), Resources: &[]*string{d.arn("sqs", d.prefix+"-*"+sqsqueue.DLQSuffix, "")},
+	}))
+}
+
+// lambdasActions read the SSM parameters of the lambda stacks: GetParametersByPath on the path
+// itself, GetParameter(s) on the parameters under it.
+var (
+	lambdasPathActions      = []string{"ssm:GetParametersByPath"}
+	lambdasParameterActions = []string{"ssm:GetParameters", "ssm:GetParameter"}
+)
+
+// grantReadLambdas lets g read the lambdas of every stack (awsfn.LambdasPath), and no other
+// parameter.
+func (d *deployment) grantReadLambdas(g awsiam.IGrantable) {
+	path := strings.Trim(awsfn.LambdasPath(d.name), "/")
+	g.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(lambdasPathActions...), Resources: &[]*string{d.arn("ssm", "parameter", path)},
+	}))
+	g.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings(lambdasParameterActions...), Resources: &[]*string{d.arn("ssm", "parameter", path+"/*")},
+	}))
+	suppress(g.GrantPrincipal().(constructs.IConstruct), "AwsSolutions-IAM5", "The parameters of the lambda stacks, one per stack under the environment's path, which the core stack cannot list.",
+		`/^Resource::arn:<AWS::Partition>:ssm:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]+):parameter\/atf\/[a-z0-9]+\/lambdas\/\*$/`)
 }

@@ -9,20 +9,35 @@ import (
 	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
-// newDashboard makes the environment's dashboard, atf-<env>: the API, the consumer and the table
-// on top, then a row per lambda: queue depth and age by priority, dead-letter messages, dead
-// tasks, delivery latency, and its worker and status functions or its executors; then, over every
-// lambda, the metrics the functions write (package emf): outcomes, handler and pass durations,
-// the table's errors.
-func newDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, a *api, cons *consumer, s *store, lambdas []*lambdaResources) awscloudwatch.Dashboard {
-	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Left: &left, Width: jsii.Number(6), Height: jsii.Number(6),
-		})
-	}
+// graph is a dashboard graph of metrics.
+func graph(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+	return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String(title), Left: &left, Width: jsii.Number(6), Height: jsii.Number(6),
+	})
+}
+
+// search is a CloudWatch search expression over the environment's metrics: every lambda's,
+// whichever stack made it, without the core knowing any.
+func search(label, query, statistic string) awscloudwatch.IMetric {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("SEARCH('" + query + "', '" + statistic + "', 300)"),
+		Label:      jsii.String(label), Period: seconds(alarmPeriod),
+	})
+}
+
+// newCoreDashboard makes the environment's dashboard, atf-<env>: the API, the consumer and the
+// table on top, then, over every lambda (search expressions, so that the core does not change
+// with the lambdas), the metrics the functions write (package emf): dead tasks, outcomes,
+// delivery latency, handler and pass durations, the table's errors. Each lambda stack has its
+// own dashboard, a row per lambda (newLambdaDashboard).
+func newCoreDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, a *api, cons *consumer, s *store) awscloudwatch.Dashboard {
 	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum")}
 	p95 := &awscloudwatch.MetricOptions{Statistic: jsii.String("p95")}
-	max := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum")}
+	ns := m.namespace
+	byLambda := func(metric string) string { return "{" + ns + ",Lambda} MetricName=\"" + metric + "\"" }
+	events := func(event string) string {
+		return "{" + ns + ",Event,Lambda} MetricName=\"" + metricTaskEvents + "\" Event=\"" + event + "\""
+	}
 	rows := [][]awscloudwatch.IWidget{{
 		graph("API requests and errors", a.api.MetricCount(sum), a.api.MetricClientError(sum), a.api.MetricServerError(sum)),
 		graph("API latency p95", a.api.MetricLatency(p95), a.api.MetricIntegrationLatency(p95)),
@@ -30,7 +45,30 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 	}, {
 		graph("Table throttled requests", s.table.MetricThrottledRequestsForOperations(&awsdynamodb.OperationsMetricOptions{Statistic: jsii.String("Sum")})),
 		graph("Table consumed units", s.table.MetricConsumedReadCapacityUnits(sum), s.table.MetricConsumedWriteCapacityUnits(sum)),
+		graph("Table errors (throttled, timed out, broken)", m.withDimensions(metricStoreErrors, nil, "Sum")),
+	}, {
+		graph("Dead tasks", search("dead", events(string(lifecycle.Dead)), "Sum")),
+		graph("Tasks succeeded, retried, failed",
+			search("succeeded", events(string(lifecycle.Succeeded)), "Sum"),
+			search("retried", events(string(lifecycle.Retried)), "Sum"),
+			search("failed", events(string(lifecycle.Failed)), "Sum")),
+		graph("Delivery latency p95 (ms)", search("delivery", byLambda(metricDeliveryLatency), "p95")),
+	}, {
+		graph("Handler duration p95 (ms)", search("handler", byLambda(metricHandlerDuration), "p95")),
+		graph("Consumer pass duration p95 (ms)", search("pass", byLambda(metricSweepDuration), "p95")),
 	}}
+	return dashboard(scope, id, "atf-"+d.name, rows)
+}
+
+// newLambdaDashboard makes the dashboard of a lambda stack, atf-<env>-<stack>: a row per lambda,
+// queue depth and age by priority, and its worker and status functions or its executors; then,
+// over the stack's lambdas, dead-letter messages, dead tasks, delivery latency, outcomes, handler
+// and pass durations.
+func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, stack string, lambdas []*lambdaResources) awscloudwatch.Dashboard {
+	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum")}
+	p95 := &awscloudwatch.MetricOptions{Statistic: jsii.String("p95")}
+	max := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum")}
+	var rows [][]awscloudwatch.IWidget
 	var dlq, dead, latency, handlers, sweeps, outcomes []awscloudwatch.IMetric
 	for _, l := range lambdas {
 		var ld, la []awscloudwatch.IMetric
@@ -67,10 +105,13 @@ func newDashboard(scope constructs.Construct, id string, d *deployment, m *metri
 	}, []awscloudwatch.IWidget{
 		graph("Handler duration p95 (ms)", handlers...),
 		graph("Consumer pass duration p95 (ms)", sweeps...),
-		graph("Table errors (throttled, timed out, broken)", m.withDimensions(metricStoreErrors, nil, "Sum")),
 	})
+	return dashboard(scope, id, StackName(d.name, stack), rows)
+}
+
+func dashboard(scope constructs.Construct, id, name string, rows [][]awscloudwatch.IWidget) awscloudwatch.Dashboard {
 	db := awscloudwatch.NewDashboard(scope, jsii.String(id), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String("atf-" + d.name),
+		DashboardName: jsii.String(name),
 	})
 	for _, r := range rows {
 		db.AddWidgets(r...)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/openatf/atf/shared/queue/sqsqueue"
 )
 
 // statementsOf returns, for the role at construct path rolePath, each statement of its policies:
@@ -13,7 +15,7 @@ func statementsOf(s *synthesized, rolePath string) (out []struct{ actions, resou
 	for _, p := range s.resources("AWS::IAM::Policy") {
 		attached := false
 		for _, r := range refs(props(p)["Roles"]) {
-			if path(all[r].(map[string]any)) == rolePath {
+			if pathOf(all, r) == rolePath {
 				attached = true
 			}
 		}
@@ -27,7 +29,7 @@ func statementsOf(s *synthesized, rolePath string) (out []struct{ actions, resou
 				one.actions = append(one.actions, a.(string))
 			}
 			for _, r := range refs(st["Resource"]) {
-				one.resources = append(one.resources, path(all[r].(map[string]any)))
+				one.resources = append(one.resources, pathOf(all, r))
 			}
 			out = append(out, one)
 		}
@@ -35,37 +37,41 @@ func statementsOf(s *synthesized, rolePath string) (out []struct{ actions, resou
 	return out
 }
 
+// queueARN is the ARN pattern of an environment's queues, as refs renders it: suffix * for
+// every queue, *-dlq for every dead-letter queue.
+func queueARN(env, suffix string) string {
+	return "arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:atf-" + env + "-" + suffix
+}
+
 // TestConsumerDrainGrants: the consumer may receive and delete the messages of every lambda's
-// dead-letter queues (the drain), and only those: on a dead-letter queue it may do nothing else,
-// and it may receive or delete on no other queue.
+// dead-letter queues (the drain), and only those: it may do so on the environment's dead-letter
+// queues (atf-<env>-*-dlq, by pattern: the core knows no lambda) and on no other queue, and
+// nothing else there but send.
 func TestConsumerDrainGrants(t *testing.T) {
-	reg := mustLoadRegistry(t)
 	s := environments(t)["staging"]
-	granted := map[string][]string{} // dead-letter queue -> actions
+	var drains [][]string
 	for _, st := range statementsOf(s, "Consumer/Role/Resource") {
-		dlqs := 0
-		for _, r := range st.resources {
-			if strings.Contains(r, "/Queues/Dlq-") {
-				dlqs++
-				granted[r] = append(granted[r], st.actions...)
-			}
-		}
 		receives := slices.Contains(st.actions, "sqs:ReceiveMessage") || slices.Contains(st.actions, "sqs:DeleteMessage")
-		if receives && dlqs != len(st.resources) {
-			t.Errorf("the consumer may receive or delete on %v, not only dead-letter queues", st.resources)
+		if !receives {
+			continue
 		}
-		if dlqs > 0 && dlqs != len(st.resources) {
-			t.Errorf("a statement grants dead-letter queues and other resources together: %v", st.resources)
+		if !slices.Equal(st.resources, []string{queueARN("staging", "*-dlq")}) {
+			t.Errorf("the consumer may receive or delete on %v, want the dead-letter queues atf-staging-*-dlq only", st.resources)
 		}
+		drains = append(drains, slices.Sorted(slices.Values(st.actions)))
 	}
-	for _, e := range reg.Lambdas {
+	want := slices.Sorted(slices.Values(drainActions))
+	if len(drains) != 1 || !slices.Equal(drains[0], want) {
+		t.Errorf("the consumer's drain statements %v, want one of %v", drains, want)
+	}
+	for _, e := range mustLoadRegistry(t).Lambdas {
 		for _, p := range e.Priorities {
-			dlq := "Lambda-" + e.Name + "/Queues/Dlq-" + p + "/Resource"
-			got := slices.Sorted(slices.Values(granted[dlq]))
-			got = slices.Compact(got)
-			want := slices.Sorted(slices.Values(drainActions))
-			if !slices.Equal(got, want) {
-				t.Errorf("the consumer may %v on %s, want %v", got, dlq, want)
+			name, err := sqsqueue.QueueName("atf-staging", e.Name, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(sqsqueue.DLQName(name), sqsqueue.DLQSuffix) || !strings.HasPrefix(name, "atf-staging-") {
+				t.Errorf("queue %s is outside the pattern atf-staging-*(-dlq)", name)
 			}
 		}
 	}

@@ -72,15 +72,18 @@ func newEvents(scope constructs.Construct, id string, d *deployment) *events {
 // the environment has events, so that it publishes its writes' lifecycle events.
 func (d *deployment) writerEnv(lambdasJSON string, table *string) map[string]*string {
 	env := d.commonEnv(lambdasJSON, table)
-	if d.events != nil {
+	switch {
+	case d.events != nil: // the core's own bus
 		env[awsfn.EnvEventBus] = d.events.bus.EventBusName()
+	case d.bus != nil: // a lambda stack's: the core's, by its name
+		env[awsfn.EnvEventBus] = jsii.String(d.prefix)
 	}
 	return env
 }
 
 // grantPublish lets g put events on the environment's bus, and nothing else of EventBridge.
 func (d *deployment) grantPublish(g awsiam.IGrantable) {
-	if d.events != nil {
-		d.events.bus.GrantPutEventsTo(g, nil)
+	if d.bus != nil {
+		d.bus.GrantPutEventsTo(g, nil)
 	}
 }

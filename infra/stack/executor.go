@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
@@ -30,8 +31,12 @@ const dockerfile = "infra/executor/Dockerfile"
 
 // executorCluster is the network and ECS cluster every ecs lambda's service runs in: a VPC,
 // gateway endpoints that keep DynamoDB and S3 (image layers) traffic inside AWS's network (they
-// cost nothing), and flow logs. Only a stack with an ecs lambda has one. The executors call SQS,
-// DynamoDB, ECR and CloudWatch Logs, so they need a way out:
+// cost nothing), and flow logs. The core stack makes one per environment (without ecs=false),
+// whatever the registry holds, so that it does not change with the lambdas; the lambda stacks
+// run their executors in it (importExecutorCluster). One VPC for all: an account has 5 VPCs a
+// region by default, and each NAT gateway costs by the hour, so a VPC per lambda stack would run
+// out at five teams and multiply the standing charge. The executors call SQS, DynamoDB, ECR and
+// CloudWatch Logs, so they need a way out:
 //
 //   - nat_gateways > 0: private subnets behind that many NAT gateways (an hourly charge each,
 //     and per GB), the executors without a public address;
@@ -41,30 +46,34 @@ const dockerfile = "infra/executor/Dockerfile"
 //     endpoint either: each costs by the hour in every zone, more than the addresses of
 //     executors that scale to zero.
 type executorCluster struct {
-	vpc     awsec2.Vpc
-	cluster awsecs.Cluster
+	cluster awsecs.ICluster
 	// subnets are where the executors run, and publicIP whether they need an address of their own.
-	subnets  awsec2.SubnetType
+	subnets  *awsec2.SubnetSelection
 	publicIP bool
 }
+
+// The SSM parameters through which the core hands its executors' network to the lambda stacks:
+// read at deploy time (a CloudFormation parameter of type AWS::SSM::Parameter::Value), not an
+// export, so that neither stack blocks the other's update or deletion.
+func executorsVpcParameter(env string) string     { return "/atf/" + env + "/executors/vpc-id" }
+func executorsSubnetsParameter(env string) string { return "/atf/" + env + "/executors/subnet-ids" }
 
 func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *executorCluster {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	flowLogs := awslogs.NewLogGroup(c, jsii.String("FlowLogs"), &awslogs.LogGroupProps{
 		Retention: d.env.logRetention(), RemovalPolicy: d.removal,
 	})
-	ec := &executorCluster{subnets: awsec2.SubnetType_PRIVATE_WITH_EGRESS}
+	subnetType, publicIP := executorSubnets(d.env)
 	subnets := []*awsec2.SubnetConfiguration{
 		{Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24), MapPublicIpOnLaunch: jsii.Bool(false)},
 		{Name: jsii.String("executors"), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
 	}
-	if d.env.NATGateways == 0 {
-		ec.subnets, ec.publicIP = awsec2.SubnetType_PUBLIC, true
+	if publicIP {
 		subnets = []*awsec2.SubnetConfiguration{
 			{Name: jsii.String("executors"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(20), MapPublicIpOnLaunch: jsii.Bool(false)},
 		}
 	}
-	ec.vpc = awsec2.NewVpc(c, jsii.String("Vpc"), &awsec2.VpcProps{
+	vpc := awsec2.NewVpc(c, jsii.String("Vpc"), &awsec2.VpcProps{
 		MaxAzs:              jsii.Number(maxAZs),
 		NatGateways:         jsii.Number(float64(d.env.NATGateways)),
 		SubnetConfiguration: &subnets,
@@ -77,11 +86,54 @@ func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *e
 		},
 		RestrictDefaultSecurityGroup: jsii.Bool(false),
 	})
-	ec.cluster = awsecs.NewCluster(c, jsii.String("Cluster"), &awsecs.ClusterProps{
-		Vpc:                 ec.vpc,
+	cluster := awsecs.NewCluster(c, jsii.String("Cluster"), &awsecs.ClusterProps{
+		ClusterName:         jsii.String(d.prefix),
+		Vpc:                 vpc,
 		ContainerInsightsV2: awsecs.ContainerInsights_ENABLED,
 	})
-	return ec
+	awsssm.NewStringParameter(c, jsii.String("VpcId"), &awsssm.StringParameterProps{
+		ParameterName: jsii.String(executorsVpcParameter(d.name)), StringValue: vpc.VpcId(),
+		Description: jsii.String("atf-" + d.name + ": the VPC of the ecs lambdas' executors"),
+	})
+	awsssm.NewStringParameter(c, jsii.String("SubnetIds"), &awsssm.StringParameterProps{
+		ParameterName: jsii.String(executorsSubnetsParameter(d.name)),
+		StringValue:   awscdk.Fn_Join(jsii.String(","), vpc.SelectSubnets(&awsec2.SubnetSelection{SubnetType: subnetType}).SubnetIds),
+		Description:   jsii.String("atf-" + d.name + ": the subnets of the ecs lambdas' executors, comma-separated"),
+	})
+	return &executorCluster{cluster: cluster, subnets: &awsec2.SubnetSelection{SubnetType: subnetType}, publicIP: publicIP}
+}
+
+// executorSubnets is the type of the executors' subnets, and whether an executor needs a public
+// address (no NAT gateway).
+func executorSubnets(e Environment) (awsec2.SubnetType, bool) {
+	if e.NATGateways == 0 {
+		return awsec2.SubnetType_PUBLIC, true
+	}
+	return awsec2.SubnetType_PRIVATE_WITH_EGRESS, false
+}
+
+// importExecutorCluster is the core's cluster in a lambda stack: by its name atf-<env>, in the
+// VPC and subnets the core wrote to SSM.
+func importExecutorCluster(scope constructs.Construct, id string, d *deployment) *executorCluster {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	vpcID := awsssm.StringParameter_ValueForStringParameter(c, jsii.String(executorsVpcParameter(d.name)), nil)
+	subnetIDs := awsssm.StringParameter_ValueForStringParameter(c, jsii.String(executorsSubnetsParameter(d.name)), nil)
+	var subnets []awsec2.ISubnet
+	var zones []*string
+	for i := range maxAZs {
+		id := awscdk.Fn_Select(jsii.Number(float64(i)), awscdk.Fn_Split(jsii.String(","), subnetIDs, jsii.Number(maxAZs)))
+		subnet := awsec2.Subnet_FromSubnetId(c, jsii.String(fmt.Sprintf("Subnet%d", i)), id)
+		awscdk.Annotations_Of(subnet).AcknowledgeWarning(jsii.String("@aws-cdk/aws-ec2:noSubnetRouteTableId"),
+			jsii.String("the executors' service places its tasks by subnet id; it reads no route table"))
+		subnets = append(subnets, subnet)
+		zones = append(zones, awscdk.Fn_Select(jsii.Number(float64(i)), awscdk.Fn_GetAzs(jsii.String(""))))
+	}
+	vpc := awsec2.Vpc_FromVpcAttributes(c, jsii.String("Vpc"), &awsec2.VpcAttributes{VpcId: vpcID, AvailabilityZones: &zones})
+	cluster := awsecs.Cluster_FromClusterAttributes(c, jsii.String("Cluster"), &awsecs.ClusterAttributes{
+		ClusterName: jsii.String(d.prefix), Vpc: vpc,
+	})
+	_, publicIP := executorSubnets(d.env)
+	return &executorCluster{cluster: cluster, subnets: &awsec2.SubnetSelection{Subnets: &subnets}, publicIP: publicIP}
 }
 
 // executor is the ECS Fargate service of a lambda of kind ecs: ecs.tasks executors
@@ -162,7 +214,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 		MinHealthyPercent: jsii.Number(100),
 		MaxHealthyPercent: jsii.Number(200),
 		CircuitBreaker:    &awsecs.DeploymentCircuitBreaker{Rollback: jsii.Bool(true)},
-		VpcSubnets:        &awsec2.SubnetSelection{SubnetType: ec.subnets},
+		VpcSubnets:        ec.subnets,
 		AssignPublicIp:    jsii.Bool(ec.publicIP),
 	}
 	window, scales := scaleInWindow(e)

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,12 +27,96 @@ var (
 	registryPath = filepath.Join("..", "..", registry.File)
 )
 
-// synthesized is one stack's template and annotations.
+// synthesized is one environment's stacks: the core's template, each stack's template as JSON,
+// and json, every stack's resources in one template (logical ids are unique across an
+// environment's stacks: a lambda's resources are under Lambda-<name>, a stack's own under
+// <kind>-<stack>), for the assertions that hold across stacks.
 type synthesized struct {
-	stack    awscdk.Stack
-	outdir   string
-	template assertions.Template
-	json     map[string]any
+	stacks    Stacks
+	outdir    string
+	template  assertions.Template // the core's
+	templates map[string]map[string]any
+	nag       map[string][]string // cdk-nag's errors, by stack name
+	json      map[string]any
+}
+
+// read synthesizes the app of s.stacks once, and reads each stack's template and messages
+// from the cloud assembly. (assertions.Template_FromStack would synthesize the whole app again
+// for each stack: too slow for an environment of 300 lambdas.)
+func (s *synthesized) read() {
+	s.templates = map[string]map[string]any{}
+	s.nag = map[string][]string{}
+	merged := map[string]any{}
+	all := s.stacks.All()
+	awscdk.Stage_Of(all[0]).Synth(nil)
+	// The manifest records each stack's annotations by construct path, as the CLI prints them,
+	// in the stack's metadata file.
+	type annotations map[string][]struct {
+		Type string
+		Data any
+	}
+	var manifest struct {
+		Artifacts map[string]struct {
+			Metadata               annotations
+			AdditionalMetadataFile string
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(s.outdir, "manifest.json"))
+	must(err)
+	must(json.Unmarshal(b, &manifest))
+	for _, st := range all {
+		var js map[string]any
+		b, err := os.ReadFile(filepath.Join(s.outdir, *st.ArtifactId()+".template.json"))
+		must(err)
+		must(json.Unmarshal(b, &js))
+		if st == s.stacks.Core {
+			s.template = assertions.Template_FromJSON(&js, nil)
+		}
+		s.templates[*st.StackName()] = js
+		artifact := manifest.Artifacts[*st.ArtifactId()]
+		metadata := annotations{}
+		maps.Copy(metadata, artifact.Metadata)
+		if artifact.AdditionalMetadataFile != "" {
+			more := annotations{}
+			b, err := os.ReadFile(filepath.Join(s.outdir, artifact.AdditionalMetadataFile))
+			must(err)
+			must(json.Unmarshal(b, &more))
+			maps.Copy(metadata, more)
+		}
+		for path, entries := range metadata {
+			for _, e := range entries {
+				if data := fmt.Sprint(e.Data); e.Type == "aws:cdk:error" && strings.Contains(data, "AwsSolutions-") {
+					s.nag[*st.StackName()] = append(s.nag[*st.StackName()], path+": "+data)
+				}
+			}
+		}
+		for id, r := range js["Resources"].(map[string]any) {
+			if _, ok := merged[id]; ok {
+				panic(fmt.Sprintf("logical id %s is in two stacks of the environment", id))
+			}
+			merged[id] = r
+		}
+	}
+	s.json = map[string]any{"Resources": merged}
+}
+
+// nagErrors returns cdk-nag's errors in stack name, as the CLI would print them.
+func (s *synthesized) nagErrors(name string) []string { return s.nag[name] }
+
+// templateOf returns the template of the stack of lambda e.
+func (s *synthesized) templateOf(e registry.Entry) assertions.Template {
+	js := s.templates[*s.stacks.Lambdas[e.Stack].StackName()]
+	return assertions.Template_FromJSON(&js, nil)
+}
+
+// stackOf returns the name of the stack whose template holds the logical id.
+func (s *synthesized) stackOf(id string) string {
+	for name, tpl := range s.templates {
+		if _, ok := tpl["Resources"].(map[string]any)[id]; ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // resources returns the template's resources of type typ, by logical id.
@@ -151,17 +236,14 @@ func synth(t *testing.T, envs map[string]Environment, reg *registry.Registry) ma
 	app := newApp(outdir)
 	out := map[string]*synthesized{}
 	for name, e := range envs {
-		st := New(app, "atf-"+name, Props{
+		st := New(app, Props{
 			Name: name, Env: e, Registry: reg,
 			Assets: filepath.Join(root, "bin", "lambda"), Root: root,
 		})
-		out[name] = &synthesized{stack: st, outdir: outdir}
+		out[name] = &synthesized{stacks: st, outdir: outdir}
 	}
 	for _, s := range out {
-		s.template = assertions.Template_FromStack(s.stack, nil)
-		b, err := json.Marshal(s.template.ToJSON())
-		must(err)
-		must(json.Unmarshal(b, &s.json))
+		s.read()
 	}
 	return out
 }
@@ -191,13 +273,48 @@ func ref(v any) string {
 	return ""
 }
 
-// refs returns every logical id that v refers to, anywhere inside it.
+// arnOf returns the ARN that v builds from known names (an Fn::Join that FormatArn writes, with
+// <AWS::Region> and such for its pseudo parameters), or "".
+func arnOf(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	j, ok := m["Fn::Join"].([]any)
+	if !ok || len(j) != 2 || j[0] != "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, part := range j[1].([]any) {
+		switch part := part.(type) {
+		case string:
+			b.WriteString(part)
+		case map[string]any:
+			r, ok := part["Ref"].(string)
+			if !ok {
+				return ""
+			}
+			b.WriteString("<" + r + ">")
+		}
+	}
+	if !strings.HasPrefix(b.String(), "arn:") {
+		return ""
+	}
+	return b.String()
+}
+
+// refs returns every logical id that v refers to, anywhere inside it, and every ARN built from
+// known names (arnOf), which pathOf resolves.
 func refs(v any) []string {
 	var out []string
 	var walk func(any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
+			if a := arnOf(v); a != "" {
+				out = append(out, a)
+				return
+			}
 			if r := ref(v); r != "" {
 				out = append(out, r)
 			}

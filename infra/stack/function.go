@@ -58,8 +58,8 @@ func newFunction(scope constructs.Construct, id string, d *deployment, p functio
 		LogGroup:     f.logGroup,
 	}
 	if p.reserved > 0 {
+		// concurrency() counts it for the account's limit.
 		props.ReservedConcurrentExecutions = jsii.Number(float64(p.reserved))
-		d.reserved += p.reserved
 	}
 	if p.dropStaleEvents {
 		props.RetryAttempts = jsii.Number(0)

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,8 +45,25 @@ func grants(s *synthesized) []grant {
 }
 
 // pathOf returns the construct path of the resource with logical id id, or "" (a pseudo
-// parameter such as AWS::Partition).
+// parameter such as AWS::Partition). An ARN that a lambda stack builds from a core resource's
+// known name (refs) resolves to that resource's path, found by its name; any other ARN (a
+// pattern) is returned as it is.
 func pathOf(all map[string]any, id string) string {
+	if strings.HasPrefix(id, "arn:") {
+		for _, known := range []struct{ typ, nameProp, arnPart string }{
+			{"AWS::DynamoDB::Table", "TableName", ":table/"},
+			{"AWS::Events::EventBus", "Name", ":event-bus/"},
+			{"AWS::SNS::Topic", "TopicName", ":"},
+		} {
+			for _, r := range all {
+				r := r.(map[string]any)
+				if name, ok := props(r)[known.nameProp].(string); ok && r["Type"] == known.typ && strings.HasSuffix(id, known.arnPart+name) {
+					return path(r)
+				}
+			}
+		}
+		return id
+	}
 	r, _ := all[id].(map[string]any)
 	return path(r)
 }
@@ -166,7 +184,7 @@ func TestTableGrantsCarryKeyConditions(t *testing.T) {
 					t.Errorf("%s: %s may use the table under condition %v, want its lambda's keys %v only", name, role, cond, dynamostore.LambdaKeyPatterns(lambda))
 				}
 				for _, r := range list(g.statement["Resource"]) {
-					if ref(r) == "" {
+					if rs := refs(r); len(rs) != 1 || pathOf(all, rs[0]) != "Store/Table/Resource" {
 						t.Errorf("%s: %s's keyed grant is on %v, want the table alone", name, role, r)
 					}
 				}
@@ -224,5 +242,109 @@ func checkUpstreamReads(t *testing.T, name, role string, actions []string, cond 
 	}
 	if slices.Contains(dynamostore.StateAttributes, "payload") {
 		t.Errorf("the state attributes hold the payload")
+	}
+}
+
+// TestIsolationAcrossStacks: in every environment, each lambda stack's roles reach only their own
+// lambda's queues, functions and logs, the core's table under their own lambda's keys (or the
+// upstream and gate reads a claim makes), and the core's event bus: nothing of another lambda,
+// whichever stack it is in, and nothing by a pattern. No stack exports or imports anything.
+func TestIsolationAcrossStacks(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	for name, s := range environments(t) {
+		checkIsolationAcrossStacks(t, name, s, reg)
+	}
+}
+
+// checkIsolationAcrossStacks is TestIsolationAcrossStacks on one environment.
+func checkIsolationAcrossStacks(t *testing.T, env string, s *synthesized, reg *registry.Registry) {
+	t.Helper()
+	all := s.json["Resources"].(map[string]any)
+	for stack, tpl := range s.templates {
+		b, err := json.Marshal(tpl)
+		must(err)
+		if strings.Contains(string(b), "Fn::ImportValue") || strings.Contains(string(b), `"Export"`) {
+			t.Errorf("%s: %s exports or imports a value: stacks reach each other by names only", env, stack)
+		}
+		if stack == "atf-"+env {
+			continue
+		}
+		team, entries := reg.Stack(strings.TrimPrefix(stack, "atf-"+env+"-"))
+		own := map[string]bool{}
+		for _, e := range entries {
+			own[e.Name] = true
+		}
+		resources := tpl["Resources"].(map[string]any)
+		for _, p := range resources {
+			p := p.(map[string]any)
+			if p["Type"] != "AWS::IAM::Policy" {
+				continue
+			}
+			var roles []string
+			for _, r := range refs(props(p)["Roles"]) {
+				roles = append(roles, pathOf(all, r))
+			}
+			for _, st := range list(props(p)["PolicyDocument"].(map[string]any)["Statement"]) {
+				st := st.(map[string]any)
+				if st["Effect"] != "Allow" {
+					continue
+				}
+				for _, role := range roles {
+					lambda := lambdaOf(role)
+					if !own[lambda] {
+						t.Errorf("%s: %s (team %s) has role %s of no lambda of its own", env, stack, team, role)
+						continue
+					}
+					checkStatementReach(t, env, role, lambda, st, all)
+				}
+			}
+		}
+	}
+}
+
+// checkStatementReach fails unless the statement st of role (of lambda) reaches only lambda's own
+// resources, the table under lambda's keys or a claim's reads, the event bus, or Resource "*" for
+// ecr:GetAuthorizationToken (which has no resource-level permissions).
+func checkStatementReach(t *testing.T, env, role, lambda string, st, all map[string]any) {
+	t.Helper()
+	for _, r := range list(st["Resource"]) {
+		if r == "*" {
+			if a := fmt.Sprint(st["Action"]); a != "ecr:GetAuthorizationToken" {
+				t.Errorf("%s: %s may %s on *", env, role, a)
+			}
+			continue
+		}
+		rs := refs(r)
+		if len(rs) == 0 {
+			t.Errorf("%s: %s may act on %v", env, role, r)
+		}
+		for _, id := range rs {
+			switch p := pathOf(all, id); {
+			case p == "":
+				// A pseudo parameter inside an ARN of a resource of its own (such as
+				// <function ARN>:*): the resource itself is checked as its own reference.
+			case strings.HasPrefix(p, "Lambda-"):
+				if lambdaOf(p) != lambda {
+					t.Errorf("%s: %s (lambda %s) may act on %s, another lambda's", env, role, lambda, p)
+				}
+			case p == "Store/Table/Resource":
+				cond, _ := st["Condition"].(map[string]any)
+				like, _ := cond["ForAllValues:StringLike"].(map[string]any)
+				equals, _ := cond["ForAllValues:StringEquals"].(map[string]any)
+				keys := fmt.Sprint(like["dynamodb:LeadingKeys"])
+				ownKeys := keys == fmt.Sprint(dynamostore.LambdaKeyPatterns(lambda))
+				upstreams := keys == fmt.Sprint(upstreamKeys) && fmt.Sprint(equals["dynamodb:Attributes"]) == fmt.Sprint(dynamostore.StateAttributes)
+				gates := fmt.Sprint(equals["dynamodb:LeadingKeys"]) == fmt.Sprint(gateKeys)
+				if !ownKeys && !upstreams && !gates {
+					t.Errorf("%s: %s (lambda %s) may use the table under %v, not its own keys", env, role, lambda, cond)
+				}
+			case p == eventBusPath:
+				if a := fmt.Sprint(st["Action"]); a != putEvents {
+					t.Errorf("%s: %s may %s on the bus", env, role, a)
+				}
+			default:
+				t.Errorf("%s: %s (lambda %s) may act on %s, outside its stack", env, role, lambda, p)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -28,9 +30,30 @@ import (
 // environment; every suppression carries a reason (cdk-nag refuses one without).
 func TestNag(t *testing.T) {
 	for name, s := range environments(t) {
-		errs := assertions.Annotations_FromStack(s.stack).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-		for _, e := range *errs {
-			t.Errorf("%s: %s: %v", name, *e.Id, e.Entry.Data)
+		for _, st := range s.stacks.All() {
+			for _, e := range s.nagErrors(*st.StackName()) {
+				t.Errorf("%s: %s: %s", name, *st.StackName(), e)
+			}
+		}
+	}
+}
+
+// TestNagPlaced: cdk-nag finds no error either in stacks placed in an account and region (as
+// the CLI places them with credentials), where ARNs carry the account and region themselves
+// rather than pseudo parameters.
+func TestNagPlaced(t *testing.T) {
+	root := standIn(t)
+	outdir := t.TempDir()
+	st := New(newApp(outdir), Props{
+		StackProps: awscdk.StackProps{Env: &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}},
+		Name:       "dev", Env: mustEnvs(t)["dev"], Registry: mustLoadRegistry(t),
+		Assets: filepath.Join(root, "bin", "lambda"), Root: root,
+	})
+	s := &synthesized{stacks: st, outdir: outdir}
+	s.read()
+	for _, stack := range st.All() {
+		for _, e := range s.nagErrors(*stack.StackName()) {
+			t.Errorf("%s: %s", *stack.StackName(), e)
 		}
 	}
 }
@@ -163,10 +186,10 @@ func TestWorkers(t *testing.T) {
 
 // TestFunctions: every function runs provided.al2023 on arm64 and gets the environment of
 // package awsfn; a lambda's worker and status function get their own lambda only, and the
-// worker its own status function's name.
+// worker its own status function's name. The functions that serve every lambda (the API, the
+// consumer) get the path of the lambda stacks' parameters instead.
 func TestFunctions(t *testing.T) {
 	reg := mustLoadRegistry(t)
-	allJSON, _ := reg.LambdasJSON()
 	s := environments(t)["prod"]
 	for id, fn := range s.resources("AWS::Lambda::Function") {
 		p := props(fn)
@@ -194,8 +217,9 @@ func TestFunctions(t *testing.T) {
 				}
 			}
 		default:
-			if env[awsfn.EnvLambdas] != allJSON {
-				t.Errorf("%s: %s = %v, want %s", path, awsfn.EnvLambdas, env[awsfn.EnvLambdas], allJSON)
+			if env[awsfn.EnvLambdas] != nil || env[awsfn.EnvLambdasPath] != awsfn.LambdasPath("prod") {
+				t.Errorf("%s: %s = %v and %s = %v, want no %s and %s", path, awsfn.EnvLambdas, env[awsfn.EnvLambdas],
+					awsfn.EnvLambdasPath, env[awsfn.EnvLambdasPath], awsfn.EnvLambdas, awsfn.LambdasPath("prod"))
 			}
 		}
 	}
@@ -318,7 +342,7 @@ func grantsOf(s *synthesized, rolePath string) (actions []string, resources []st
 	for _, p := range s.resources("AWS::IAM::Policy") {
 		attached := false
 		for _, r := range refs(props(p)["Roles"]) {
-			if path(all[r].(map[string]any)) == rolePath {
+			if pathOf(all, r) == rolePath {
 				attached = true
 			}
 		}
@@ -331,7 +355,7 @@ func grantsOf(s *synthesized, rolePath string) (actions []string, resources []st
 				actions = append(actions, a.(string))
 			}
 			for _, r := range refs(st["Resource"]) {
-				resources = append(resources, path(all[r].(map[string]any)))
+				resources = append(resources, pathOf(all, r))
 			}
 		}
 	}
@@ -403,7 +427,8 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	for _, a := range actions {
 		sends := a == "sqs:SendMessage" || a == "sqs:GetQueueUrl" || a == "sqs:GetQueueAttributes"
-		if !sends && !strings.HasPrefix(a, "logs:") && !slices.Contains(apiActions, a) && a != putEvents {
+		readsLambdas := slices.Contains(lambdasPathActions, a) || slices.Contains(lambdasParameterActions, a)
+		if !sends && !readsLambdas && !strings.HasPrefix(a, "logs:") && !slices.Contains(apiActions, a) && a != putEvents {
 			t.Errorf("the API function may %s", a)
 		}
 	}
@@ -658,7 +683,8 @@ func TestExecutors(t *testing.T) {
 			continue
 		}
 		want++
-		s.template.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), map[string]any{
+		tpl := s.templateOf(e)
+		tpl.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), map[string]any{
 			"Cpu": fmt.Sprint(e.ECS.CPU), "Memory": fmt.Sprint(e.ECS.MemoryMB),
 			"RuntimePlatform": map[string]any{"CpuArchitecture": "ARM64", "OperatingSystemFamily": "LINUX"},
 			"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
@@ -669,16 +695,12 @@ func TestExecutors(t *testing.T) {
 				}),
 			})},
 		})
-		s.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{"LaunchType": "FARGATE"})
+		tpl.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{"LaunchType": "FARGATE"})
 	}
 	if n := len(s.resources("AWS::ECS::Service")); n != want {
 		t.Errorf("%d ECS services, want %d", n, want)
 	}
 	// The image asset stages the Dockerfile and the two binaries, built for arm64.
-	manifest, err := os.ReadFile(filepath.Join(s.outdir, "atf-prod.assets.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var assets struct {
 		DockerImages map[string]struct {
 			Source struct {
@@ -687,7 +709,13 @@ func TestExecutors(t *testing.T) {
 			}
 		}
 	}
-	must(json.Unmarshal(manifest, &assets))
+	for _, st := range s.stacks.All() {
+		manifest, err := os.ReadFile(filepath.Join(s.outdir, *st.ArtifactId()+".assets.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(json.Unmarshal(manifest, &assets)) // adds this stack's images to the map
+	}
 	if len(assets.DockerImages) != want {
 		t.Fatalf("%d image assets, want %d", len(assets.DockerImages), want)
 	}
@@ -764,12 +792,13 @@ func TestEnvironmentsDiffer(t *testing.T) {
 		t.Fatalf("prod has %d topics, want 1", len(topics))
 	}
 	for _, a := range alarms {
-		if len(refs(props(a)["AlarmActions"])) != 1 {
+		// The core's topic: by reference in the core, by its name in a lambda stack.
+		if to := refs(props(a)["AlarmActions"]); len(to) != 1 || pathOf(envs["prod"].json["Resources"].(map[string]any), to[0]) != "Alarms/Topic/Resource" {
 			t.Errorf("prod: alarm %s notifies %v", path(a), props(a)["AlarmActions"])
 		}
 	}
 	for _, e := range reg.Lambdas {
-		envs["prod"].template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+		envs["prod"].templateOf(e).HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 			"MetricName": metricDeliveryLatency, "Namespace": "atf/prod", "ExtendedStatistic": "p95",
 			"Threshold": mustEnvs(t)["prod"].Alarms.DeliveryP95Ms, "Dimensions": []any{map[string]any{"Name": "Lambda", "Value": e.Name}},
 		})
@@ -777,7 +806,7 @@ func TestEnvironmentsDiffer(t *testing.T) {
 	// The custom metrics are the functions' EMF metrics: dead tasks are the dead lifecycle events,
 	// and the table's errors are one metric without dimensions; no log metric filter is left.
 	for _, e := range reg.Lambdas {
-		envs["prod"].template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+		envs["prod"].templateOf(e).HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
 			"MetricName": emf.TaskEvents, "Namespace": "atf/prod", "Statistic": "Sum",
 			"Threshold": mustEnvs(t)["prod"].Alarms.DeadTasks,
 			"Dimensions": assertions.Match_ArrayEquals(&[]any{
@@ -794,13 +823,16 @@ func TestEnvironmentsDiffer(t *testing.T) {
 			t.Errorf("%s has %d metric filters, want none: the metrics are EMF", name, n)
 		}
 	}
-	if n := len(envs["prod"].resources("AWS::CloudWatch::Dashboard")); n != 1 {
-		t.Errorf("prod has %d dashboards", n)
+	// The core's, and one per lambda stack.
+	if n := len(envs["prod"].resources("AWS::CloudWatch::Dashboard")); n != 1+len(reg.Stacks()) {
+		t.Errorf("prod has %d dashboards, want %d", n, 1+len(reg.Stacks()))
 	}
 }
 
-// TestAddLambda: one more registry entry makes exactly that lambda's resources (its queues, its
-// worker, its alarms) and changes no other lambda's.
+// TestAddLambda: one more registry entry in an existing team makes exactly that lambda's
+// resources (its queues, its worker, its alarms) in its team's stack, where only its stack's
+// parameter and dashboard change besides; every other stack, the core's included, is
+// byte-identical.
 func TestAddLambda(t *testing.T) {
 	before := environments(t)
 	raw, err := os.ReadFile(registryPath)
@@ -809,7 +841,7 @@ func TestAddLambda(t *testing.T) {
 	}
 	var file map[string][]map[string]any
 	must(json.Unmarshal(raw, &file))
-	file["lambdas"] = append(file["lambdas"], map[string]any{"name": "newbie", "handler": "echo", "priorities": []string{"urgent", "later"}, "timeout": "20s"})
+	file["lambdas"] = append(file["lambdas"], map[string]any{"name": "newbie", "team": "platform", "handler": "echo", "priorities": []string{"urgent", "later"}, "timeout": "20s"})
 	b, _ := json.Marshal(file)
 	copyPath := filepath.Join(t.TempDir(), registry.File)
 	must(os.WriteFile(copyPath, b, 0o644))
@@ -827,9 +859,11 @@ func TestAddLambda(t *testing.T) {
 		if _, ok := old[id]; ok {
 			continue
 		}
-		p := path(r)
-		if !strings.HasPrefix(p, "Lambda-newbie/") && !strings.Contains(p, "-newbie/") {
+		if p := path(r); !strings.HasPrefix(p, "Lambda-newbie/") {
 			t.Errorf("added %s (%s), not of the new lambda", id, p)
+		}
+		if st := after.stackOf(id); st != "atf-prod-platform" {
+			t.Errorf("added %s in %s, want its team's stack atf-prod-platform", id, st)
 		}
 		added[r["Type"].(string)]++
 	}
@@ -846,25 +880,38 @@ func TestAddLambda(t *testing.T) {
 	if fmt.Sprint(added) != fmt.Sprint(want) {
 		t.Errorf("added %v\nwant  %v", added, want)
 	}
-	// The other lambdas' resources are unchanged, and only the functions serving every lambda,
-	// the consumer's grants and the dashboard change outside them.
+	// Within its stack, only the stack's parameter (its lambdas) and dashboard (a row more) change.
 	for id, r := range old {
 		n, ok := new[id]
 		if !ok || fmt.Sprint(r) == fmt.Sprint(n) {
 			continue
 		}
-		p := path(r.(map[string]any))
-		switch p {
-		case "ApiFunction/Function/Resource", "Consumer/Function/Resource", "ApiFunction/Role/DefaultPolicy/Resource",
-			"Consumer/Role/DefaultPolicy/Resource", "Dashboard/Resource":
+		switch p := path(r.(map[string]any)); p {
+		case "LambdasParameter-platform/Resource", "Dashboard-platform/Resource":
 		default:
 			t.Errorf("changed %s (%s)", id, p)
 		}
 	}
-	t.Logf("prod: %d resources; a function lambda of 2 priorities adds %d; CloudFormation takes 500 a stack",
-		len(old), len(new)-len(old))
-	if len(new) > 400 {
-		t.Errorf("prod has %d resources, close to CloudFormation's 500 a stack: split the lambdas into nested stacks", len(new))
+	// Every other stack's template file is the same, byte for byte.
+	for _, st := range after.stacks.All() {
+		if name := *st.StackName(); name != "atf-prod-platform" {
+			assertSameTemplate(t, before["prod"], after, name)
+		}
+	}
+}
+
+// assertSameTemplate fails unless stack name has the same template file in both synths.
+func assertSameTemplate(t *testing.T, a, b *synthesized, name string) {
+	t.Helper()
+	read := func(s *synthesized) []byte {
+		out, err := os.ReadFile(filepath.Join(s.outdir, name+".template.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if x, y := read(a), read(b); !bytes.Equal(x, y) {
+		t.Errorf("%s's template changed (%d bytes, then %d)", name, len(x), len(y))
 	}
 }
 
@@ -885,6 +932,8 @@ func TestBadInput(t *testing.T) {
 		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
 		// Worker scale-out that could fill the account's concurrency, throttling the API.
 		"over the account's concurrency": {busyRegistry, nil, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
+		// A stack's lambdas must fit the 4 KB of its SSM parameter.
+		"parameter over 4 KB": {bigStackRegistry(), nil, "over the 4096 bytes of an SSM parameter: split the stack"},
 		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.StatusConcurrency = 950 },
 			"environment dev: the functions reserve a concurrency of 951, which leaves less than the 100 unreserved that AWS requires of the account's limit 1000"},
 	} {
@@ -904,9 +953,64 @@ func TestBadInput(t *testing.T) {
 				}
 			}()
 			root := standIn(t)
-			New(newApp(t.TempDir()), "atf-dev", Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+			New(newApp(t.TempDir()), Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
 		})
 	}
+}
+
+// TestConcurrencyOverEveryStack: the account's concurrency is checked over every stack of the
+// environment, not the one being built: two teams that each fit the account but not together are
+// refused, even when the app builds one team's stacks (make deploy TEAM=).
+func TestConcurrencyOverEveryStack(t *testing.T) {
+	reg, err := registry.Parse([]byte(`{"lambdas": [
+		{"name": "a", "team": "one", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 300}}},
+		{"name": "b", "team": "two", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 300}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := standIn(t)
+	for _, team := range []string{"", "one"} {
+		func() {
+			defer func() {
+				want := "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201"
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), want) {
+					t.Errorf("team %q: New panicked with %v, want %q", team, r, want)
+				}
+			}()
+			New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: team})
+		}()
+	}
+}
+
+// TestTeamStacksOnly: Props.Team builds that team's stacks alone, without the core, as make
+// deploy TEAM= deploys them; a team the registry does not have is refused, pointing at make
+// destroy.
+func TestTeamStacksOnly(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	root := standIn(t)
+	st := New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: "batch"})
+	var names []string
+	for _, s := range st.All() {
+		names = append(names, *s.StackName())
+	}
+	if st.Core != nil || !slices.Equal(names, []string{"atf-dev-batch"}) {
+		t.Errorf("team batch builds %v (core %v), want [atf-dev-batch] alone", names, st.Core != nil)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `team "gone" has no lambda in the registry; to delete the stacks of a removed team, see make destroy`) {
+			t.Errorf("New of an unknown team panicked with %v", r)
+		}
+	}()
+	New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: "gone"})
+}
+
+// bigStackRegistry is 50 lambdas of long names in one stack: about 4.7 KB of parameter.
+func bigStackRegistry() string {
+	var entries []string
+	for i := range 50 {
+		entries = append(entries, fmt.Sprintf(`{"name": "%s-%02d", "team": "big", "handler": "echo", "priorities": ["normal"], "concurrency": 1}`, strings.Repeat("x", 48), i))
+	}
+	return `{"lambdas": [` + strings.Join(entries, ",") + `]}`
 }
 
 // busyRegistry is one lambda whose worker may run 600 invocations of one task each.
@@ -922,8 +1026,8 @@ func TestAccountConcurrencyConfigured(t *testing.T) {
 	e := mustEnvs(t)["dev"]
 	e.AccountConcurrency = 2000
 	root := standIn(t)
-	st := New(newApp(t.TempDir()), "atf-dev", Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
-	assertions.Template_FromStack(st, nil).HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+	st := New(newApp(t.TempDir()), Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+	assertions.Template_FromStack(st.Lambdas["default"], nil).HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
 		"Description": "atf-dev: claims, heartbeats and results of the tasks of lambda a", "ReservedConcurrentExecutions": 600,
 	})
 }
@@ -1076,7 +1180,7 @@ func TestWorkerChangesVisibility(t *testing.T) {
 		for _, p := range s.resources("AWS::IAM::Policy") {
 			attached := false
 			for _, r := range refs(props(p)["Roles"]) {
-				attached = attached || path(all[r].(map[string]any)) == "Lambda-"+e.Name+"/Worker/Role/Resource"
+				attached = attached || pathOf(all, r) == "Lambda-"+e.Name+"/Worker/Role/Resource"
 			}
 			if !attached {
 				continue
@@ -1085,7 +1189,7 @@ func TestWorkerChangesVisibility(t *testing.T) {
 				st := st.(map[string]any)
 				if st["Effect"] == "Allow" && slices.Contains(list(st["Action"]), any("sqs:ChangeMessageVisibility")) {
 					for _, r := range refs(st["Resource"]) {
-						got = append(got, path(all[r].(map[string]any)))
+						got = append(got, pathOf(all, r))
 					}
 				}
 			}

@@ -15,8 +15,18 @@ import (
 // store is the task store: the table that shared/store/dynamostore reads and writes (see
 // docs/data-model.md). Its keys and indexes are dynamostore.TableInput's, translated here, so the
 // deployed table is the one `atf dev --backend aws --create` and the tests make.
+//
+// The core stack makes the table; a lambda stack uses it by its name (importStore), so that no
+// export ties the stacks together.
 type store struct {
-	table awsdynamodb.Table
+	table awsdynamodb.ITable
+}
+
+// importStore is the core's table in a lambda stack: its ARN built from the known name atf-<env>.
+func importStore(scope constructs.Construct, id string, d *deployment) *store {
+	return &store{table: awsdynamodb.Table_FromTableAttributes(scope, jsii.String(id), &awsdynamodb.TableAttributes{
+		TableArn: d.arn("dynamodb", "table", d.prefix),
+	})}
 }
 
 func newStore(scope constructs.Construct, id string, d *deployment) *store {
@@ -39,8 +49,7 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: t}
 	}
 	pk, sk := keys(in.KeySchema)
-	s := &store{}
-	s.table = awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
+	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
 		TableName:    in.TableName,
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PartitionKey: attr(pk),
@@ -58,7 +67,7 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 		if g.Projection.ProjectionType != types.ProjectionTypeInclude {
 			panic(fmt.Errorf("dynamostore.TableInput: index %s projects %s; the stack knows INCLUDE", *g.IndexName, g.Projection.ProjectionType))
 		}
-		s.table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:        g.IndexName,
 			PartitionKey:     attr(pk),
 			SortKey:          attr(sk),
@@ -67,9 +76,9 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 		})
 	}
 	if !d.env.PITR {
-		suppress(s.table, "AwsSolutions-DDB3", "Point-in-time recovery is off by this environment's configuration (pitr): its tasks are disposable.")
+		suppress(table, "AwsSolutions-DDB3", "Point-in-time recovery is off by this environment's configuration (pitr): its tasks are disposable.")
 	}
-	return s
+	return &store{table: table}
 }
 
 // The DynamoDB actions of each role: those its code calls through shared/store/dynamostore, and no

@@ -35,16 +35,15 @@ func TestWithoutECS(t *testing.T) {
 	root := standIn(t)
 	outdir := t.TempDir()
 	app := newApp(outdir)
-	st := New(app, "atf-prod", Props{
+	st := New(app, Props{
 		Name: "prod", Env: mustEnvs(t)["prod"], Registry: reg,
 		Assets: filepath.Join(root, "bin", "lambda"), Root: root, WithoutECS: true,
 	})
-	s := &synthesized{stack: st, outdir: outdir, template: assertions.Template_FromStack(st, nil)}
-	b, err := json.Marshal(s.template.ToJSON())
-	must(err)
-	must(json.Unmarshal(b, &s.json))
+	s := &synthesized{stacks: st, outdir: outdir}
+	s.read()
 
-	assertions.Annotations_FromStack(st).HasWarning(jsii.String("/atf-prod"),
+	withECS := st.Lambdas[ecs[0].Stack]
+	assertions.Annotations_FromStack(withECS).HasWarning(jsii.String("/"+*withECS.StackName()),
 		assertions.Match_StringLikeRegexp(jsii.String("ecs=false: the executors of the ecs lambdas "+ecs[0].Name+".* are left out")))
 
 	resources := s.json["Resources"].(map[string]any)
@@ -57,7 +56,8 @@ func TestWithoutECS(t *testing.T) {
 		}
 	}
 	// Nothing is added, and what is removed belongs to the executors and their network; the
-	// functions that serve every lambda keep it (ATF_LAMBDAS), so its tasks wait in its queues.
+	// lambda's parameter keeps it for the functions that serve every lambda, so its tasks wait
+	// in its queues.
 	fullResources := full.json["Resources"].(map[string]any)
 	for id, r := range resources {
 		if _, ok := fullResources[id]; !ok {
@@ -87,15 +87,17 @@ func TestWithoutECS(t *testing.T) {
 		}
 	}
 	// No image asset: the deployment needs no Docker.
-	manifest, err := os.ReadFile(filepath.Join(outdir, "atf-prod.assets.json"))
-	if err != nil {
-		// Written at synth: the app synthesizes once assertions read the stack.
-		t.Fatal(err)
-	}
-	var assets struct{ DockerImages map[string]any }
-	must(json.Unmarshal(manifest, &assets))
-	if len(assets.DockerImages) != 0 {
-		t.Errorf("%d image assets, want none", len(assets.DockerImages))
+	for _, stack := range st.All() {
+		manifest, err := os.ReadFile(filepath.Join(outdir, *stack.ArtifactId()+".assets.json"))
+		if err != nil {
+			// Written at synth: the app synthesizes once assertions read the stack.
+			t.Fatal(err)
+		}
+		var assets struct{ DockerImages map[string]any }
+		must(json.Unmarshal(manifest, &assets))
+		if len(assets.DockerImages) != 0 {
+			t.Errorf("%s: %d image assets, want none", *stack.StackName(), len(assets.DockerImages))
+		}
 	}
 }
 

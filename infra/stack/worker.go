@@ -44,7 +44,6 @@ func newWorker(scope constructs.Construct, id string, d *deployment, e registry.
 			ReportBatchItemFailures: jsii.Bool(true),
 			MaxConcurrency:          jsii.Number(float64(e.Function.MaxConcurrency[p])),
 		}))
-		d.eventSources += e.Function.MaxConcurrency[p]
 	}
 	st.function.function.GrantInvoke(w.role)
 	suppress(w.role, "AwsSolutions-IAM5", "The wildcard stands for the versions and aliases of the lambda's own status function, the one function its worker invokes.",

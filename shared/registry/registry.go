@@ -3,10 +3,19 @@
 // lambda's queues, worker function or ECS service, permissions and alarms from it, and the
 // functions receive its lambdas as ATF_LAMBDAS. A lambda owner adds a lambda by adding an entry.
 //
+// Lambdas are grouped into stacks: each lambda belongs to a team, and to one stack of that team
+// (by default the stack named like the team). The CDK app deploys each stack as its own
+// CloudFormation stack, atf-<env>-<stack>, so that a team deploys its lambdas alone; a team that
+// outgrows one stack (CloudFormation's 500 resources, the 4 KB parameter of its lambdas) splits
+// its lambdas over several with "stack". A stack belongs to one team: two teams cannot share a
+// stack name, since the name is the CloudFormation stack's.
+//
 // An entry (only name is required; every other field has the default shown):
 //
 //	{
 //	  "name":         "send-email",               // the lambda: 1 to 64 of a-z 0-9 - _
+//	  "team":         "default",                  // its owners: 1 to 32 of a-z 0-9 -, from a letter
+//	  "stack":        the team,                   // its stack, atf-<env>-<stack>: same syntax
 //	  "kind":         "function",                 // "function" (a worker function fed by SQS) or "ecs"
 //	  "handler":      "send-email",               // the Go handler in functions/workers/<handler>
 //	  "priorities":   ["high", "normal", "low"],  // highest first
@@ -39,6 +48,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +81,23 @@ const (
 	DefaultECSMemoryMB       = 512
 	DefaultECSTasks          = 1
 	DefaultFunctionBatchSize = MaxBatchSize // or the concurrency, if lower
+	DefaultTeam              = "default"    // the team of an entry without one
 )
+
+// MaxGroupName is the longest team or stack name: with the environment's (16), the stack's
+// CloudFormation name atf-<env>-<stack> and its SSM parameter stay short.
+const MaxGroupName = 32
+
+// groupNamePattern is the syntax of a team or stack name.
+var groupNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// validGroupName names what is wrong with a team or stack name, for the field called field.
+func validGroupName(field, name string) error {
+	if len(name) > MaxGroupName || !groupNamePattern.MatchString(name) {
+		return fmt.Errorf("%s %q: use 1 to %d of a-z, 0-9 and -, starting with a letter", field, name, MaxGroupName)
+	}
+	return nil
+}
 
 // AWS limits that the entries must respect.
 const (
@@ -98,7 +124,10 @@ type Registry struct {
 
 // Entry is one lambda.
 type Entry struct {
-	Name    string
+	Name string
+	// Team owns the lambda; Stack is the group it deploys with (see the package doc).
+	Team    string
+	Stack   string
 	Kind    Kind
 	Handler string // the folder of functions/workers holding its Go handler
 	// Priorities are the levels, highest first.
@@ -147,6 +176,26 @@ func (r *Registry) Lambda(name string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// Stacks returns the registry's stacks, sorted by name.
+func (r *Registry) Stacks() []string {
+	var out []string
+	for _, e := range r.Lambdas {
+		out = append(out, e.Stack)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Stack returns the entries of stack, in file order, and the team that owns it.
+func (r *Registry) Stack(stack string) (team string, entries []Entry) {
+	for _, e := range r.Lambdas {
+		if e.Stack == stack {
+			team, entries = e.Team, append(entries, e)
+		}
+	}
+	return team, entries
 }
 
 // TaskLambdas returns every lambda as a task.Lambda, in file order.
@@ -219,6 +268,8 @@ type (
 	}
 	entryJSON struct {
 		Name        string        `json:"name"`
+		Team        *string       `json:"team"`
+		Stack       *string       `json:"stack"`
 		Kind        Kind          `json:"kind"`
 		Handler     string        `json:"handler"`
 		Priorities  []string      `json:"priorities"`
@@ -258,6 +309,7 @@ func Parse(data []byte) (*Registry, error) {
 	}
 	r := &Registry{}
 	seen := map[string]int{}
+	stackTeams := map[string]int{} // stack -> the first entry in it
 	for i, ej := range f.Lambdas {
 		e, err := ej.entry()
 		if err != nil {
@@ -267,6 +319,12 @@ func Parse(data []byte) (*Registry, error) {
 			return nil, fmt.Errorf("registry: lambdas[%d] %q: name is also the name of lambdas[%d]", i, e.Name, j)
 		}
 		seen[e.Name] = i
+		if j, ok := stackTeams[e.Stack]; ok && r.Lambdas[j].Team != e.Team {
+			return nil, fmt.Errorf("registry: lambdas[%d] %q: stack %q of team %q is also a stack of team %q (lambdas[%d]): a stack belongs to one team; name it differently",
+				i, e.Name, e.Stack, e.Team, r.Lambdas[j].Team, j)
+		} else if !ok {
+			stackTeams[e.Stack] = i
+		}
 		r.Lambdas = append(r.Lambdas, e)
 	}
 	return r, nil
@@ -287,6 +345,20 @@ func (ej entryJSON) entry() (Entry, error) {
 	e := Entry{Name: ej.Name, Kind: ej.Kind, Handler: ej.Handler, Priorities: ej.Priorities, MaxAttempts: ej.MaxAttempts, MaxEnqueued: ej.MaxEnqueued}
 	if err := task.ValidateName("name", e.Name); err != nil {
 		return Entry{}, err
+	}
+	e.Team = DefaultTeam
+	if ej.Team != nil {
+		if err := validGroupName("team", *ej.Team); err != nil {
+			return Entry{}, err
+		}
+		e.Team = *ej.Team
+	}
+	e.Stack = e.Team
+	if ej.Stack != nil {
+		if err := validGroupName("stack", *ej.Stack); err != nil {
+			return Entry{}, err
+		}
+		e.Stack = *ej.Stack
 	}
 	if e.Kind == "" {
 		e.Kind = DefaultKind

@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := []registry.Entry{
 		{
-			Name: "mail", Kind: registry.KindFunction, Handler: "mail", Priorities: task.DefaultPriorities,
+			Name: "mail", Team: "default", Stack: "default", Kind: registry.KindFunction, Handler: "mail", Priorities: task.DefaultPriorities,
 			Timeout: task.DefaultHandlerTimeout, Concurrency: task.DefaultConcurrency,
 			Function: &registry.Function{
 				MemoryMB: registry.DefaultFunctionMemoryMB, BatchSize: task.DefaultConcurrency,
@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 			},
 		},
 		{
-			Name: "batch", Kind: registry.KindECS, Handler: "batch", Priorities: task.DefaultPriorities,
+			Name: "batch", Team: "default", Stack: "default", Kind: registry.KindECS, Handler: "batch", Priorities: task.DefaultPriorities,
 			Timeout: task.DefaultHandlerTimeout, Concurrency: task.DefaultConcurrency,
 			ECS: &registry.ECS{CPU: 256, MemoryMB: 512, Tasks: 1},
 		},
@@ -78,7 +78,15 @@ func TestBadEntries(t *testing.T) {
 		"fargate memory":    {`{"lambdas": [{"name": "a", "kind": "ecs", "ecs": {"cpu": 1024, "memory_mb": 1024}}]}`, "ecs.memory_mb 1024 does not go with ecs.cpu 1024: Fargate takes 2048..8192 in steps of 1024"},
 		"fargate 256":       {`{"lambdas": [{"name": "a", "kind": "ecs", "ecs": {"cpu": 256, "memory_mb": 1536}}]}`, "ecs.memory_mb 1536 does not go with ecs.cpu 256"},
 		"negative tasks":    {`{"lambdas": [{"name": "a", "kind": "ecs", "ecs": {"tasks": -1}}]}`, "ecs.tasks must be in 0..1000, got -1"},
-		"second entry":      {`{"lambdas": [{"name": "a"}, {"name": "b", "timeout": "x"}]}`, `lambdas[1] "b": timeout "x"`},
+		"bad team":          {`{"lambdas": [{"name": "a", "team": "Mail"}]}`, `lambdas[0] "a": team "Mail": use 1 to 32 of a-z, 0-9 and -, starting with a letter`},
+		"team from a digit": {`{"lambdas": [{"name": "a", "team": "1mail"}]}`, `team "1mail": use 1 to 32`},
+		"empty team":        {`{"lambdas": [{"name": "a", "team": ""}]}`, `team "": use 1 to 32`},
+		"long team":         {`{"lambdas": [{"name": "a", "team": "` + strings.Repeat("a", 33) + `"}]}`, `use 1 to 32`},
+		"team with _":       {`{"lambdas": [{"name": "a", "team": "mail_ops"}]}`, `team "mail_ops": use 1 to 32`},
+		"bad stack":         {`{"lambdas": [{"name": "a", "team": "mail", "stack": "-x"}]}`, `lambdas[0] "a": stack "-x": use 1 to 32`},
+		"stack of two teams": {`{"lambdas": [{"name": "a", "team": "mail"}, {"name": "b", "team": "search", "stack": "mail"}]}`,
+			`lambdas[1] "b": stack "mail" of team "search" is also a stack of team "mail" (lambdas[0]): a stack belongs to one team`},
+		"second entry": {`{"lambdas": [{"name": "a"}, {"name": "b", "timeout": "x"}]}`, `lambdas[1] "b": timeout "x"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -90,6 +98,38 @@ func TestBadEntries(t *testing.T) {
 				t.Errorf("error %q does not start with registry:", err)
 			}
 		})
+	}
+}
+
+// TestStacks: a lambda's stack is its team's name unless it names one; a team may split its
+// lambdas over several stacks; Stacks and Stack list them.
+func TestStacks(t *testing.T) {
+	t.Parallel()
+	r, err := registry.Parse([]byte(`{"lambdas": [
+		{"name": "a"},
+		{"name": "b", "team": "mail"},
+		{"name": "c", "team": "mail", "stack": "mail-bulk"},
+		{"name": "d", "team": "mail"},
+		{"name": "e", "team": "` + strings.Repeat("z", 32) + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Stacks(), []string{"default", "mail", "mail-bulk", strings.Repeat("z", 32)}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Stacks() = %v, want %v", got, want)
+	}
+	team, entries := r.Stack("mail")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name)
+	}
+	if team != "mail" || !reflect.DeepEqual(names, []string{"b", "d"}) {
+		t.Errorf("Stack(mail) = %s %v, want mail [b d]", team, names)
+	}
+	if team, _ := r.Stack("mail-bulk"); team != "mail" {
+		t.Errorf("Stack(mail-bulk) is team %q's, want mail", team)
+	}
+	if a, _ := r.Lambda("a"); a.Team != registry.DefaultTeam || a.Stack != registry.DefaultTeam {
+		t.Errorf("an entry without team is in team %q, stack %q; want %q for both", a.Team, a.Stack, registry.DefaultTeam)
 	}
 }
 

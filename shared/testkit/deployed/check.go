@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // notApplied are the resource types of atf's templates that moto 5.2.5's CloudFormation does
@@ -67,6 +68,7 @@ type Clients struct {
 	EventBridge    *eventbridge.Client
 	IAM            *iam.Client
 	Logs           *cloudwatchlogs.Client
+	SSM            *ssm.Client
 }
 
 // NewClients returns clients of cfg (its endpoint from AWS_ENDPOINT_URL, as the SDK reads it).
@@ -79,6 +81,7 @@ func NewClients(cfg aws.Config) *Clients {
 		EventBridge:    eventbridge.NewFromConfig(cfg),
 		IAM:            iam.NewFromConfig(cfg),
 		Logs:           cloudwatchlogs.NewFromConfig(cfg),
+		SSM:            ssm.NewFromConfig(cfg),
 	}
 }
 
@@ -111,6 +114,7 @@ var checks = map[string]checkFunc{
 	"AWS::IAM::Role":                  checkRole,
 	"AWS::IAM::Policy":                checkPolicy,
 	"AWS::Logs::LogGroup":             checkLogGroup,
+	"AWS::SSM::Parameter":             checkParameter,
 }
 
 type checker struct {

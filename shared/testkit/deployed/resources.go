@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // ---------------------------------------------------------------------------------------- queue
@@ -400,4 +401,20 @@ func checkLogGroup(ctx context.Context, c *checker, _ string, r TemplateResource
 		}
 	}
 	return []string{"no such log group"}
+}
+
+// ------------------------------------------------------------------------------------ parameter
+
+// checkParameter: an SSM parameter (a lambda stack's lambdas, the executors' network) has the
+// name, type and value the template gives it.
+func checkParameter(ctx context.Context, c *checker, _ string, r TemplateResource, phys string) []string {
+	var ps []string
+	out, err := c.aws.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(phys)})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	compareStr(&ps, r.Properties, "Name", aws.ToString(out.Parameter.Name))
+	compareStr(&ps, r.Properties, "Type", string(out.Parameter.Type))
+	compareStr(&ps, r.Properties, "Value", aws.ToString(out.Parameter.Value))
+	return ps
 }
