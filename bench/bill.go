@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -86,7 +87,35 @@ type IdleBill struct {
 
 // template is a CloudFormation template, as far as the bill reads it.
 type template struct {
+	name      string              // its stack, such as atf-dev-batch; empty in tests
 	Resources map[string]resource `json:"Resources"`
+}
+
+// stacks are the templates of one environment: its core stack's first, then its lambda stacks'
+// (the queues, workers, status functions and alarms live there).
+type stacks []*template
+
+// loadStacks reads the core template at path (cdk.out/atf-dev.template.json) and the lambda
+// stacks' beside it (cdk.out/atf-dev-*.template.json).
+func loadStacks(path string) (stacks, error) {
+	core, err := loadTemplate(path)
+	if err != nil {
+		return nil, err
+	}
+	env := stacks{core}
+	others, err := filepath.Glob(strings.TrimSuffix(path, ".template.json") + "-*.template.json")
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(others)
+	for _, o := range others {
+		t, err := loadTemplate(o)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, t)
+	}
+	return env, nil
 }
 
 type resource struct {
@@ -99,7 +128,11 @@ func loadTemplate(path string) (*template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no template to bill (make synth writes it): %w", err)
 	}
-	return parseTemplate(data)
+	t, err := parseTemplate(data)
+	if t != nil {
+		t.name = strings.TrimSuffix(filepath.Base(path), ".template.json")
+	}
+	return t, err
 }
 
 func parseTemplate(data []byte) (*template, error) {
@@ -191,16 +224,22 @@ func (t *template) consumer() (memoryMB int, period time.Duration, err error) {
 	return int(mem), time.Duration(n) * unit, nil
 }
 
-// idleBill prices the standing charges of t (nil: none known) and the idle consumer.
-func idleBill(t *template, idle IdleResult) IdleBill {
+// idleBill prices the standing charges of every template of env (none: none known) and the idle
+// consumer of its core.
+func idleBill(env stacks, idle IdleResult) IdleBill {
 	var b IdleBill
-	add := func(kind, id, basis string, usd float64) {
-		b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: id, Basis: basis, USD: usd})
-	}
-	perHour := func(kind, id string, n, price float64, unit string) {
-		add(kind, id, fmt.Sprintf("%s %s × %.0f h × $%g", trim(n), unit, hoursPerMonth, price), n*hoursPerMonth*price)
-	}
-	if t != nil {
+	dashboards := 0
+	for _, t := range env {
+		// Logical ids repeat across stacks: a line names its stack too.
+		add := func(kind, id, basis string, usd float64) {
+			if t.name != "" {
+				id = t.name + "/" + id
+			}
+			b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: id, Basis: basis, USD: usd})
+		}
+		perHour := func(kind, id string, n, price float64, unit string) {
+			add(kind, id, fmt.Sprintf("%s %s × %.0f h × $%g", trim(n), unit, hoursPerMonth, price), n*hoursPerMonth*price)
+		}
 		for _, id := range t.ids("AWS::EC2::NatGateway") {
 			perHour("NAT gateway", id, 1, NATGatewayPerHour, "gateway")
 		}
@@ -217,8 +256,8 @@ func idleBill(t *template, idle IdleResult) IdleBill {
 		}
 		b.fargate(t, perHour)
 		b.alarms(t, add)
-		for i, id := range t.ids("AWS::CloudWatch::Dashboard") {
-			if i < CloudWatchFreeDashboards {
+		for _, id := range t.ids("AWS::CloudWatch::Dashboard") {
+			if dashboards++; dashboards <= CloudWatchFreeDashboards {
 				add("dashboard", id, fmt.Sprintf("one of the free %d", CloudWatchFreeDashboards), 0)
 				continue
 			}
@@ -235,7 +274,13 @@ func idleBill(t *template, idle IdleResult) IdleBill {
 		b.polls(t, add)
 		b.drains(t, add)
 	}
-	b.consumer(t, idle, add)
+	var core *template
+	if len(env) > 0 {
+		core = env[0]
+	}
+	b.consumer(core, idle, func(kind, id, basis string, usd float64) {
+		b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: id, Basis: basis, USD: usd})
+	})
 	for _, l := range b.Lines {
 		b.Total += l.USD
 	}

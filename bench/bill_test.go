@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,7 +56,7 @@ func TestIdleBill(t *testing.T) {
 		ReadUnits: 43_800 * 50, LogBytes: 43_800 * 1000,
 		Lambda: map[string]LambdaUse{"consumer": {Invocations: 43_800, GBSeconds: 43_800 * GBSeconds(100, 128)}},
 	}}
-	b := idleBill(tpl, idle)
+	b := idleBill(stacks{tpl}, idle)
 	got := map[string]float64{}
 	for _, l := range b.Lines {
 		got[l.Kind+" "+l.Resource] += l.USD
@@ -147,5 +150,30 @@ func TestScaleBill(t *testing.T) {
 	staging.Print(&out)
 	if !strings.Contains(out.String(), "| **per lambda** |") {
 		t.Errorf("printed bill has no per-lambda line:\n%s", out.String())
+	}
+}
+
+// TestIdleBillOverStacks: the bill reads the core template and the lambda stacks' beside it, and
+// names each line's stack (logical ids repeat across stacks).
+func TestIdleBillOverStacks(t *testing.T) {
+	dir := t.TempDir()
+	alarm := `{"Resources": {"A": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"MetricName": "Errors", "Namespace": "AWS/Lambda"}}}}`
+	for name, body := range map[string]string{"atf-dev": `{"Resources": {}}`, "atf-dev-batch": alarm, "atf-dev-platform": alarm, "atf-devx": alarm} {
+		if err := os.WriteFile(filepath.Join(dir, name+".template.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env, err := loadStacks(filepath.Join(dir, "atf-dev.template.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alarms []string
+	for _, l := range idleBill(env, IdleResult{}).Lines {
+		if l.Kind == "alarm" || strings.HasPrefix(l.Kind, "alarm") {
+			alarms = append(alarms, l.Resource)
+		}
+	}
+	if want := []string{"atf-dev-batch/A", "atf-dev-platform/A"}; !slices.Equal(alarms, want) {
+		t.Errorf("alarm lines %v, want %v", alarms, want)
 	}
 }

@@ -137,13 +137,13 @@ func runIdle(ctx context.Context, r *Results, sz sizes, regPath, envPath, templa
 		log.Printf("idle: not measured: %v", err)
 		return nil
 	}
-	tpl, tplErr := loadTemplate(templatePath)
+	env, tplErr := loadStacks(templatePath)
 	if tplErr != nil {
 		log.Printf("idle: %v; the bill has the consumer alone", tplErr)
 	}
 	memoryMB, period := 0, time.Duration(0)
-	if tpl != nil {
-		if memoryMB, period, err = tpl.consumer(); err != nil {
+	if len(env) > 0 {
+		if memoryMB, period, err = env[0].consumer(); err != nil {
 			return err
 		}
 	}
@@ -160,7 +160,7 @@ func runIdle(ctx context.Context, r *Results, sz sizes, regPath, envPath, templa
 	if err != nil {
 		return fmt.Errorf("idle: %w", err)
 	}
-	bill := idleBill(tpl, idle)
+	bill := idleBill(env, idle)
 	if tplErr != nil {
 		bill.Note = tplErr.Error()
 	}

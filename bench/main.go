@@ -62,7 +62,7 @@ func main() {
 	regPath := flag.String("registry", registry.File, "the lambda registry whose lambdas the idle consumer sweeps")
 	envPath := flag.String("environments", "infra/environments.json", "the environments, for the shard count of dev")
 	emuRate := flag.Float64("emulated-rate", 0, "tasks a second of the latency run on the emulators; 0 for the default")
-	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev template whose standing charges the idle bill prices")
+	templatePath := flag.String("template", "cdk.out/atf-dev.template.json", "the synthesized dev core template; the idle bill prices its standing charges and those of the lambda stacks beside it (atf-dev-*.template.json)")
 	only := flag.String("only", "", "run only these parts, comma-separated: throughput, grown, peers, latency, schedule, wait, periodic, aws, idle, scale")
 	tasks := flag.Int("tasks", 0, "tasks of the burn-down (embedded and peers); 0 for the default of the run's size")
 	prof := profileFlags()
