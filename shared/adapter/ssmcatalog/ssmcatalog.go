@@ -9,10 +9,10 @@
 // within CallTimeout, the whole read within ReadTimeout) and serves what it read for MaxAge. The
 // first caller past that reads again; callers meanwhile wait for that read, at most ReadTimeout.
 // When a read fails (SSM throttled, unreachable or slow), it keeps serving the last lambdas it
-// read, logs and counts the failure, and reads again no sooner than RetryDelay later, so an
-// outage costs callers no wait; past StaleLimit, or with nothing read yet, it answers
-// task.ErrUnavailable. infra/README.md ("The lambdas at run time") and docs/guarantees.md say
-// what that means for the API and the consumer.
+// read, logs and counts the failure, and reads again no sooner than RetryDelay later, so the
+// callers meanwhile wait on no read (those that come while the next one runs wait for it); past
+// StaleLimit, or with nothing read yet, it answers task.ErrUnavailable. infra/README.md ("The
+// lambdas at run time") and docs/guarantees.md say what that means for the API and the consumer.
 package ssmcatalog
 
 import (
