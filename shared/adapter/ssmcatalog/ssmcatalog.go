@@ -237,9 +237,10 @@ func (c *Catalog) parameters(ctx context.Context) ([]types.Parameter, error) {
 
 // merge makes one set of the parameters' lambdas. A parameter that does not parse is logged and
 // keeps the lambdas it held in the last read, if any: its stack is still there, and a bad value
-// is no removal; the other stacks' lambdas are served either way. A lambda in two parameters is an error of
-// the stacks, logged each read; the parameter first by name keeps it, whatever order SSM returns
-// them in and whenever each was written, so every process decides alike.
+// is no removal; the other stacks' lambdas are served either way. A lambda in two parameters is
+// an error of the stacks, logged each read; the parameter first by name keeps it, whatever order
+// SSM returns them in and whenever each was written, so every process decides alike (unless that
+// parameter stops parsing: a process that read it valid keeps it, one that never did does not).
 func (c *Catalog) merge(params []types.Parameter, last *snapshot, at time.Time) *snapshot {
 	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
 	s := &snapshot{byName: map[string]task.Lambda{}, at: at, byParam: map[string][]task.Lambda{}}
