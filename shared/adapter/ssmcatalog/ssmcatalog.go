@@ -9,10 +9,10 @@
 // within CallTimeout, the whole read within ReadTimeout) and serves what it read for MaxAge. The
 // first caller past that reads again; callers meanwhile wait for that read, at most ReadTimeout.
 // When a read fails (SSM throttled, unreachable or slow), it keeps serving the last lambdas it
-// read, logs and counts the failure, and reads again no sooner than RetryDelay later, so an
-// outage costs callers no wait; past StaleLimit, or with nothing read yet, it answers
-// task.ErrUnavailable. infra/README.md ("The lambdas at run time") and docs/guarantees.md say
-// what that means for the API and the consumer.
+// read, logs and counts the failure, and reads again no sooner than RetryDelay later, so the
+// callers meanwhile wait on no read (those that come while the next one runs wait for it); past
+// StaleLimit, or with nothing read yet, it answers task.ErrUnavailable. infra/README.md ("The
+// lambdas at run time") and docs/guarantees.md say what that means for the API and the consumer.
 package ssmcatalog
 
 import (
@@ -98,9 +98,10 @@ type Catalog struct {
 
 // snapshot is what one read returned.
 type snapshot struct {
-	byName map[string]task.Lambda
-	sorted []task.Lambda
-	at     time.Time // when the read began: no parameter is older than what it saw then
+	byName  map[string]task.Lambda
+	sorted  []task.Lambda
+	at      time.Time                // when the read began: no parameter is older than what it saw then
+	byParam map[string][]task.Lambda // each parameter's lambdas, as last parsed
 }
 
 var _ task.Catalog = (*Catalog)(nil)
@@ -187,7 +188,10 @@ func (c *Catalog) read(ctx context.Context, done chan struct{}) {
 	params, err := c.parameters(ctx)
 	var s *snapshot
 	if err == nil {
-		s = c.merge(params, began)
+		c.mu.Lock()
+		last := c.last // only reads write it, and one runs at a time
+		c.mu.Unlock()
+		s = c.merge(params, last, began)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -231,21 +235,31 @@ func (c *Catalog) parameters(ctx context.Context) ([]types.Parameter, error) {
 	}
 }
 
-// merge makes one set of the parameters' lambdas. A parameter that does not parse is left out,
-// logged: the other stacks' lambdas are still served. A lambda in two parameters is an error of
-// the stacks, logged each read; the parameter first by name keeps it, whatever order SSM returns
-// them in and whenever each was written, so every process decides alike.
-func (c *Catalog) merge(params []types.Parameter, at time.Time) *snapshot {
+// merge makes one set of the parameters' lambdas. A parameter that does not parse is logged and
+// keeps the lambdas it held in the last read, if any: its stack is still there, and a bad value
+// is no removal; the other stacks' lambdas are served either way. A lambda in two parameters is
+// an error of the stacks, logged each read; the parameter first by name keeps it, whatever order
+// SSM returns them in and whenever each was written, so every process decides alike (unless that
+// parameter stops parsing: a process that read it valid keeps it, one that never did does not).
+func (c *Catalog) merge(params []types.Parameter, last *snapshot, at time.Time) *snapshot {
 	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
-	s := &snapshot{byName: map[string]task.Lambda{}, at: at}
+	s := &snapshot{byName: map[string]task.Lambda{}, at: at, byParam: map[string][]task.Lambda{}}
 	from := map[string]string{} // the parameter each lambda comes from
 	for _, p := range params {
 		name := aws.ToString(p.Name)
 		ls, err := c.cfg.Parse(aws.ToString(p.Value))
 		if err != nil {
-			c.cfg.Logger.Error("an SSM parameter of lambdas does not parse: its lambdas are left out", "parameter", name, "err", err)
-			continue
+			kept, ok := []task.Lambda(nil), false
+			if last != nil {
+				kept, ok = last.byParam[name]
+			}
+			c.cfg.Logger.Error("an SSM parameter of lambdas does not parse: its lambdas are those it held last, if any", "parameter", name, "kept", len(kept), "err", err)
+			if !ok {
+				continue
+			}
+			ls = kept
 		}
+		s.byParam[name] = ls
 		for _, l := range ls {
 			if first, ok := from[l.Name]; ok {
 				c.cfg.Logger.Error("a lambda is in two SSM parameters: the first by name keeps it", "lambda", l.Name, "kept", first, "ignored", name)

@@ -331,3 +331,29 @@ func TestParameterThatDoesNotParse(t *testing.T) {
 		t.Errorf("log %q, want both bad parameters named", log)
 	}
 }
+
+// TestParameterThatStopsParsing: a stack's parameter that was read, then holds a value this
+// process cannot parse (a bad write, a newer atf's spec), is a read that failed for that
+// parameter, not a stack deleted: its lambdas stay served as last read. Only a parameter that is
+// gone takes its lambdas with it.
+func TestParameterThatStopsParsing(t *testing.T) {
+	f := newFixture(t)
+	f.ssm.set("/atf/dev/lambdas/a", `[{"name":"echo"}]`, "/atf/dev/lambdas/b", `[{"name":"resize","concurrency":9}]`)
+	if got := names(t, f.cat); !slices.Equal(got, []string{"echo", "resize"}) {
+		t.Fatalf("lambdas %v, want [echo resize]", got)
+	}
+	f.ssm.set("/atf/dev/lambdas/a", `[{"name":"echo"}]`, "/atf/dev/lambdas/b", `[{"name":"resize","concurrency":-1}]`)
+	f.clock.add(ssmcatalog.MaxAge)
+	l, ok, err := f.cat.Lambda(t.Context(), "resize")
+	if err != nil || !ok || l.Concurrency != 9 {
+		t.Fatalf("b does not parse: resize %+v, %v, %v; want it as last read, concurrency 9", l, ok, err)
+	}
+	if log := f.log.String(); !strings.Contains(log, "parameter=/atf/dev/lambdas/b") {
+		t.Errorf("log %q, want the bad parameter named", log)
+	}
+	f.ssm.set("/atf/dev/lambdas/a", `[{"name":"echo"}]`)
+	f.clock.add(ssmcatalog.MaxAge)
+	if got := names(t, f.cat); !slices.Equal(got, []string{"echo"}) {
+		t.Fatalf("b deleted: lambdas %v, want [echo]", got)
+	}
+}
