@@ -320,7 +320,16 @@ func TestDeployedStack(t *testing.T) {
 			}
 		}
 	})
-	t.Run("iam", func(t *testing.T) { auditIAM(t, d, run.proxies) })
+	t.Run("iam", func(t *testing.T) {
+		auditIAM(t, d, run.proxies)
+		// The API and the consumer learned the lambdas from the lambda stacks' parameters through
+		// their proxies: the audit checked that read against their roles too.
+		for _, f := range []*deployedFunction{d.only("api"), d.only("consumer")} {
+			if !run.proxies[f.name].called("ssm:GetParametersByPath") {
+				t.Errorf("%s (%s) never called ssm:GetParametersByPath through its proxy: the audit did not see it read the lambdas", f.name, f.asset)
+			}
+		}
+	})
 	t.Logf("deployed, read and ran the scenarios in %s", time.Since(started).Round(time.Second))
 }
 
