@@ -248,14 +248,14 @@ destroy: cdk-cli ## delete a lambda stack removed from the registry: make destro
 deploy-local: build cdk-cli ## cdk deploy ENV [dev] into moto (no Docker, no AWS account) and check every resource it created
 	localstack/deploy-local run $(ENV)
 
-# make e2e-deployed: end to end on what was deployed (functions/deployed_test.go): the dev stack
-# deployed into moto (localstack/deploy-local, on ATF_DEPLOY_MOTO_PORT [5100]), its names, function
+# make e2e-deployed: end to end on what was deployed (functions/deployed_test.go): the dev stacks
+# (the core and each lambda stack) deployed into moto (localstack/deploy-local, on ATF_DEPLOY_MOTO_PORT [5100]), its names, function
 # environments, event source mappings and rule read back through the AWS API, and the function
 # binaries run under the Lambda Runtime API harness as they wire them, through the core scenarios.
-# About 40 s once make build and the tools are in place; make test runs it too. Moto is stopped
+# About 80 s once make build and the tools are in place; make test runs it too. Moto is stopped
 # after, even on failure.
 .PHONY: e2e-deployed
-e2e-deployed: build cdk-cli ## deploy the dev stack into moto and run the function binaries as it wires them, through the core scenarios
+e2e-deployed: build cdk-cli ## deploy the dev stacks (core and lambda stacks) into moto and run the function binaries as they wire them, through the core scenarios
 	@trap 'localstack/deploy-local stop' EXIT; \
 	ATF_DEPLOYED_TESTS=require $(GO) test -count=1 -run '^TestDeployedStack$$' -v ./functions/
 

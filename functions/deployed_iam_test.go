@@ -93,6 +93,18 @@ func (a *auditProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.moto.ServeHTTP(w, r)
 }
 
+// called reports whether the function made a call of action, on any resource.
+func (a *auditProxy) called(action string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for c := range a.calls {
+		if c.action == action {
+			return true
+		}
+	}
+	return false
+}
+
 // signingService is the service of a SigV4-signed request's credential scope
 // (Credential=<key>/<date>/<region>/<service>/aws4_request).
 func signingService(r *http.Request) string {

@@ -1,7 +1,7 @@
 package functions_test
 
-// End to end on what was deployed: the dev stack deployed into moto (localstack/deploy-local),
-// read back through the AWS API, and the function binaries run under the Lambda Runtime API
+// End to end on what was deployed: the dev stacks (the core atf-dev and the lambda stacks
+// atf-dev-*) deployed into moto (localstack/deploy-local), read back through the AWS API, and the function binaries run under the Lambda Runtime API
 // harness as that deployment wires them: the names, environment, timeouts, event source mappings
 // and rule are the deployed ones, never atf create's or written here. What feeds the functions
 // stands in for the AWS services moto does not run:
@@ -49,12 +49,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	cftypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/eventsource"
@@ -81,17 +84,18 @@ const consumerTick = 2 * time.Second
 // side, without loading this 2-core machine with the dozens the stack allows.
 const pollersPerMapping = 2
 
-// TestDeployedStack deploys the dev stack into moto, reads back what it created, runs the
-// function binaries as it wires them, and runs the core scenarios of atf dev through the Go
-// client: a run with its result, retries ending in success, dead and a fatal failure, a paused
-// gate holding a task and an open one running it, a flow, cancels of a waiting and a running
+// TestDeployedStack deploys the dev environment into moto (the core stack and each lambda stack of
+// lambdas.json), reads back what they created, runs the function binaries as they wire them, and
+// runs the core scenarios of atf dev through the Go client: a run with its result, retries ending
+// in success, dead and a fatal failure, a paused gate holding a task and an open one running it, a
+// flow within a lambda and one across the stacks of two teams, cancels of a waiting and a running
 // task, and a task got and tasks listed by status. Then every AWS call the functions made is
 // checked against their deployed roles, which moto does not enforce.
 func TestDeployedStack(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
 	endpoint := deployIntoMoto(t)
-	t.Logf("deployed atf-%s into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
+	t.Logf("deployed atf-%s and its lambda stacks into moto in %s", deployedEnv, time.Since(started).Round(time.Second))
 	d := readDeployment(t, endpoint)
 	// What make deploy-local checks, on the stack this test deployed: every resource the template
 	// declares, through the AWS API (the check of cmd/deploycheck).
@@ -176,6 +180,28 @@ func TestDeployedStack(t *testing.T) {
 			up, err := c.Get(ctx, "echo", "up")
 			if err != nil || up.Status != task.StatusSuccess || done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"step":2}` || done.UpdatedAt.Before(up.UpdatedAt) {
 				t.Fatalf("upstream %s (%v), downstream %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
+			}
+		})
+		t.Run("flow across teams", func(t *testing.T) {
+			t.Parallel()
+			// Upstream and downstream in lambda stacks of different teams: the API learns both
+			// lambdas from their stacks' SSM parameters, and the downstream's release crosses
+			// the stacks.
+			reg := loadDeployed(t).reg
+			upEntry, _ := reg.Lambda("echo")
+			downEntry, _ := reg.Lambda("sleep")
+			if upEntry.Team == downEntry.Team || upEntry.Stack == downEntry.Stack {
+				t.Fatalf("echo (team %s, stack %s) and sleep (team %s, stack %s): want different teams' stacks", upEntry.Team, upEntry.Stack, downEntry.Team, downEntry.Stack)
+			}
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "team-up", Payload: json.RawMessage(`{"team":"platform"}`)})
+			down := schedule(t, c, "sleep", client.ScheduleRequest{ID: "team-down", Payload: json.RawMessage(`{"seconds":0}`), After: []task.Ref{{Lambda: "echo", ID: "team-up"}}})
+			if down.Status != task.StatusPending && down.Status != task.StatusNew {
+				t.Errorf("a task after another lambda's, scheduled: %s, want pending (or new if its upstream had ended)", down.Status)
+			}
+			done := waitEnd(t, c, "sleep", down.ID)
+			up, err := c.Get(ctx, "echo", "team-up")
+			if err != nil || up.Status != task.StatusSuccess || done.Status != task.StatusSuccess || compactJSON(done.Result) != `{"slept_seconds":0}` || done.UpdatedAt.Before(up.UpdatedAt) {
+				t.Fatalf("upstream echo %s (%v), downstream sleep %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
 			}
 		})
 		t.Run("idempotent schedule and wait", func(t *testing.T) {
@@ -275,12 +301,13 @@ func TestDeployedStack(t *testing.T) {
 			status task.Status
 			ids    []string
 		}{
-			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "twice", "up"}},
+			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "team-up", "twice", "up"}},
 			{"echo", task.StatusCancelled, []string{"later"}},
 			{"flaky", task.StatusSuccess, []string{"retried"}},
 			{"flaky", task.StatusDead, []string{"dead"}},
 			{"flaky", task.StatusFatalFailure, []string{"fatal"}},
 			{"sleep", task.StatusCancelled, []string{"long"}},
+			{"sleep", task.StatusSuccess, []string{"team-down"}},
 		} {
 			tasks, _, err := c.List(ctx, task.ListParams{Lambda: w.lambda, Status: w.status})
 			var ids []string
@@ -293,7 +320,16 @@ func TestDeployedStack(t *testing.T) {
 			}
 		}
 	})
-	t.Run("iam", func(t *testing.T) { auditIAM(t, d, run.proxies) })
+	t.Run("iam", func(t *testing.T) {
+		auditIAM(t, d, run.proxies)
+		// The API and the consumer learned the lambdas from the lambda stacks' parameters through
+		// their proxies: the audit checked that read against their roles too.
+		for _, f := range []*deployedFunction{d.only("api"), d.only("consumer")} {
+			if !run.proxies[f.name].called("ssm:GetParametersByPath") {
+				t.Errorf("%s (%s) never called ssm:GetParametersByPath through its proxy: the audit did not see it read the lambdas", f.name, f.asset)
+			}
+		}
+	})
 	t.Logf("deployed, read and ran the scenarios in %s", time.Since(started).Round(time.Second))
 }
 
@@ -351,22 +387,31 @@ func deployIntoMoto(t *testing.T) string {
 	return "http://localhost:" + port
 }
 
-// deployedTemplate is the template localstack/deploy-local deployed: it synthesizes into
-// bin/deploy-local/cdk.out.
-var deployedTemplate = filepath.Join("..", "bin", "deploy-local", "cdk.out", "atf-"+deployedEnv+".template.json")
+// deployedTemplate is the template of stack that localstack/deploy-local deployed: it
+// synthesizes into bin/deploy-local/cdk.out.
+func deployedTemplate(stack string) string {
+	return filepath.Join("..", "bin", "deploy-local", "cdk.out", stack+".template.json")
+}
 
 // checkResources runs the resource check of make deploy-local (stackapi.Check, as cmd/deploycheck
-// runs it) on the deployed stack against the template it was deployed from, and fails on any
+// runs it) on each deployed stack against the template it was deployed from, and fails on any
 // problem. What moto does not apply, and applies otherwise than AWS, is logged.
 func checkResources(t *testing.T, d *deployment) {
 	t.Helper()
-	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	for _, st := range d.stacks {
+		t.Run(st.Name, func(t *testing.T) { checkStackResources(t, d, st) })
+	}
+}
+
+func checkStackResources(t *testing.T, d *deployment, st *stackapi.Stack) {
+	t.Helper()
+	tpl, err := stackapi.LoadTemplate(deployedTemplate(st.Name))
 	if err != nil {
 		t.Fatalf("the template deploy-local deployed: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	r := stackapi.Check(ctx, d.clients, tpl, d.stack)
+	r := stackapi.Check(ctx, d.clients, tpl, st)
 	t.Logf("%d resources verified through the AWS API", len(r.Verified))
 	for _, l := range slices.Concat(r.NotApplied, r.NotVerified, r.Differences) {
 		t.Log("  not checked or known to differ: " + l)
@@ -379,11 +424,14 @@ func checkResources(t *testing.T, d *deployment) {
 	}
 }
 
-// deployment is what the deployed stack says, read through the AWS API.
+// deployment is what the deployed stacks of the environment say, read through the AWS API.
 type deployment struct {
-	endpoint  string
-	clients   *stackapi.Clients
-	stack     *stackapi.Stack
+	endpoint string
+	clients  *stackapi.Clients
+	stack    *stackapi.Stack // the core stack, atf-<env>: its outputs name the table and queue prefix
+	// stacks are every stack of the environment: the core first, then each lambda stack
+	// atf-<env>-<stack>, by name.
+	stacks    []*stackapi.Stack
 	functions map[string]*deployedFunction // by function name
 	// partitionKey is the table's partition key attribute, for the IAM audit's LeadingKeys.
 	partitionKey string
@@ -432,21 +480,24 @@ func awsConfigAt(endpoint string) aws.Config {
 	}
 }
 
-// readDeployment reads the stack's outputs and resources, every function's configuration and
-// code, the event source mappings and the rule.
+// readDeployment reads every stack of the environment (its outputs and resources), every
+// function's configuration and code, the event source mappings and the rule.
 func readDeployment(t *testing.T, endpoint string) *deployment {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	d := &deployment{endpoint: endpoint, clients: clientsAt(endpoint), functions: map[string]*deployedFunction{}}
-	st, err := stackapi.Read(ctx, d.clients.CloudFormation, "atf-"+deployedEnv)
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range environmentStacks(ctx, t, d.clients.CloudFormation) {
+		st, err := stackapi.Read(ctx, d.clients.CloudFormation, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.stacks = append(d.stacks, st)
 	}
-	d.stack = st
-	table, err := d.clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(st.Table())})
+	d.stack = d.stacks[0]
+	table, err := d.clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.stack.Table())})
 	if err != nil {
-		t.Fatalf("table %s of the stack's output: %v", st.Table(), err)
+		t.Fatalf("table %s of the core stack's output: %v", d.stack.Table(), err)
 	}
 	for _, k := range table.Table.KeySchema {
 		if k.KeyType == dynamodbtypes.KeyTypeHash {
@@ -470,10 +521,7 @@ func readDeployment(t *testing.T, endpoint string) *deployment {
 		sum := sha256.Sum256(b)
 		assetBySHA[base64.StdEncoding.EncodeToString(sum[:])] = strings.TrimSuffix(filepath.Base(z), ".zip")
 	}
-	for id, r := range st.Resources {
-		if r.Type != "AWS::Lambda::Function" {
-			continue
-		}
+	for id, r := range d.resources("AWS::Lambda::Function") {
 		out, err := d.clients.Lambda.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(r.PhysicalID)})
 		if err != nil {
 			t.Fatalf("function %s (%s): %v", r.PhysicalID, id, err)
@@ -508,7 +556,7 @@ func readDeployment(t *testing.T, endpoint string) *deployment {
 		for _, m := range page.EventSourceMappings {
 			fn := functionNameOf(aws.ToString(m.FunctionArn))
 			if d.functions[fn] == nil {
-				continue // another stack's
+				continue // another environment's
 			}
 			esm := eventSourceMapping{
 				function: fn, queue: lastField(aws.ToString(m.EventSourceArn), ":"),
@@ -521,10 +569,7 @@ func readDeployment(t *testing.T, endpoint string) *deployment {
 		}
 	}
 
-	for id, r := range st.Resources {
-		if r.Type != "AWS::Events::Rule" {
-			continue
-		}
+	for id, r := range d.resources("AWS::Events::Rule") {
 		rule, err := d.clients.EventBridge.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(r.PhysicalID)})
 		if err != nil {
 			t.Fatalf("rule %s (%s): %v", r.PhysicalID, id, err)
@@ -551,10 +596,64 @@ func readDeployment(t *testing.T, endpoint string) *deployment {
 	return d
 }
 
-// checkWiring checks the deployment holds together as the functions need it: the outputs name
-// what every function is given, each worker's status function is its own lambda's, every queue
-// of a worker's lambda feeds it with batch item failures reported, and the rule invokes the
-// consumer every minute.
+// environmentStacks lists the stacks of the environment deployed, the core atf-<env> first and
+// then its lambda stacks atf-<env>-*, by name; it fails unless they are the core and one stack per
+// stack of lambdas.json, as localstack/deploy-local deploys them.
+func environmentStacks(ctx context.Context, t *testing.T, cf *cloudformation.Client) []string {
+	t.Helper()
+	core := "atf-" + deployedEnv
+	var names []string
+	p := cloudformation.NewDescribeStacksPaginator(cf, &cloudformation.DescribeStacksInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list stacks: %v", err)
+		}
+		for _, st := range page.Stacks {
+			name := aws.ToString(st.StackName)
+			if (name == core || strings.HasPrefix(name, core+"-")) && st.StackStatus != cftypes.StackStatusDeleteComplete {
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names) // the core first: a prefix of every other
+	want := []string{core}
+	for _, s := range loadDeployed(t).reg.Stacks() {
+		want = append(want, core+"-"+s)
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("the stacks deployed are %v, want the core and one per stack of lambdas.json: %v", names, want)
+	}
+	return names
+}
+
+// resources are the resources of type typ of every stack, by stack name and logical id.
+func (d *deployment) resources(typ string) map[string]stackapi.Resource {
+	out := map[string]stackapi.Resource{}
+	for _, st := range d.stacks {
+		for id, r := range st.Resources {
+			if r.Type == typ {
+				out[st.Name+"/"+id] = r
+			}
+		}
+	}
+	return out
+}
+
+// queueURLs are the URLs of the queues of every stack, by queue name.
+func (d *deployment) queueURLs() map[string]string {
+	out := map[string]string{}
+	for _, st := range d.stacks {
+		maps.Copy(out, st.QueueURLs())
+	}
+	return out
+}
+
+// checkWiring checks the deployment holds together as the functions need it: the core stack's
+// outputs name what every function is given, the API and the consumer read the parameter of
+// every lambda stack, each worker's status function is its own lambda's, every queue of a
+// worker's lambda feeds it with batch item failures reported, and the rule invokes the consumer
+// every minute.
 func (d *deployment) checkWiring(t *testing.T) {
 	t.Helper()
 	table, prefix := d.stack.Table(), d.stack.QueuePrefix()
@@ -572,6 +671,7 @@ func (d *deployment) checkWiring(t *testing.T) {
 	if len(byAsset["api"]) != 1 || len(byAsset["consumer"]) != 1 {
 		t.Fatalf("%d api and %d consumer functions, want one each", len(byAsset["api"]), len(byAsset["consumer"]))
 	}
+	d.checkLambdasParameters(t, byAsset["api"][0], byAsset["consumer"][0])
 	if d.rule.target != byAsset["consumer"][0].name || d.rule.period != time.Minute {
 		t.Errorf("the rule %s (%s) invokes %q, want the consumer %s every minute", d.rule.name, d.rule.schedule, d.rule.target, byAsset["consumer"][0].name)
 	}
@@ -589,7 +689,7 @@ func (d *deployment) checkWiring(t *testing.T) {
 			t.Errorf("function %s (%s): its environment is %d bytes, over the %d Lambda allows", f.name, f.asset, size, lambdaEnvLimit)
 		}
 	}
-	queues := d.stack.QueueURLs()
+	queues := d.queueURLs()
 	for _, w := range d.workers() {
 		lambdaName := w.env[awsfn.EnvLambda]
 		st := d.functions[w.env[awsfn.EnvStatusFunction]]
@@ -633,6 +733,39 @@ func (d *deployment) checkWiring(t *testing.T) {
 		t.Logf("event source mapping %s -> %s: batch size %d, ReportBatchItemFailures %v, MaximumConcurrency %d", m.queue, m.function, m.batchSize, m.reportFailures, m.maxConcurrency)
 	}
 	t.Logf("rule %s: %s -> %s", d.rule.name, d.rule.schedule, d.rule.target)
+}
+
+// checkLambdasParameters checks that the functions that serve every lambda read them under the
+// core stack's LambdasPath, where each lambda stack wrote one parameter, named by its stack.
+func (d *deployment) checkLambdasParameters(t *testing.T, fns ...*deployedFunction) {
+	t.Helper()
+	path := d.stack.Outputs[stackapi.OutputLambdasPath]
+	for _, f := range fns {
+		if path == "" || f.env[awsfn.EnvLambdasPath] != path {
+			t.Errorf("function %s (%s): %s=%q, want the core stack's output %s %q", f.name, f.asset, awsfn.EnvLambdasPath, f.env[awsfn.EnvLambdasPath], stackapi.OutputLambdasPath, path)
+		}
+	}
+	var want []string
+	for _, st := range d.stacks[1:] {
+		want = append(want, path+strings.TrimPrefix(st.Name, d.stack.Name+"-"))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var got []string
+	p := ssm.NewGetParametersByPathPaginator(d.clients.SSM, &ssm.GetParametersByPathInput{Path: aws.String(path)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("the parameters under %s: %v", path, err)
+		}
+		for _, prm := range page.Parameters {
+			got = append(got, aws.ToString(prm.Name))
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the parameters under %s: %v, want one per lambda stack: %v", path, got, want)
+	}
 }
 
 // lambdaEnvLimit is the most Lambda allows for all of a function's environment variables.
@@ -825,7 +958,7 @@ func batchItemFailure(t *testing.T, d *deployment, batches *batchLog) {
 			queue = m.queue
 		}
 	}
-	url := d.stack.QueueURLs()[queue]
+	url := d.queueURLs()[queue]
 	if url == "" {
 		t.Fatalf("no deployed queue of echo fed by a mapping: %v", d.mappings)
 	}
@@ -927,10 +1060,10 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// routeKeys are the route keys of the HTTP API of the template deploy-local deployed.
+// routeKeys are the route keys of the HTTP API of the core stack's template deploy-local deployed.
 func routeKeys(t *testing.T) []string {
 	t.Helper()
-	tpl, err := stackapi.LoadTemplate(deployedTemplate)
+	tpl, err := stackapi.LoadTemplate(deployedTemplate("atf-" + deployedEnv))
 	if err != nil {
 		t.Fatalf("the template deploy-local deployed: %v", err)
 	}
@@ -955,7 +1088,7 @@ func queueVisibility(t *testing.T, d *deployment, queue string) time.Duration {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	out, err := d.clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(d.stack.QueueURLs()[queue]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout},
+		QueueUrl: aws.String(d.queueURLs()[queue]), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout},
 	})
 	if err != nil {
 		t.Fatalf("queue %s: %v", queue, err)

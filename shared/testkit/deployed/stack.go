@@ -85,6 +85,7 @@ const (
 	OutputTableName   = "TableName"
 	OutputQueuePrefix = "QueuePrefix"
 	OutputAPIURL      = "ApiUrl"
+	OutputLambdasPath = "LambdasPath" // of the core stack: the SSM path of the lambda stacks' parameters
 )
 
 // Read describes the stack name: its outputs and resources.
