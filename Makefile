@@ -104,7 +104,7 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
 	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf ./shared/local \
-	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:|^        (lost|overlaps|backwards|changed|over max) \['
+	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:|^        (lost|overlaps|backwards|changed|over max) \[|^(panic|fatal error):'
 
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
 # command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
