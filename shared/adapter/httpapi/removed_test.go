@@ -1,53 +1,19 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openatf/atf/shared/adapter/httpapi"
 	"github.com/openatf/atf/shared/service/frontend"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/catalogtest"
 )
-
-// changingCatalog is a catalog whose lambdas a test sets, as stacks deployed and deleted do.
-type changingCatalog struct {
-	mu  sync.Mutex
-	ls  task.FixedCatalog
-	err error // every call fails with it, if set
-}
-
-func (c *changingCatalog) set(ls ...task.Lambda) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ls = ls
-}
-
-func (c *changingCatalog) get() task.FixedCatalog {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ls
-}
-
-func (c *changingCatalog) Lambda(ctx context.Context, name string) (task.Lambda, bool, error) {
-	if c.err != nil {
-		return task.Lambda{}, false, c.err
-	}
-	return c.get().Lambda(ctx, name)
-}
-
-func (c *changingCatalog) Lambdas(ctx context.Context) ([]task.Lambda, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	return c.get().Lambdas(ctx)
-}
 
 // TestRemovedLambda: a lambda gone from the catalog is answered as one never registered, 404
 // not_found, for new tasks and for its tasks alike, and is no longer listed; its tasks stay in
@@ -59,15 +25,15 @@ func TestRemovedLambda(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	echo, resize := task.Lambda{Name: "echo"}.WithDefaults(), task.Lambda{Name: "resize"}.WithDefaults()
-	cat := &changingCatalog{}
-	cat.set(echo, resize)
+	cat := &catalogtest.Changing{}
+	cat.Set(echo, resize)
 	srv := httptest.NewServer(checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: cat}), nil)))
 	t.Cleanup(srv.Close)
 	if code, out := call(t, srv, "POST", "/v1/lambdas/resize/tasks", `{"id":"t1","delay":"1h"}`); code != 201 {
 		t.Fatalf("schedule: %d %v", code, out)
 	}
 
-	cat.set(echo) // resize's stack deleted
+	cat.Set(echo) // resize's stack deleted
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/v1/lambdas/resize/tasks", `{"id":"t2"}`},
 		{"POST", "/v1/lambdas/resize/tasks/batch", `{"tasks":[{"id":"t3"}]}`},
@@ -89,7 +55,7 @@ func TestRemovedLambda(t *testing.T) {
 		t.Fatalf("the removed lambda's task in the store: %+v, %v; want it kept, waiting", tk, err)
 	}
 
-	cat.set(echo, resize) // deployed again
+	cat.Set(echo, resize) // deployed again
 	if code, out := call(t, srv, "GET", "/v1/lambdas/resize/tasks/t1", ""); code != 200 || out["status"] != "new" {
 		t.Errorf("the task once its lambda is back: %d %v", code, out)
 	}
@@ -104,7 +70,8 @@ func TestCatalogUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	cat := &changingCatalog{err: task.Errorf(task.ErrUnavailable, "the lambdas are unknown: dial tcp 10.0.0.1:443")}
+	cat := &catalogtest.Changing{}
+	cat.Fail(task.Errorf(task.ErrUnavailable, "the lambdas are unknown: dial tcp 10.0.0.1:443"))
 	srv := httptest.NewServer(checked(t, httpapi.New(frontend.New(store, frontend.Config{Lambdas: cat}), slog.New(slog.DiscardHandler))))
 	t.Cleanup(srv.Close)
 	for _, r := range []struct{ method, path, body string }{

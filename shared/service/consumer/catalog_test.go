@@ -11,33 +11,8 @@ import (
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
+	"github.com/openatf/atf/shared/testkit/catalogtest"
 )
-
-// changingCatalog is a catalog whose lambdas a test sets, as stacks deployed and deleted do.
-type changingCatalog struct {
-	mu sync.Mutex
-	ls task.FixedCatalog
-}
-
-func (c *changingCatalog) set(ls ...task.Lambda) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ls = ls
-}
-
-func (c *changingCatalog) get() task.FixedCatalog {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ls
-}
-
-func (c *changingCatalog) Lambda(ctx context.Context, name string) (task.Lambda, bool, error) {
-	return c.get().Lambda(ctx, name)
-}
-
-func (c *changingCatalog) Lambdas(ctx context.Context) ([]task.Lambda, error) {
-	return c.get().Lambdas(ctx)
-}
 
 // passLog counts each lambda's ended passes, and tells a test when one ended.
 type passLog struct {
@@ -87,8 +62,8 @@ func TestRunFollowsTheCatalog(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	a, b, c := task.Lambda{Name: "a"}.WithDefaults(), task.Lambda{Name: "b"}.WithDefaults(), task.Lambda{Name: "c"}.WithDefaults()
-	cat := &changingCatalog{}
-	cat.set(a, b)
+	cat := &catalogtest.Changing{}
+	cat.Set(a, b)
 	passes := &passLog{ends: map[string]int{}, ended: make(chan string)}
 	cons := consumer.New(store, memqueue.New(), consumer.Config{Lambdas: cat, Metrics: passes, Jitter: func() float64 { return 0 }})
 	ctx, stop := context.WithCancel(t.Context())
@@ -96,7 +71,7 @@ func TestRunFollowsTheCatalog(t *testing.T) {
 	go func() { ran <- cons.Run(ctx, consumer.RunParams{Interval: 5 * time.Millisecond}) }()
 
 	passes.awaitPasses(t, "b", 1)
-	cat.set(a, c) // b's stack deleted, c's deployed
+	cat.Set(a, c) // b's stack deleted, c's deployed
 	// c's first pass began after Run saw the change. A lambda has one pass in flight at most, so
 	// from the end of c's first pass at most one more pass of b ends: one begun before the change.
 	passes.awaitPasses(t, "c", 1)
