@@ -58,25 +58,12 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 		r.Lambdas = append(r.Lambdas, l.Name)
 		r.Priorities += len(l.Priorities)
 	}
-	b, err := newBackend(ctx, cfg, "atf-bench-idle")
+	rig, err := newConsumerRig(ctx, cfg, "atf-bench-idle", lambdas, nil, shards, memoryMB, nil)
 	if err != nil {
 		return r, err
 	}
-	defer b.drop()
-	p := newProbe(newShadow(dynamostore.TableInput(b.name)))
-	watched := cfg.Copy()
-	p.attach(&watched)
-	store, err := dynamostore.New(dbClient(watched), dynamostore.Config{Table: b.name, Shards: shards})
-	if err != nil {
-		return r, err
-	}
-	queue, err := b.queue(watched)
-	if err != nil {
-		return r, err
-	}
-	fn := &function{name: "consumer", memoryMB: memoryMB}
-	cons := &countingRunner{c: consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: fn.logger()})}
-	h := consumerfn.New(cons, consumerfn.Deployed(fn.logger()))
+	defer rig.b.drop()
+	p, fn, cons, h := rig.probe, rig.fn, rig.runner, rig.handler
 	var took time.Duration
 	for range invocations {
 		start := time.Now()
@@ -109,6 +96,43 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 	r.USDPerMonth = r.Usage.Cost()
 	r.Total = Total(r.USDPerMonth)
 	return r, nil
+}
+
+// consumerRig is the consumer function over a table and queues of its own on the emulators,
+// its AWS calls counted by probe; b.drop deletes them.
+type consumerRig struct {
+	b       *backend
+	probe   *probe
+	fn      *function
+	c       *consumer.Consumer
+	runner  *countingRunner
+	handler *consumerfn.Handler
+}
+
+// newConsumerRig makes the rig of a consumer sweeping lambdas; queues are the lambdas whose
+// queues it creates (a consumer that finds nothing to send needs none).
+func newConsumerRig(ctx context.Context, cfg aws.Config, prefix string, lambdas, queues []task.Lambda, shards, memoryMB int, metrics consumer.PassMetrics) (*consumerRig, error) {
+	b, err := newBackend(ctx, cfg, prefix, queues...)
+	if err != nil {
+		return nil, err
+	}
+	rig := &consumerRig{b: b, probe: newProbe(newShadow(dynamostore.TableInput(b.name))), fn: &function{name: "consumer", memoryMB: memoryMB}}
+	watched := cfg.Copy()
+	rig.probe.attach(&watched)
+	store, err := dynamostore.New(dbClient(watched), dynamostore.Config{Table: b.name, Shards: shards})
+	if err != nil {
+		b.drop()
+		return nil, err
+	}
+	queue, err := b.queue(watched)
+	if err != nil {
+		b.drop()
+		return nil, err
+	}
+	rig.c = consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: rig.fn.logger(), Metrics: metrics})
+	rig.runner = &countingRunner{c: rig.c}
+	rig.handler = consumerfn.New(rig.runner, consumerfn.Deployed(rig.fn.logger()))
+	return rig, nil
 }
 
 // countingRunner is the consumer as the function runs it, counting its passes, its looks ahead

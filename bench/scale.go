@@ -15,7 +15,6 @@ import (
 
 	"github.com/openatf/atf/shared/adapter/consumerfn"
 	"github.com/openatf/atf/shared/service/consumer"
-	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -102,27 +101,13 @@ func scaleRun(ctx context.Context, cfg aws.Config, n, shards, invocations int) (
 	r := ScaleRun{Lambdas: n, Priorities: len(lambdas[0].Priorities), Shards: shards, Invocations: invocations,
 		BudgetMS: ms(consumerfn.Period - consumerfn.DefaultMargin), PassBudgetMS: ms(consumer.DefaultPassTimeout),
 		DrainBudgetMS: ms(drainBudget), IntervalMS: ms(consumerfn.DefaultInterval)}
-	b, err := newBackend(ctx, cfg, "atf-bench-scale", lambdas...)
-	if err != nil {
-		return r, err
-	}
-	defer b.drop()
-	p := newProbe(newShadow(dynamostore.TableInput(b.name)))
-	watched := cfg.Copy()
-	p.attach(&watched)
-	store, err := dynamostore.New(dbClient(watched), dynamostore.Config{Table: b.name, Shards: shards})
-	if err != nil {
-		return r, err
-	}
-	queue, err := b.queue(watched)
-	if err != nil {
-		return r, err
-	}
-	fn := &function{name: "consumer", memoryMB: ConsumerMemoryMB}
 	clock := &passClock{}
-	c := consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: fn.logger(), Metrics: clock})
-	cons := &countingRunner{c: c}
-	h := consumerfn.New(cons, consumerfn.Deployed(fn.logger()))
+	rig, err := newConsumerRig(ctx, cfg, "atf-bench-scale", lambdas, lambdas, shards, ConsumerMemoryMB, clock)
+	if err != nil {
+		return r, err
+	}
+	defer rig.b.drop()
+	p, fn, c, cons, h := rig.probe, rig.fn, rig.c, rig.runner, rig.handler
 	// A first invocation warms the connections and learns the queues' URLs, as a function's first
 	// invocation after a cold start does; it is not counted.
 	if err := h.Handle(ctx, events.EventBridgeEvent{Time: time.Now()}); err != nil {
