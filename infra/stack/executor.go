@@ -86,11 +86,18 @@ func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *e
 		},
 		RestrictDefaultSecurityGroup: jsii.Bool(false),
 	})
+	insights := awsecs.ContainerInsights_DISABLED
+	if d.env.ContainerInsights {
+		insights = awsecs.ContainerInsights_ENABLED
+	}
 	cluster := awsecs.NewCluster(c, jsii.String("Cluster"), &awsecs.ClusterProps{
 		ClusterName:         jsii.String(d.prefix),
 		Vpc:                 vpc,
-		ContainerInsightsV2: awsecs.ContainerInsights_ENABLED,
+		ContainerInsightsV2: insights,
 	})
+	if !d.env.ContainerInsights {
+		suppress(cluster, "AwsSolutions-ECS4", "container_insights is off in this environment (infra/environments.json): its metrics are billed per hour an executor runs; the executors' logs and the SQS and atf metrics remain.")
+	}
 	awsssm.NewStringParameter(c, jsii.String("VpcId"), &awsssm.StringParameterProps{
 		ParameterName: jsii.String(executorsVpcParameter(d.name)), StringValue: vpc.VpcId(),
 		Description: jsii.String("atf-" + d.name + ": the VPC of the ecs lambdas' executors"),

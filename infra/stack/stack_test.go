@@ -568,6 +568,37 @@ func TestNetworkCosts(t *testing.T) {
 	}
 }
 
+// TestContainerInsights: the executors' cluster has Container Insights as its environment sets
+// it: off in dev (and where the field is left out), on in staging and prod.
+func TestContainerInsights(t *testing.T) {
+	envs := mustEnvs(t)
+	if envs["dev"].ContainerInsights || !envs["staging"].ContainerInsights || !envs["prod"].ContainerInsights {
+		t.Errorf("container_insights: dev %v, staging %v, prod %v; want off, on, on",
+			envs["dev"].ContainerInsights, envs["staging"].ContainerInsights, envs["prod"].ContainerInsights)
+	}
+	var env Environment
+	must(json.Unmarshal([]byte(`{}`), &env))
+	if env.ContainerInsights {
+		t.Error("an environment that leaves container_insights out has it on")
+	}
+	for name, s := range environments(t) {
+		want := "disabled"
+		if envs[name].ContainerInsights {
+			want = "enabled"
+		}
+		clusters := s.resources("AWS::ECS::Cluster")
+		if len(clusters) != 1 {
+			t.Fatalf("%s: %d clusters, want 1", name, len(clusters))
+		}
+		for _, c := range clusters {
+			settings := list(props(c)["ClusterSettings"])
+			if len(settings) != 1 || settings[0].(map[string]any)["Name"] != "containerInsights" || settings[0].(map[string]any)["Value"] != want {
+				t.Errorf("%s: cluster settings %v, want containerInsights %s", name, settings, want)
+			}
+		}
+	}
+}
+
 // TestExecutorsScaleToZero: an ecs lambda's service scales between 0 and its registry tasks on
 // its queues' depth: out when messages are visible, in to zero after the lambda's timeout (plus
 // scaleInMargin) with no message visible, delayed or deleted (claimed), each policy with a
