@@ -355,7 +355,7 @@ func (r *replay) invoke(m int, a *simAlarm, delta float64) {
 	if !ok {
 		return
 	}
-	want := r.desired
+	var want int
 	switch p.adjustment {
 	case "ChangeInCapacity":
 		if m < r.outUntil && s.adjustment > 0 {
