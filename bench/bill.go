@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -43,6 +44,25 @@ const (
 	CloudWatchLogsStoragePerGBMonth       = 0.03
 	CloudWatchLogsRetentionUnsetMonths    = 12 // a group that never expires: a year's logs, say
 	cloudWatchHighResolutionPeriodSeconds = 60
+
+	// https://aws.amazon.com/cloudwatch/pricing/ : a custom metric per month, the first 10,000,
+	// prorated by the hour. Container Insights on an ECS cluster (the cluster setting
+	// containerInsights "enabled", which infra/stack sets where container_insights is on) is
+	// billed so, for the metrics it makes; ECS makes them only while tasks run ("Metrics are not
+	// visible until the container tasks have been running":
+	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics.html).
+	// (Enhanced observability is billed per observation instead; the stack does not turn it on.)
+	CloudWatchCustomMetricPerMonth = 0.30
+	// The metrics Container Insights makes on Fargate, as listed in
+	// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-ECS.html:
+	// per cluster CpuUtilized, CpuReserved, MemoryUtilized, MemoryReserved, NetworkRxBytes,
+	// NetworkTxBytes, StorageReadBytes, StorageWriteBytes, ServiceCount and TaskCount; per
+	// service those eight of CPU, memory, network and storage and DeploymentCount,
+	// DesiredTaskCount, PendingTaskCount, RunningTaskCount and TaskSetCount; per task definition
+	// family the eight. Their performance log events (CloudWatchLogsPerGB) are left out.
+	ContainerInsightsClusterMetrics    = 10
+	ContainerInsightsServiceMetrics    = 13
+	ContainerInsightsTaskFamilyMetrics = 8
 
 	// https://aws.amazon.com/kms/pricing/ : a customer managed key per month.
 	KMSKeyPerMonth = 1.00
@@ -274,6 +294,7 @@ func idleBill(env stacks, idle IdleResult) IdleBill {
 		b.polls(t, add)
 		b.drains(t, add)
 	}
+	b.containerInsights(env)
 	var core *template
 	if len(env) > 0 {
 		core = env[0]
@@ -301,10 +322,11 @@ func endpointService(v any) string {
 	return s[strings.LastIndex(s, ".")+1:]
 }
 
-// fargate bills the Fargate tasks that run while nothing happens: a service's minimum (its
-// scaling target's MinCapacity, or its DesiredCount without one), and their public addresses.
-func (b *IdleBill) fargate(t *template, perHour func(kind, id string, n, price float64, unit string)) {
-	minimum := map[string]float64{} // by service logical id
+// idleTasks is how many tasks each ECS service of t runs while nothing happens (services that
+// run none are left out), by logical id: its scaling target's MinCapacity, or its DesiredCount
+// without one.
+func (t *template) idleTasks() map[string]float64 {
+	minimum := map[string]float64{}
 	for _, id := range t.ids("AWS::ApplicationAutoScaling::ScalableTarget") {
 		p := t.Resources[id].Properties
 		if str(p["ServiceNamespace"]) != "ecs" {
@@ -318,12 +340,26 @@ func (b *IdleBill) fargate(t *template, perHour func(kind, id string, n, price f
 			}
 		}
 	}
+	idle := map[string]float64{}
 	for _, id := range t.ids("AWS::ECS::Service") {
-		p := t.Resources[id].Properties
 		n, scaled := minimum[id]
 		if !scaled {
-			n, _ = number(p["DesiredCount"])
+			n, _ = number(t.Resources[id].Properties["DesiredCount"])
 		}
+		if n > 0 {
+			idle[id] = n
+		}
+	}
+	return idle
+}
+
+// fargate bills the Fargate tasks that run while nothing happens (idleTasks), and their public
+// addresses.
+func (b *IdleBill) fargate(t *template, perHour func(kind, id string, n, price float64, unit string)) {
+	idle := t.idleTasks()
+	for _, id := range t.ids("AWS::ECS::Service") {
+		p := t.Resources[id].Properties
+		n := idle[id]
 		if n == 0 {
 			continue
 		}
@@ -342,6 +378,53 @@ func (b *IdleBill) fargate(t *template, perHour func(kind, id string, n, price f
 			}
 		}
 	}
+}
+
+// containerInsights bills Container Insights where the environment's cluster has it on: the
+// metrics of the services that run tasks while idle, of their task families and of the cluster.
+// Executors that scale to zero make none while idle; a line of $0 says so.
+func (b *IdleBill) containerInsights(env stacks) {
+	var cluster string
+	for _, t := range env {
+		for _, id := range t.ids("AWS::ECS::Cluster") {
+			settings, _ := t.Resources[id].Properties["ClusterSettings"].([]any)
+			for _, s := range settings {
+				m, _ := s.(map[string]any)
+				if str(m["Name"]) == "containerInsights" && (str(m["Value"]) == "enabled" || str(m["Value"]) == "enhanced") {
+					cluster = qualified(t, id)
+				}
+			}
+		}
+	}
+	if cluster == "" {
+		return
+	}
+	const kind = "Container Insights metrics"
+	running := false
+	for _, t := range env {
+		for _, id := range slices.Sorted(maps.Keys(t.idleTasks())) {
+			running = true
+			n := float64(ContainerInsightsServiceMetrics + ContainerInsightsTaskFamilyMetrics)
+			b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: qualified(t, id),
+				Basis: fmt.Sprintf("%d of the service + %d of its task family × $%g", ContainerInsightsServiceMetrics, ContainerInsightsTaskFamilyMetrics, CloudWatchCustomMetricPerMonth),
+				USD:   n * CloudWatchCustomMetricPerMonth})
+		}
+	}
+	if !running {
+		b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: cluster, Basis: "no task runs while idle: billed only for the hours one runs"})
+		return
+	}
+	b.Lines = append(b.Lines, BillLine{Kind: kind, Resource: cluster,
+		Basis: fmt.Sprintf("%d of the cluster × $%g", ContainerInsightsClusterMetrics, CloudWatchCustomMetricPerMonth),
+		USD:   ContainerInsightsClusterMetrics * CloudWatchCustomMetricPerMonth})
+}
+
+// qualified is a logical id of t named with its stack, as the bill's lines name resources.
+func qualified(t *template, id string) string {
+	if t.name != "" {
+		return t.name + "/" + id
+	}
+	return id
 }
 
 // refsIn are the logical ids that v refers to, however deep.

@@ -177,3 +177,56 @@ func TestIdleBillOverStacks(t *testing.T) {
 		t.Errorf("alarm lines %v, want %v", alarms, want)
 	}
 }
+
+// TestIdleBillContainerInsights: where the environment's cluster has Container Insights on, the
+// bill prices the metrics of each service that runs tasks while idle (its own and its task
+// family's) and the cluster's; executors that scale to zero add none, which a line of $0 says;
+// with Container Insights off, no line.
+func TestIdleBillContainerInsights(t *testing.T) {
+	core := func(setting string) *template {
+		tpl, err := parseTemplate([]byte(`{"Resources": {"Cluster": {"Type": "AWS::ECS::Cluster", "Properties":
+		  {"ClusterSettings": [{"Name": "containerInsights", "Value": "` + setting + `"}]}}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl.name = "atf-dev"
+		return tpl
+	}
+	services, err := parseTemplate([]byte(billFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	services.name = "atf-dev-batch"
+	idleOnly := &template{name: "atf-dev-batch", Resources: map[string]resource{}}
+	for id, r := range services.Resources {
+		if id != "Always" {
+			idleOnly.Resources[id] = r
+		}
+	}
+	lines := func(env stacks) map[string]float64 {
+		got := map[string]float64{}
+		for _, l := range idleBill(env, IdleResult{}).Lines {
+			if l.Kind == "Container Insights metrics" {
+				got[l.Resource] = l.USD
+			}
+		}
+		return got
+	}
+	same := func(what string, got, want map[string]float64) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: lines %v, want %v", what, got, want)
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
+				t.Errorf("%s: %s $%v, want $%v (present %v)", what, k, g, w, ok)
+			}
+		}
+	}
+	same("on, a service running while idle", lines(stacks{core("enabled"), services}), map[string]float64{
+		"atf-dev-batch/Always": (ContainerInsightsServiceMetrics + ContainerInsightsTaskFamilyMetrics) * CloudWatchCustomMetricPerMonth,
+		"atf-dev/Cluster":      ContainerInsightsClusterMetrics * CloudWatchCustomMetricPerMonth,
+	})
+	same("on, every service scaled to zero", lines(stacks{core("enabled"), idleOnly}), map[string]float64{"atf-dev/Cluster": 0})
+	same("off", lines(stacks{core("disabled"), services}), map[string]float64{})
+}

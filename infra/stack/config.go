@@ -45,6 +45,10 @@ type Environment struct {
 	// gateway costs about $33 a month and its address $3.65 before any traffic; an executor's
 	// address costs $3.65 a month while it runs, and executors scale to zero when idle.
 	NATGateways int `json:"nat_gateways"`
+	// ContainerInsights turns on CloudWatch Container Insights for the executors' cluster; off if
+	// absent. Its metrics are billed as custom metrics for every hour an executor runs
+	// (docs/capacity.md): on in staging and prod, off in dev.
+	ContainerInsights bool `json:"container_insights,omitempty"`
 	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
 	Alarms *Alarms `json:"alarms"`
 	// AccountConcurrency is the Lambda concurrency limit of the account and region the stack

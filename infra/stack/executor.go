@@ -86,11 +86,18 @@ func newExecutorCluster(scope constructs.Construct, id string, d *deployment) *e
 		},
 		RestrictDefaultSecurityGroup: jsii.Bool(false),
 	})
+	insights := awsecs.ContainerInsights_DISABLED
+	if d.env.ContainerInsights {
+		insights = awsecs.ContainerInsights_ENABLED
+	}
 	cluster := awsecs.NewCluster(c, jsii.String("Cluster"), &awsecs.ClusterProps{
 		ClusterName:         jsii.String(d.prefix),
 		Vpc:                 vpc,
-		ContainerInsightsV2: awsecs.ContainerInsights_ENABLED,
+		ContainerInsightsV2: insights,
 	})
+	if !d.env.ContainerInsights {
+		suppress(cluster, "AwsSolutions-ECS4", "container_insights is off in this environment (infra/environments.json): its metrics are billed per hour an executor runs; the executors' logs and the SQS and atf metrics remain.")
+	}
 	awsssm.NewStringParameter(c, jsii.String("VpcId"), &awsssm.StringParameterProps{
 		ParameterName: jsii.String(executorsVpcParameter(d.name)), StringValue: vpc.VpcId(),
 		Description: jsii.String("atf-" + d.name + ": the VPC of the ecs lambdas' executors"),
@@ -146,7 +153,7 @@ type executor struct {
 	task     awsecs.FargateTaskDefinition
 	logGroup awslogs.LogGroup
 	// waiting and busy are the queue metrics it scales on (nil for a fixed count): messages
-	// waiting, and messages in flight or claimed.
+	// waiting, and messages waiting, delayed or claimed.
 	waiting, busy awscloudwatch.IMetric
 }
 
@@ -233,7 +240,7 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 }
 
 // Scaling to zero: an ecs lambda's executors start when messages wait in its queues, and stop
-// when none has been received for longer than a task can run.
+// when none has waited, been delayed or been claimed for longer than a task can run.
 const (
 	// scaleInMargin is what the scale-in window adds to the lambda's timeout: a claim's time, the
 	// executor's drain, and a late metric.
@@ -241,24 +248,40 @@ const (
 	// scaleOutCooldown is how long scale-out waits before adding more: about the time a Fargate
 	// task takes to start and receive.
 	scaleOutCooldown = 2 * time.Minute
+	// scaleInCooldown is how long Application Auto Scaling refuses another scale-in after one. It
+	// does not keep a new executor from being stopped (a scale-out ends it): the scale-in alarm
+	// does, by reading the waiting messages that started it.
+	scaleInCooldown = 5 * time.Minute
 	// maxScaleInWindow is the longest window a CloudWatch alarm evaluates (periods × period).
 	maxScaleInWindow = 24 * time.Hour
-	// maxAlarmMetrics is how many metrics a CloudWatch alarm's expression may use: the scale-in
-	// alarm uses two per priority.
+	// maxAlarmMetrics is how many metrics a CloudWatch alarm's expression may use, a hard limit.
 	maxAlarmMetrics = 10
 	// scaleOutTiers bounds how many executors one scale-out adds.
 	scaleOutTiers = 4
 )
 
-// scaleInWindow is how long an ecs lambda's queues must show no message in flight or claimed
-// before its executors stop, and whether it scales at all: an alarm cannot watch a window over a
-// day (that would stop executors in the middle of tasks), nor more than five priorities' queues.
+// scaleInMetrics are what the scale-in alarm reads of each priority's queue, per minute: messages
+// waiting (visible) and delayed, at most, and the messages deleted, which an executor does when
+// it claims a task. Messages in flight (ApproximateNumberOfMessagesNotVisible) are left out, for
+// the alarm's 10 metrics to cover three priorities: an executor's received message is claimed
+// (deleted) within its visibility of 30 s, or visible again, and is held longer only behind
+// running tasks, whose claims are in the window.
+var scaleInMetrics = []struct{ name, statistic string }{
+	{"ApproximateNumberOfMessagesVisible", "Maximum"},
+	{"ApproximateNumberOfMessagesDelayed", "Maximum"},
+	{"NumberOfMessagesDeleted", "Sum"},
+}
+
+// scaleInWindow is how long an ecs lambda's queues must show no message waiting, delayed or
+// claimed before its executors stop, and whether it scales at all: an alarm cannot watch a window
+// over a day (that would stop executors in the middle of tasks), nor more metrics than
+// maxAlarmMetrics (three priorities' queues).
 func scaleInWindow(e registry.Entry) (time.Duration, bool) {
 	w := (e.Timeout + scaleInMargin).Round(time.Minute)
 	if w < e.Timeout+scaleInMargin {
 		w += time.Minute
 	}
-	return w, w <= maxScaleInWindow && 2*len(e.Priorities) <= maxAlarmMetrics
+	return w, w <= maxScaleInWindow && len(scaleInMetrics)*len(e.Priorities) <= maxAlarmMetrics
 }
 
 // scaleOnQueues scales the executors between 0 and the registry's tasks on the lambda's queue
@@ -267,11 +290,14 @@ func scaleInWindow(e registry.Entry) (time.Duration, bool) {
 //   - out: ApproximateNumberOfMessagesVisible, summed over the priorities, is at least 1 for a
 //     minute: one executor more per started concurrency of waiting messages, at most
 //     scaleOutTiers at once, again after each cooldown while messages wait;
-//   - in (to zero): for the whole window (the lambda's timeout plus scaleInMargin), no message was
-//     in flight (ApproximateNumberOfMessagesNotVisible: received, not yet claimed) and none was
-//     deleted (NumberOfMessagesDeleted: an executor deletes a message when it claims its task).
-//     So the last task claimed has ended (its timeout has passed) before its executor is stopped.
-//     Visible messages alone do not keep executors: waiting ones would be received, and deleted.
+//   - in (to zero): for the whole window (the lambda's timeout plus scaleInMargin), no message
+//     waited (visible) or was delayed, and none was deleted (an executor deletes a message when it
+//     claims its task): scaleInMetrics. So the last task claimed has ended (its timeout has
+//     passed) before its executor is stopped, and an executor started for a message that came
+//     after a scale-in is not stopped again: the message, visible until it is claimed, takes the
+//     alarm out of ALARM when it starts the scale-out (both alarms read it), and its claim keeps
+//     it out for a window. While in ALARM, the alarm invokes its policy every minute, so this,
+//     and not the cooldown, is what keeps it from stopping new executors.
 //
 // SQS publishes a queue's metrics every minute while it is active, and stops after six hours
 // without messages or requests: then the out alarm has no data, the count stays at zero, and the
@@ -308,11 +334,12 @@ func (x *executor) scaleOnQueues(scope constructs.Construct, d *deployment, e re
 	})
 	inIdle := map[string]awscloudwatch.IMetric{}
 	for i, p := range q.priorities {
-		inIdle[fmt.Sprintf("f%d", i)] = q.queue[p].MetricApproximateNumberOfMessagesNotVisible(stat("Maximum"))
-		inIdle[fmt.Sprintf("d%d", i)] = q.queue[p].MetricNumberOfMessagesDeleted(stat("Sum"))
+		for j, m := range scaleInMetrics {
+			inIdle[fmt.Sprintf("m%d_%d", i, j)] = q.queue[p].Metric(jsii.String(m.name), stat(m.statistic))
+		}
 	}
 	x.busy = awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-		Expression: jsii.String("SUM(METRICS())"), UsingMetrics: &inIdle, Label: jsii.String("messages in flight or claimed"), Period: minute,
+		Expression: jsii.String("SUM(METRICS())"), UsingMetrics: &inIdle, Label: jsii.String("messages waiting, delayed or claimed"), Period: minute,
 	})
 
 	out := awsapplicationautoscaling.NewStepScalingAction(c, jsii.String("Out"), &awsapplicationautoscaling.StepScalingActionProps{
@@ -341,12 +368,12 @@ func (x *executor) scaleOnQueues(scope constructs.Construct, d *deployment, e re
 
 	in := awsapplicationautoscaling.NewStepScalingAction(c, jsii.String("In"), &awsapplicationautoscaling.StepScalingActionProps{
 		ScalingTarget: target, AdjustmentType: awsapplicationautoscaling.AdjustmentType_EXACT_CAPACITY,
-		MetricAggregationType: awsapplicationautoscaling.MetricAggregationType_MAXIMUM,
+		Cooldown: seconds(scaleInCooldown), MetricAggregationType: awsapplicationautoscaling.MetricAggregationType_MAXIMUM,
 	})
 	in.AddAdjustment(&awsapplicationautoscaling.AdjustmentTier{Adjustment: jsii.Number(0), UpperBound: jsii.Number(0)})
 	periods := jsii.Number(window.Minutes())
 	inAlarm := awscloudwatch.NewAlarm(c, jsii.String("InAlarm"), &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String("atf-" + d.name + ": no task of " + e.Name + " received or running for " + window.String() + ": stop its executors"),
+		AlarmDescription:   jsii.String("atf-" + d.name + ": no task of " + e.Name + " waiting, delayed, claimed or running for " + window.String() + ": stop its executors"),
 		Metric:             x.busy,
 		Threshold:          jsii.Number(0),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -568,9 +568,41 @@ func TestNetworkCosts(t *testing.T) {
 	}
 }
 
+// TestContainerInsights: the executors' cluster has Container Insights as its environment sets
+// it: off in dev (and where the field is left out), on in staging and prod.
+func TestContainerInsights(t *testing.T) {
+	envs := mustEnvs(t)
+	if envs["dev"].ContainerInsights || !envs["staging"].ContainerInsights || !envs["prod"].ContainerInsights {
+		t.Errorf("container_insights: dev %v, staging %v, prod %v; want off, on, on",
+			envs["dev"].ContainerInsights, envs["staging"].ContainerInsights, envs["prod"].ContainerInsights)
+	}
+	var env Environment
+	must(json.Unmarshal([]byte(`{}`), &env))
+	if env.ContainerInsights {
+		t.Error("an environment that leaves container_insights out has it on")
+	}
+	for name, s := range environments(t) {
+		want := "disabled"
+		if envs[name].ContainerInsights {
+			want = "enabled"
+		}
+		clusters := s.resources("AWS::ECS::Cluster")
+		if len(clusters) != 1 {
+			t.Fatalf("%s: %d clusters, want 1", name, len(clusters))
+		}
+		for _, c := range clusters {
+			settings := list(props(c)["ClusterSettings"])
+			if len(settings) != 1 || settings[0].(map[string]any)["Name"] != "containerInsights" || settings[0].(map[string]any)["Value"] != want {
+				t.Errorf("%s: cluster settings %v, want containerInsights %s", name, settings, want)
+			}
+		}
+	}
+}
+
 // TestExecutorsScaleToZero: an ecs lambda's service scales between 0 and its registry tasks on
 // its queues' depth: out when messages are visible, in to zero after the lambda's timeout (plus
-// scaleInMargin) with no message in flight or deleted (claimed).
+// scaleInMargin) with no message visible, delayed or deleted (claimed), each policy with a
+// cooldown. (TestExecutorsDoNotFlap replays these rules.)
 func TestExecutorsScaleToZero(t *testing.T) {
 	reg := mustLoadRegistry(t)
 	for name, s := range environments(t) {
@@ -621,14 +653,14 @@ func TestExecutorsScaleToZero(t *testing.T) {
 			}
 			window, _ := scaleInWindow(e)
 			out := byMetrics["ApproximateNumberOfMessagesVisible"]
-			in := byMetrics["ApproximateNumberOfMessagesNotVisible,NumberOfMessagesDeleted"]
+			in := byMetrics["ApproximateNumberOfMessagesDelayed,ApproximateNumberOfMessagesVisible,NumberOfMessagesDeleted"]
 			switch {
 			case out == nil || in == nil:
-				t.Errorf("%s: %s: alarms on %v, want one on the visible messages and one on those in flight and deleted", name, e.Name, slices.Collect(maps.Keys(byMetrics)))
+				t.Errorf("%s: %s: alarms on %v, want one on the visible messages and one on those visible, delayed and deleted", name, e.Name, slices.Collect(maps.Keys(byMetrics)))
 			case out["Threshold"] != 1.0 || out["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || len(list(out["Metrics"])) != len(e.Priorities)+1:
 				t.Errorf("%s: %s: scale-out alarm %v, want at least 1 message visible over its %d queues", name, e.Name, out, len(e.Priorities))
 			case in["Threshold"] != 0.0 || in["ComparisonOperator"] != "LessThanOrEqualToThreshold" || in["EvaluationPeriods"] != window.Minutes() || in["DatapointsToAlarm"] != window.Minutes():
-				t.Errorf("%s: %s: scale-in alarm %v, want nothing in flight or deleted for %s", name, e.Name, in, window)
+				t.Errorf("%s: %s: scale-in alarm %v, want nothing visible, delayed or deleted for %s", name, e.Name, in, window)
 			}
 			for _, a := range []map[string]any{out, in} {
 				if a != nil && len(refs(a["AlarmActions"])) != 1 {
@@ -640,6 +672,9 @@ func TestExecutorsScaleToZero(t *testing.T) {
 				if strings.HasPrefix(path(pol), prefix) {
 					c := props(pol)["StepScalingPolicyConfiguration"].(map[string]any)
 					adjustments = append(adjustments, c["AdjustmentType"].(string))
+					if cd, _ := c["Cooldown"].(float64); cd <= 0 {
+						t.Errorf("%s: %s: scaling policy %s has no cooldown", name, e.Name, path(pol))
+					}
 					if c["AdjustmentType"] == "ExactCapacity" && list(c["StepAdjustments"])[0].(map[string]any)["ScalingAdjustment"] != 0.0 {
 						t.Errorf("%s: %s: scale-in %v, want to 0", name, e.Name, c)
 					}
@@ -667,8 +702,8 @@ func TestExecutorsTooLongToScale(t *testing.T) {
 	if _, ok := scaleInWindow(registry.Entry{Timeout: 24 * time.Hour, Priorities: three}); ok {
 		t.Error("a 24h lambda scales: its scale-in alarm would watch more than a day")
 	}
-	if _, ok := scaleInWindow(registry.Entry{Timeout: time.Minute, Priorities: []string{"a", "b", "c", "d", "e", "f"}}); ok {
-		t.Error("a lambda of 6 priorities scales: its scale-in alarm would sum 12 metrics, over CloudWatch's 10")
+	if _, ok := scaleInWindow(registry.Entry{Timeout: time.Minute, Priorities: []string{"a", "b", "c", "d"}}); ok {
+		t.Error("a lambda of 4 priorities scales: its scale-in alarm would sum 12 metrics, over CloudWatch's 10")
 	}
 }
 

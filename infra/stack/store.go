@@ -88,7 +88,7 @@ var (
 	// apiActions: the API function runs the task.Store methods a client reaches: creates
 	// (PutItem; DeleteItem tidies the payload items of a rejected create; UpdateItem counts),
 	// reads, lists and counts (GetItem, Query, BatchGetItem), cancels (UpdateItem), and gates
-	// (PutItem, and DeleteItem to open one). It is the one role with DeleteItem.
+	// (PutItem, and DeleteItem to open one). It and the consumer are the roles with DeleteItem.
 	// Task flows add BatchWriteItem: the edges under the upstreams and the after-list chunks.
 	apiActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	// consumerActions: sweeps query the due index and the gates, lists the list index (Query),
