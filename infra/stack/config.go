@@ -47,12 +47,20 @@ type Environment struct {
 	NATGateways int `json:"nat_gateways"`
 	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
 	Alarms *Alarms `json:"alarms"`
+	// ReservedConcurrency reserves Lambda concurrency for the consumer (one) and each status
+	// function (statusReserved), so that worker scale-out cannot throttle claims and
+	// heartbeats. Off (dev's default), no function reserves any: the environment deploys into
+	// an account whose limit is too low to reserve anything (a new account's 10), and its
+	// functions share the account's unreserved concurrency (docs/capacity.md).
+	ReservedConcurrency bool `json:"reserved_concurrency"`
 	// AccountConcurrency is the Lambda concurrency limit of the account and region the stack
-	// deploys to; optional, AWS's default DefaultAccountConcurrency if zero. The stack refuses a
-	// registry whose functions could take more (see checkConcurrency).
+	// deploys to, at least MinAccountConcurrency; optional, AWS's default
+	// DefaultAccountConcurrency if zero. Where ReservedConcurrency is on, the stack refuses a
+	// registry whose functions could take more (see checkConcurrency), and environments placed
+	// in one account share it (CheckSharedAccounts).
 	AccountConcurrency int `json:"account_concurrency,omitempty"`
-	// StatusConcurrency is the status function's reserved concurrency; optional, sized from the
-	// registry if zero (see statusReserved).
+	// StatusConcurrency is the status function's reserved concurrency where ReservedConcurrency
+	// is on; optional, sized from the registry if zero (see statusReserved).
 	StatusConcurrency int `json:"status_concurrency,omitempty"`
 	// Events, optional: nil (or absent) publishes no lifecycle events. Set, the stack makes the
 	// environment's event bus (events.go) and the functions that write the table publish every
@@ -68,10 +76,14 @@ type Events struct {
 }
 
 // DefaultAccountConcurrency is AWS Lambda's default concurrency limit of an account and region.
-const DefaultAccountConcurrency = 1000
+// MinAccountConcurrency is the least limit an account has: a new account's.
+const (
+	DefaultAccountConcurrency = 1000
+	MinAccountConcurrency     = 10
+)
 
-// accountConcurrency is e's AccountConcurrency or its default.
-func (e Environment) accountConcurrency() int {
+// AccountLimit is e's AccountConcurrency or its default.
+func (e Environment) AccountLimit() int {
 	if e.AccountConcurrency == 0 {
 		return DefaultAccountConcurrency
 	}
@@ -166,8 +178,8 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: api.rate_limit and api.burst_limit must be at least 1, got %d and %d", name, e.API.RateLimit, e.API.BurstLimit)
 	case e.NATGateways < 0 || e.NATGateways > maxAZs:
 		return fmt.Errorf("environment %s: nat_gateways must be in 0..%d, got %d", name, maxAZs, e.NATGateways)
-	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < minUnreservedConcurrency:
-		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, minUnreservedConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
+	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < MinAccountConcurrency:
+		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, MinAccountConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
 	case e.StatusConcurrency < 0:
 		return fmt.Errorf("environment %s: status_concurrency must not be negative, got %d", name, e.StatusConcurrency)
 	}
