@@ -2,15 +2,19 @@ package stack
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
 	"github.com/openatf/atf/shared/registry"
 )
 
-// The tests of what a new account needs: environments that reserve no concurrency, and
-// environments sharing an account.
+// The tests of what a new account needs: environments that reserve no concurrency, environments
+// sharing an account, and alarms that reach someone.
 
 // TestFreshAccount: with a new account's limit of 10, dev (reserved_concurrency false)
 // synthesizes every stack of the registry, and no function of any of them reserves concurrency;
@@ -92,6 +96,100 @@ func TestSharedAccounts(t *testing.T) {
 		}, "environments prod, staging share account 111111111111 in us-east-1 but not its concurrency limit: account_concurrency 2000 (prod) and 1000 (staging)"},
 	} {
 		err := CheckSharedAccounts(tc.envs, reg)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// smallRegistry is one function lambda of one priority.
+const smallRegistry = `{"lambdas": [{"name": "a", "handler": "echo", "priorities": ["normal"], "concurrency": 1}]}`
+
+// synthSmall synthesizes environment name as e, with smallRegistry.
+func synthSmall(t *testing.T, name string, e Environment) Stacks {
+	t.Helper()
+	reg, err := registry.Parse([]byte(smallRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := standIn(t)
+	return New(newApp(t.TempDir()), Props{Name: name, Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
+}
+
+// TestAlarmsToAnExistingTopic: an environment that names a topic (alarms.topic_arn) has every
+// alarm of every stack notify that topic, makes none of its own, and outputs it.
+func TestAlarmsToAnExistingTopic(t *testing.T) {
+	const arn = "arn:aws:sns:us-east-1:123456789012:ops-alarms"
+	e := mustEnvs(t)["prod"]
+	a := *e.Alarms
+	a.Email, a.TopicARN = "", arn
+	e.Alarms = &a
+	st := synthSmall(t, "prod", e)
+	alarms := 0
+	for _, s := range st.All() {
+		tpl := assertions.Template_FromStack(s, nil)
+		tpl.ResourceCountIs(jsii.String("AWS::SNS::Topic"), jsii.Number(0))
+		tpl.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+		for _, r := range *tpl.FindResources(jsii.String("AWS::CloudWatch::Alarm"), nil) {
+			r := *r
+			if strings.Contains(path(r), "/Executor/Scaling/") {
+				continue
+			}
+			alarms++
+			if to := list(props(r)["AlarmActions"]); len(to) != 1 || to[0] != arn {
+				t.Errorf("%s: alarm %s notifies %v, want %s", *s.StackName(), path(r), props(r)["AlarmActions"], arn)
+			}
+		}
+	}
+	if alarms == 0 {
+		t.Fatal("no alarm")
+	}
+	assertions.Template_FromStack(st.Core, nil).HasOutput(jsii.String("AlarmTopicArn"), map[string]any{"Value": arn})
+}
+
+// TestAlarmsUnsubscribed: alarms with neither email nor topic_arn notify the core's topic, which
+// the core outputs, with a warning that nobody is subscribed; an email subscribes to it.
+func TestAlarmsUnsubscribed(t *testing.T) {
+	e := mustEnvs(t)["prod"]
+	a := *e.Alarms
+	a.Email, a.TopicARN = "", ""
+	e.Alarms = &a
+	core := synthSmall(t, "prod", e).Core
+	tpl := assertions.Template_FromStack(core, nil)
+	tpl.ResourceCountIs(jsii.String("AWS::SNS::Subscription"), jsii.Number(0))
+	topics := *tpl.FindResources(jsii.String("AWS::SNS::Topic"), nil)
+	if len(topics) != 1 {
+		t.Fatalf("%d topics, want 1", len(topics))
+	}
+	for id := range topics {
+		tpl.HasOutput(jsii.String("AlarmTopicArn"), map[string]any{"Value": map[string]any{"Ref": id}})
+	}
+	assertions.Annotations_FromStack(core).HasWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("nobody is subscribed to the alarm topic atf-prod-alarms")))
+
+	a.Email = "ops@example.com"
+	core = synthSmall(t, "prod", e).Core
+	assertions.Template_FromStack(core, nil).HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "email", "Endpoint": "ops@example.com"})
+	assertions.Annotations_FromStack(core).HasNoWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("nobody is subscribed")))
+}
+
+// TestAlarmTopicChecked: an environment's alarm topic is a standard SNS topic's ARN, in its
+// region, and not set beside an email.
+func TestAlarmTopicChecked(t *testing.T) {
+	alarms := `"dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1`
+	for name, tc := range map[string]struct {
+		region, alarms, want string
+	}{
+		"not an ARN":   {"", `"topic_arn": "ops"`, `alarms.topic_arn "ops" is not an SNS topic's ARN`},
+		"FIFO":         {"", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops.fifo"`, "is not an SNS topic's ARN (a standard topic"},
+		"and an email": {"", `"email": "ops@example.com", "topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, "set email or topic_arn, not both"},
+		"elsewhere":    {"eu-west-1", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, "must be in the environment's region eu-west-1"},
+		"good":         {"us-east-1", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, ""},
+		"unplaced":     {"", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, ""},
+	} {
+		js := `{"dev": {"region": "` + tc.region + `", "shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1, "alarms": {` + tc.alarms + `, ` + alarms + `}}}`
+		p := filepath.Join(t.TempDir(), "envs.json")
+		must(os.WriteFile(p, []byte(js), 0o644))
+		_, err := LoadEnvironments(p)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
@@ -91,10 +92,16 @@ func (e Environment) AccountLimit() int {
 }
 
 // Alarms configures the alarms of an environment. An alarm fires when its value reaches its
-// threshold over one period of 5 minutes, and notifies the environment's SNS topic.
+// threshold over one period of 5 minutes, and notifies the environment's SNS topic: the core's
+// atf-<env>-alarms, or TopicARN.
 type Alarms struct {
-	// Email, if set, subscribes this address to the alarm topic.
+	// Email, if set, subscribes this address to the alarm topic the core makes.
 	Email string `json:"email"`
+	// TopicARN, optional, is an existing SNS topic, of the environment's region, that the alarms
+	// notify instead (one a team already watches); the stacks then make no topic. With neither
+	// it nor Email, nobody is subscribed: the core outputs its topic's ARN, and make doctor
+	// (make deploy) warns.
+	TopicARN string `json:"topic_arn,omitempty"`
 	// DLQMessages: messages in one lambda's dead-letter queues.
 	DLQMessages int `json:"dlq_messages"`
 	// DeadTasks: tasks of one lambda that ended dead (retries exhausted).
@@ -122,6 +129,7 @@ var (
 	accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
 	regionPattern  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+	topicPattern   = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:[A-Za-z0-9_-]{1,256}$`)
 )
 
 // logRetentions are the retention periods CloudWatch Logs accepts, in days, and CDK's names.
@@ -190,6 +198,12 @@ func (e Environment) Validate(name string) error {
 		switch {
 		case a.Email != "" && !emailPattern.MatchString(a.Email):
 			return fmt.Errorf("environment %s: alarms.email %q is not an email address", name, a.Email)
+		case a.TopicARN != "" && !topicPattern.MatchString(a.TopicARN):
+			return fmt.Errorf("environment %s: alarms.topic_arn %q is not an SNS topic's ARN (a standard topic: arn:aws:sns:<region>:<account>:<name>)", name, a.TopicARN)
+		case a.TopicARN != "" && a.Email != "":
+			return fmt.Errorf("environment %s: alarms: set email or topic_arn, not both (subscribe the address to the topic %s instead)", name, a.TopicARN)
+		case a.TopicARN != "" && e.Region != "" && strings.Split(a.TopicARN, ":")[3] != e.Region:
+			return fmt.Errorf("environment %s: alarms.topic_arn %q: the topic must be in the environment's region %s, where its alarms are", name, a.TopicARN, e.Region)
 		case a.DLQMessages < 1, a.DeadTasks < 1, a.DeliveryP95Ms < 1, a.ConsumerErrors < 1:
 			return fmt.Errorf("environment %s: alarms: dlq_messages, dead_tasks, delivery_p95_ms and consumer_errors must be at least 1", name)
 		case a.StatusThrottles < 0, a.StatusErrors < 0:

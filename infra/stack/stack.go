@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -217,8 +218,9 @@ func newCore(scope constructs.Construct, env *deployment, p Props) awscdk.Stack 
 	consumer := newConsumer(st, "Consumer", d, store)
 	api := newAPI(st, "Api", d, store)
 	metrics := newMetrics(d)
+	var alarmTopic awssns.ITopic
 	if p.Env.Alarms != nil {
-		newCoreAlarms(st, "Alarms", d, metrics, consumer)
+		alarmTopic = newCoreAlarms(st, "Alarms", d, metrics, consumer)
 	}
 	newCoreDashboard(st, "Dashboard", d, metrics, api, consumer, store)
 	if !p.WithoutECS {
@@ -232,6 +234,9 @@ func newCore(scope constructs.Construct, env *deployment, p Props) awscdk.Stack 
 	output(st, "TableName", store.table.TableName())
 	output(st, "QueuePrefix", jsii.String(d.prefix))
 	output(st, "LambdasPath", jsii.String(awsfn.LambdasPath(p.Name)))
+	if alarmTopic != nil {
+		output(st, "AlarmTopicArn", alarmTopic.TopicArn())
+	}
 	if d.events != nil {
 		output(st, "EventBusName", d.events.bus.EventBusName())
 		output(st, "EventsFailedQueueUrl", d.events.queue.QueueUrl())
