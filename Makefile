@@ -203,9 +203,9 @@ ENV ?= dev
 REGISTRY     ?= lambdas.json
 ENVIRONMENTS ?= infra/environments.json
 # APPROVAL is cdk deploy's --require-approval: CDK's default, broadening, asks on a terminal
-# before a deployment widens IAM or security groups (and fails where there is no terminal); CI,
-# which has no stdin, runs make deploy APPROVAL=never, having reviewed make diff.
-APPROVAL ?= broadening
+# before a deployment widens IAM or security groups (and fails where there is no terminal). With
+# CI set (as CI services set it), never: a pipeline has no stdin, and reviews make diff instead.
+APPROVAL ?= $(if $(CI),never,broadening)
 CDK_APP_CONTEXT = -c atf:registry=$(REGISTRY) -c atf:environments=$(ENVIRONMENTS)
 
 cdk-cli: ## install the pinned CDK CLI into .tools/ (once)
@@ -229,7 +229,7 @@ diff: build cdk-cli ## compare environment ENV (or its team TEAM's stacks) with 
 # make deploy ENV=dev: every stack of the environment, the core first (each lambda stack depends on
 # it). make deploy ENV=dev TEAM=mail: that team's stacks alone (the app builds only them, and
 # --exclusively keeps the CLI from deploying anything they depend on).
-deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: make deploy ENV=dev [TEAM=mail] [APPROVAL=never] (make doctor first)
+deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: make deploy ENV=dev [TEAM=mail] [APPROVAL=never] (make doctor first; no prompt if CI is set)
 	@$(MAKE) --no-print-directory doctor
 	$(CDK) deploy $(CDK_APP_CONTEXT) -c env=$(ENV) $(if $(TEAM),-c team=$(TEAM) --exclusively) --all --require-approval $(APPROVAL)
 
