@@ -238,7 +238,8 @@ deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: mak
 # registry has ecs lambdas, and who the alarms reach; each failure says what to do.
 .PHONY: doctor
 doctor: ## check the AWS account for environment ENV before a deploy: make doctor ENV=dev (AWS credentials)
-	$(GO) -C infra run ./doctor -env $(ENV) -environments $(abspath $(ENVIRONMENTS)) -registry $(abspath $(REGISTRY))
+	@$(GO) -C infra build -o $(abspath $(BIN))/atf-doctor ./doctor
+	$(BIN)/atf-doctor -env $(ENV) -environments $(ENVIRONMENTS) -registry $(REGISTRY)
 
 # make destroy ENV=dev STACK=mail: delete the stack atf-dev-mail of lambdas no longer in the
 # registry (a removed team's stack is named after the team unless its lambdas named a "stack").
