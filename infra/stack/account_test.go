@@ -186,12 +186,23 @@ func TestAlarmTopicChecked(t *testing.T) {
 		"good":         {"us-east-1", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, ""},
 		"unplaced":     {"", `"topic_arn": "arn:aws:sns:us-east-1:123456789012:ops"`, ""},
 	} {
-		js := `{"dev": {"region": "` + tc.region + `", "shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1, "alarms": {` + tc.alarms + `, ` + alarms + `}}}`
+		js := `{"dev": {"region": "` + tc.region + `", "shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1, "reserved_concurrency": false, "alarms": {` + tc.alarms + `, ` + alarms + `}}}`
 		p := filepath.Join(t.TempDir(), "envs.json")
 		must(os.WriteFile(p, []byte(js), 0o644))
 		_, err := LoadEnvironments(p)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
+	}
+}
+
+// TestReservedConcurrencyRequired: an environments file must say whether each environment
+// reserves concurrency: one written before the setting existed would otherwise lose the
+// reservations of its staging and prod without a word.
+func TestReservedConcurrencyRequired(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "envs.json")
+	must(os.WriteFile(p, []byte(`{"prod": {"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1}}`), 0o644))
+	if _, err := LoadEnvironments(p); err == nil || !strings.Contains(err.Error(), "environment prod: reserved_concurrency is missing: true reserves concurrency") {
+		t.Errorf("an environment without reserved_concurrency: %v", err)
 	}
 }

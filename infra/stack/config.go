@@ -53,6 +53,7 @@ type Environment struct {
 	// heartbeats. Off (dev's default), no function reserves any: the environment deploys into
 	// an account whose limit is too low to reserve anything (a new account's 10), and its
 	// functions share the account's unreserved concurrency (docs/capacity.md).
+	// Required in the environments file, though false is its zero (LoadEnvironments).
 	ReservedConcurrency bool `json:"reserved_concurrency"`
 	// AccountConcurrency is the Lambda concurrency limit of the account and region the stack
 	// deploys to, at least MinAccountConcurrency; optional, AWS's default
@@ -159,6 +160,17 @@ func LoadEnvironments(path string) (map[string]Environment, error) {
 	}
 	if len(envs) == 0 {
 		return nil, fmt.Errorf("%s: no environment", path)
+	}
+	// Required though a bool: a file written before it existed would otherwise drop the
+	// reservations of its staging and prod without a word.
+	var fields map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if _, ok := fields[name]["reserved_concurrency"]; !ok {
+			return nil, fmt.Errorf("%s: environment %s: reserved_concurrency is missing: true reserves concurrency for the consumer and the status functions (as staging and prod do), false reserves none (dev, or an account whose limit is too low)", path, name)
+		}
 	}
 	for name, e := range envs {
 		if err := e.Validate(name); err != nil {

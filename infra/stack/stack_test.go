@@ -1138,7 +1138,7 @@ func TestStatusAlarms(t *testing.T) {
 
 // TestLoadEnvironments: the environments file is checked field by field.
 func TestLoadEnvironments(t *testing.T) {
-	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1`
+	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1, "reserved_concurrency": false`
 	for name, tc := range map[string]struct{ json, want string }{
 		"unknown field":       {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
 		"empty":               {`{}`, "no environment"},
