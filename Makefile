@@ -56,7 +56,8 @@ test: ui-tools build cdk-cli ## every test (AWS suites on DynamoDB Local and mot
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	export ATF_DEPLOY_MOTO_PORT=$${ATF_DEPLOY_MOTO_PORT:-5101}; \
 	stop() { localstack/deploy-local stop; [ -n "$$was_up" ] || localstack/emulators stop; }; trap stop EXIT; \
-	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary
+	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary && \
+	ATF_AWS_TESTS=require $(GO) -C infra test -count=1 ./doctor/
 	@$(MAKE) --no-print-directory api-contract
 	@$(MAKE) --no-print-directory infra-test
 
@@ -202,9 +203,9 @@ ENV ?= dev
 REGISTRY     ?= lambdas.json
 ENVIRONMENTS ?= infra/environments.json
 # APPROVAL is cdk deploy's --require-approval: CDK's default, broadening, asks on a terminal
-# before a deployment widens IAM or security groups (and fails where there is no terminal); CI,
-# which has no stdin, runs make deploy APPROVAL=never, having reviewed make diff.
-APPROVAL ?= broadening
+# before a deployment widens IAM or security groups (and fails where there is no terminal). With
+# CI set (as CI services set it), never: a pipeline has no stdin, and reviews make diff instead.
+APPROVAL ?= $(if $(CI),never,broadening)
 CDK_APP_CONTEXT = -c atf:registry=$(REGISTRY) -c atf:environments=$(ENVIRONMENTS)
 
 cdk-cli: ## install the pinned CDK CLI into .tools/ (once)
@@ -228,8 +229,17 @@ diff: build cdk-cli ## compare environment ENV (or its team TEAM's stacks) with 
 # make deploy ENV=dev: every stack of the environment, the core first (each lambda stack depends on
 # it). make deploy ENV=dev TEAM=mail: that team's stacks alone (the app builds only them, and
 # --exclusively keeps the CLI from deploying anything they depend on).
-deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: make deploy ENV=dev [TEAM=mail] [APPROVAL=never] (AWS credentials, account bootstrapped)
+deploy: build cdk-cli ## deploy environment ENV, or only team TEAM's stacks: make deploy ENV=dev [TEAM=mail] [APPROVAL=never] (make doctor first; no prompt if CI is set)
+	@$(MAKE) --no-print-directory doctor
 	$(CDK) deploy $(CDK_APP_CONTEXT) -c env=$(ENV) $(if $(TEAM),-c team=$(TEAM) --exclusively) --all --require-approval $(APPROVAL)
+
+# make doctor ENV=dev: the account and region that ENV deploys to, checked before anything is
+# created there (infra/doctor): credentials, Lambda concurrency, CDK bootstrap, Docker if the
+# registry has ecs lambdas, and who the alarms reach; each failure says what to do.
+.PHONY: doctor
+doctor: ## check the AWS account for environment ENV before a deploy: make doctor ENV=dev (AWS credentials)
+	@$(GO) -C infra build -o $(abspath $(BIN))/atf-doctor ./doctor
+	$(BIN)/atf-doctor -env $(ENV) -environments $(ENVIRONMENTS) -registry $(REGISTRY)
 
 # make destroy ENV=dev STACK=mail: delete the stack atf-dev-mail of lambdas no longer in the
 # registry (a removed team's stack is named after the team unless its lambdas named a "stack").

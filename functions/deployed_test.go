@@ -75,8 +75,9 @@ const deployedEnv = "dev"
 // (consumerfn.Deployed), so at the rule's rate a task of a gate that opens waits up to a minute
 // for the next invocation, and the gate scenario alone would take one. A faster tick does what
 // the next minute's invocation would, sooner; a busy invocation still sweeps to the end of its
-// event's minute, as on AWS, and invocations never overlap (the rule's target has a reserved
-// concurrency of one).
+// event's minute, as on AWS, and invocations never overlap: the consumer runs in one execution
+// environment, as at the rule's rate, where an invocation ends within its minute (dev reserves
+// no concurrency, so nothing else holds it to one).
 const consumerTick = 2 * time.Second
 
 // pollersPerMapping caps the pollers of one event source mapping: Lambda runs up to its
@@ -830,6 +831,8 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	for _, m := range d.mappings {
 		pollers[m.function] += min(max(m.maxConcurrency, 1), pollersPerMapping)
 	}
+	// The consumer one at a time, at the test's faster tick (consumerTick).
+	pollers[d.rule.target] = 1
 	// Every AWS call of a function goes through a proxy of its own to moto (Lambda's to the
 	// Invoke API server), which records it for the IAM audit (deployed_iam_test.go).
 	account := strings.Split(d.rule.arn, ":")[4]

@@ -57,6 +57,11 @@ func build(app awscdk.App) error {
 	if err != nil {
 		return err
 	}
+	// Over every environment, whichever the app builds: deploying one adds to what the others
+	// of its account reserve.
+	if err := stack.CheckSharedAccounts(envs, reg); err != nil {
+		return err
+	}
 	names := slices.Sorted(maps.Keys(envs))
 	if only := ctx("env", ""); only != "" {
 		if _, ok := envs[only]; !ok {

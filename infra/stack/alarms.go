@@ -32,13 +32,22 @@ func dlqMessages(l *lambdaResources) awscloudwatch.IMetric {
 	})
 }
 
-// The alarms of an environment notify one SNS topic, the core's atf-<env>-alarms (optionally
-// emailed): in the core, errors of the consumer and of the table's calls; in each lambda stack,
-// per lambda, messages in its dead-letter queues, dead tasks and the delivery latency's p95, and
-// the throttles and errors of its status function. A lambda stack notifies the topic by its ARN.
+// The alarms of an environment notify one SNS topic: the core's atf-<env>-alarms (optionally
+// emailed), or an existing topic the environment names (Alarms.TopicARN), for which no stack makes
+// one. In the core, errors of the consumer and of the table's calls; in each lambda stack, per
+// lambda, messages in its dead-letter queues, dead tasks and the delivery latency's p95, and the
+// throttles and errors of its status function. A lambda stack notifies the topic by its ARN.
 
-// alarmTopicName is the name of the environment's alarm topic.
-func alarmTopicName(d *deployment) string { return d.prefix + "-alarms" }
+// AlarmTopicName is the name of the alarm topic that the core of environment env makes.
+func AlarmTopicName(env string) string { return "atf-" + env + "-alarms" }
+
+// alarmTopicArn is the ARN of the topic the environment's alarms notify.
+func (d *deployment) alarmTopicArn() *string {
+	if arn := d.env.Alarms.TopicARN; arn != "" {
+		return jsii.String(arn)
+	}
+	return d.arn("sns", AlarmTopicName(d.name), "")
+}
 
 // alarmAdder returns a function that adds an alarm under scope, notifying topic.
 func alarmAdder(scope constructs.Construct, d *deployment, topic awssns.ITopic) func(id, description string, metric awscloudwatch.IMetric, threshold int) {
@@ -55,17 +64,27 @@ func alarmAdder(scope constructs.Construct, d *deployment, topic awssns.ITopic) 
 	}
 }
 
-// newCoreAlarms makes the alarm topic and the core's alarms.
-func newCoreAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer) awssns.Topic {
+// newCoreAlarms makes the alarm topic, unless the environment names one, and the core's alarms.
+// It returns the topic.
+func newCoreAlarms(scope constructs.Construct, id string, d *deployment, m *metrics, cons *consumer) awssns.ITopic {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	cfg := d.env.Alarms
-	topic := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
-		TopicName:   jsii.String(alarmTopicName(d)),
-		DisplayName: jsii.String("atf-" + d.name + " alarms"),
-		EnforceSSL:  jsii.Bool(true),
-	})
-	if cfg.Email != "" {
-		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.Email), nil))
+	var topic awssns.ITopic
+	if cfg.TopicARN != "" {
+		topic = awssns.Topic_FromTopicArn(c, jsii.String("Topic"), d.alarmTopicArn())
+	} else {
+		own := awssns.NewTopic(c, jsii.String("Topic"), &awssns.TopicProps{
+			TopicName:   jsii.String(AlarmTopicName(d.name)),
+			DisplayName: jsii.String("atf-" + d.name + " alarms"),
+			EnforceSSL:  jsii.Bool(true),
+		})
+		if cfg.Email != "" {
+			own.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.Email), nil))
+		} else {
+			awscdk.Annotations_Of(own).AddWarningV2(jsii.String("atf:alarms-unsubscribed"), jsii.String(
+				"nobody is subscribed to the alarm topic "+AlarmTopicName(d.name)+" (the stack's output AlarmTopicArn): set alarms.email or alarms.topic_arn in the environments file, or subscribe to the topic"))
+		}
+		topic = own
 	}
 	add := alarmAdder(c, d, topic)
 	add("ConsumerErrors", "the consumer failed: no sweep succeeded in a minute", cons.function.function.MetricErrors(&awscloudwatch.MetricOptions{
@@ -79,7 +98,7 @@ func newCoreAlarms(scope constructs.Construct, id string, d *deployment, m *metr
 // newLambdaAlarms makes the alarms of a lambda stack's lambdas, each under its lambda's construct.
 func newLambdaAlarms(st awscdk.Stack, d *deployment, m *metrics, lambdas []*lambdaResources) {
 	cfg := d.env.Alarms
-	topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), d.arn("sns", alarmTopicName(d), ""))
+	topic := awssns.Topic_FromTopicArn(st, jsii.String("AlarmTopic"), d.alarmTopicArn())
 	for _, l := range lambdas {
 		n := l.entry.Name
 		add := alarmAdder(constructs.NewConstruct(l.scope, jsii.String("Alarms")), d, topic)

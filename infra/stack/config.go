@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
@@ -51,12 +52,21 @@ type Environment struct {
 	ContainerInsights bool `json:"container_insights,omitempty"`
 	// Alarms, nil for none (no topic, no alarms; the dashboard still shows the metrics).
 	Alarms *Alarms `json:"alarms"`
+	// ReservedConcurrency reserves Lambda concurrency for the consumer (one) and each status
+	// function (statusReserved), so that worker scale-out cannot throttle claims and
+	// heartbeats. Off (dev's default), no function reserves any: the environment deploys into
+	// an account whose limit is too low to reserve anything (a new account's 10), and its
+	// functions share the account's unreserved concurrency (docs/capacity.md).
+	// Required in the environments file, though false is its zero (LoadEnvironments).
+	ReservedConcurrency bool `json:"reserved_concurrency"`
 	// AccountConcurrency is the Lambda concurrency limit of the account and region the stack
-	// deploys to; optional, AWS's default DefaultAccountConcurrency if zero. The stack refuses a
-	// registry whose functions could take more (see checkConcurrency).
+	// deploys to, at least MinAccountConcurrency; optional, AWS's default
+	// DefaultAccountConcurrency if zero. Where ReservedConcurrency is on, the stack refuses a
+	// registry whose functions could take more (see checkConcurrency), and environments placed
+	// in one account share it (CheckSharedAccounts).
 	AccountConcurrency int `json:"account_concurrency,omitempty"`
-	// StatusConcurrency is the status function's reserved concurrency; optional, sized from the
-	// registry if zero (see statusReserved).
+	// StatusConcurrency is the status function's reserved concurrency where ReservedConcurrency
+	// is on; optional, sized from the registry if zero (see statusReserved).
 	StatusConcurrency int `json:"status_concurrency,omitempty"`
 	// Events, optional: nil (or absent) publishes no lifecycle events. Set, the stack makes the
 	// environment's event bus (events.go) and the functions that write the table publish every
@@ -72,10 +82,14 @@ type Events struct {
 }
 
 // DefaultAccountConcurrency is AWS Lambda's default concurrency limit of an account and region.
-const DefaultAccountConcurrency = 1000
+// MinAccountConcurrency is the least limit an account has: a new account's.
+const (
+	DefaultAccountConcurrency = 1000
+	MinAccountConcurrency     = 10
+)
 
-// accountConcurrency is e's AccountConcurrency or its default.
-func (e Environment) accountConcurrency() int {
+// AccountLimit is e's AccountConcurrency or its default.
+func (e Environment) AccountLimit() int {
 	if e.AccountConcurrency == 0 {
 		return DefaultAccountConcurrency
 	}
@@ -83,10 +97,16 @@ func (e Environment) accountConcurrency() int {
 }
 
 // Alarms configures the alarms of an environment. An alarm fires when its value reaches its
-// threshold over one period of 5 minutes, and notifies the environment's SNS topic.
+// threshold over one period of 5 minutes, and notifies the environment's SNS topic: the core's
+// atf-<env>-alarms, or TopicARN.
 type Alarms struct {
-	// Email, if set, subscribes this address to the alarm topic.
+	// Email, if set, subscribes this address to the alarm topic the core makes.
 	Email string `json:"email"`
+	// TopicARN, optional, is an existing SNS topic, of the environment's region, that the alarms
+	// notify instead (one a team already watches); the stacks then make no topic. With neither
+	// it nor Email, nobody is subscribed: the core outputs its topic's ARN, and make doctor
+	// (make deploy) warns.
+	TopicARN string `json:"topic_arn,omitempty"`
 	// DLQMessages: messages in one lambda's dead-letter queues.
 	DLQMessages int `json:"dlq_messages"`
 	// DeadTasks: tasks of one lambda that ended dead (retries exhausted).
@@ -114,6 +134,7 @@ var (
 	accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
 	regionPattern  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]$`)
 	emailPattern   = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
+	topicPattern   = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-[0-9]:[0-9]{12}:[A-Za-z0-9_-]{1,256}$`)
 )
 
 // logRetentions are the retention periods CloudWatch Logs accepts, in days, and CDK's names.
@@ -144,6 +165,17 @@ func LoadEnvironments(path string) (map[string]Environment, error) {
 	if len(envs) == 0 {
 		return nil, fmt.Errorf("%s: no environment", path)
 	}
+	// Required though a bool: a file written before it existed would otherwise drop the
+	// reservations of its staging and prod without a word.
+	var fields map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if _, ok := fields[name]["reserved_concurrency"]; !ok {
+			return nil, fmt.Errorf("%s: environment %s: reserved_concurrency is missing: true reserves concurrency for the consumer and the status functions (as staging and prod do), false reserves none (dev, or an account whose limit is too low)", path, name)
+		}
+	}
 	for name, e := range envs {
 		if err := e.Validate(name); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -170,8 +202,8 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: api.rate_limit and api.burst_limit must be at least 1, got %d and %d", name, e.API.RateLimit, e.API.BurstLimit)
 	case e.NATGateways < 0 || e.NATGateways > maxAZs:
 		return fmt.Errorf("environment %s: nat_gateways must be in 0..%d, got %d", name, maxAZs, e.NATGateways)
-	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < minUnreservedConcurrency:
-		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, minUnreservedConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
+	case e.AccountConcurrency < 0 || e.AccountConcurrency != 0 && e.AccountConcurrency < MinAccountConcurrency:
+		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, MinAccountConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
 	case e.StatusConcurrency < 0:
 		return fmt.Errorf("environment %s: status_concurrency must not be negative, got %d", name, e.StatusConcurrency)
 	}
@@ -182,6 +214,12 @@ func (e Environment) Validate(name string) error {
 		switch {
 		case a.Email != "" && !emailPattern.MatchString(a.Email):
 			return fmt.Errorf("environment %s: alarms.email %q is not an email address", name, a.Email)
+		case a.TopicARN != "" && !topicPattern.MatchString(a.TopicARN):
+			return fmt.Errorf("environment %s: alarms.topic_arn %q is not an SNS topic's ARN (a standard topic: arn:aws:sns:<region>:<account>:<name>)", name, a.TopicARN)
+		case a.TopicARN != "" && a.Email != "":
+			return fmt.Errorf("environment %s: alarms: set email or topic_arn, not both (subscribe the address to the topic %s instead)", name, a.TopicARN)
+		case a.TopicARN != "" && e.Region != "" && strings.Split(a.TopicARN, ":")[3] != e.Region:
+			return fmt.Errorf("environment %s: alarms.topic_arn %q: the topic must be in the environment's region %s, where its alarms are", name, a.TopicARN, e.Region)
 		case a.DLQMessages < 1, a.DeadTasks < 1, a.DeliveryP95Ms < 1, a.ConsumerErrors < 1:
 			return fmt.Errorf("environment %s: alarms: dlq_messages, dead_tasks, delivery_p95_ms and consumer_errors must be at least 1", name)
 		case a.StatusThrottles < 0, a.StatusErrors < 0:

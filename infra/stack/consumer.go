@@ -37,10 +37,12 @@ var drainActions = []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQ
 // minute. It reads and moves due tasks in the table and sends their messages to every lambda's
 // queues; it receives from none of them. It drains their dead-letter queues (drainActions).
 //
-// Overlapping invocations are harmless (every move is a conditional write), and kept rare: the
-// function's reserved concurrency is one, so a rule event that comes while the last minute's
-// invocation still runs is throttled, and such an event is dropped rather than retried once it
-// is a minute old (it would sweep a minute that the next invocation already covers).
+// Overlapping invocations are harmless (every move is a conditional write: docs/guarantees.md,
+// "Consumer invocations that overlap"), and kept rare where the environment reserves
+// concurrency: the function's reserved concurrency is then one, so a rule event that comes while
+// the last minute's invocation still runs is throttled. A throttled event is dropped rather than
+// retried once it is a minute old (it would sweep a minute that the next invocation already
+// covers).
 type consumer struct {
 	*function
 	rule awsevents.Rule
@@ -50,7 +52,7 @@ func newConsumer(scope constructs.Construct, id string, d *deployment, s *store)
 	c := &consumer{function: newFunction(scope, id, d, functionProps{
 		asset: "consumer", description: "atf-" + d.name + ": sweeps due tasks into their queues, every second",
 		timeout: consumerTimeout, memoryMB: consumerMemoryMB, env: d.writerEnv("", s.table.TableName()),
-		reserved: consumerReserved, dropStaleEvents: true, maxEventAge: consumerfn.Period,
+		reserved: consumerReserved(d.env), dropStaleEvents: true, maxEventAge: consumerfn.Period,
 	})}
 	s.grant(c.role, consumerActions...)
 	d.grantPublish(c.role)

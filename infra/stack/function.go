@@ -58,7 +58,7 @@ func newFunction(scope constructs.Construct, id string, d *deployment, p functio
 		LogGroup:     f.logGroup,
 	}
 	if p.reserved > 0 {
-		// concurrency() counts it for the account's limit.
+		// Concurrency counts it for the account's limit.
 		props.ReservedConcurrentExecutions = jsii.Number(float64(p.reserved))
 	}
 	if p.dropStaleEvents {

@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -217,8 +218,9 @@ func newCore(scope constructs.Construct, env *deployment, p Props) awscdk.Stack 
 	consumer := newConsumer(st, "Consumer", d, store)
 	api := newAPI(st, "Api", d, store)
 	metrics := newMetrics(d)
+	var alarmTopic awssns.ITopic
 	if p.Env.Alarms != nil {
-		newCoreAlarms(st, "Alarms", d, metrics, consumer)
+		alarmTopic = newCoreAlarms(st, "Alarms", d, metrics, consumer)
 	}
 	newCoreDashboard(st, "Dashboard", d, metrics, api, consumer, store)
 	if !p.WithoutECS {
@@ -232,6 +234,9 @@ func newCore(scope constructs.Construct, env *deployment, p Props) awscdk.Stack 
 	output(st, "TableName", store.table.TableName())
 	output(st, "QueuePrefix", jsii.String(d.prefix))
 	output(st, "LambdasPath", jsii.String(awsfn.LambdasPath(p.Name)))
+	if alarmTopic != nil {
+		output(st, "AlarmTopicArn", alarmTopic.TopicArn())
+	}
 	if d.events != nil {
 		output(st, "EventBusName", d.events.bus.EventBusName())
 		output(st, "EventsFailedQueueUrl", d.events.queue.QueueUrl())
@@ -324,18 +329,31 @@ func (d *deployment) arn(service, resource, resourceName string) *string {
 	return d.stack.FormatArn(c)
 }
 
-// minUnreservedConcurrency is the concurrency AWS Lambda keeps unreserved in an account: it
-// refuses a reservation that would leave less.
-const minUnreservedConcurrency = 100
+// awsMinUnreserved is the concurrency AWS Lambda keeps unreserved in an account whose limit is
+// at least that: it refuses a reservation that would leave less. An account with a smaller
+// limit (a new account's 10) can reserve nothing (MinUnreserved).
+const awsMinUnreserved = 100
 
-// consumerReserved is the consumer function's reserved concurrency.
-const consumerReserved = 1
+// MinUnreserved is the concurrency that AWS keeps unreserved of an account's limit: 100, or the
+// whole of a smaller limit.
+func MinUnreserved(limit int) int { return min(limit, awsMinUnreserved) }
 
-// concurrency is what every stack of an environment reserves (the consumer and every status
-// function) and lets its event source mappings run (their MaximumConcurrency), summed over the
-// whole registry: the stacks share the account's limit.
-func concurrency(env Environment, reg *registry.Registry) (reserved, eventSources int) {
-	reserved = consumerReserved
+// consumerReserved is the consumer function's reserved concurrency in env: one, or none where
+// the environment reserves nothing. The consumer needs no reservation to be correct: two
+// invocations at once are harmless (every move is a conditional write); one keeps them rare.
+func consumerReserved(env Environment) int {
+	if !env.ReservedConcurrency {
+		return 0
+	}
+	return 1
+}
+
+// Concurrency is what every stack of an environment reserves (the consumer and every status
+// function; nothing where ReservedConcurrency is off) and lets its event source mappings run
+// (their MaximumConcurrency), summed over the whole registry: the stacks share the account's
+// limit.
+func Concurrency(env Environment, reg *registry.Registry) (reserved, eventSources int) {
+	reserved = consumerReserved(env)
 	for _, e := range reg.Lambdas {
 		if e.Kind != registry.KindFunction {
 			continue
@@ -348,21 +366,77 @@ func concurrency(env Environment, reg *registry.Registry) (reserved, eventSource
 	return reserved, eventSources
 }
 
-// checkConcurrency refuses an environment whose functions, over all its stacks, may together run
-// more invocations than the account allows: the reserved concurrency of its functions plus the
-// MaximumConcurrency of every event source mapping must fit the account's limit, and the
-// reservations must leave AWS's unreserved minimum. Otherwise worker scale-out can fill the
-// account (throttling the API), or the deployment fails.
+// checkConcurrency refuses an environment that reserves concurrency (ReservedConcurrency) and
+// whose functions, over all its stacks, may together run more invocations than the account
+// allows: the reserved concurrency of its functions plus the MaximumConcurrency of every event
+// source mapping must fit the account's limit, and the reservations must leave AWS's unreserved
+// minimum. Otherwise worker scale-out can fill the account (throttling the API), or the
+// deployment fails. An environment that reserves nothing is not checked: nothing of it can fail
+// to deploy for the limit, and its functions share the account's concurrency as they come.
 func checkConcurrency(env Environment, reg *registry.Registry) error {
-	reserved, eventSources := concurrency(env, reg)
-	limit := env.accountConcurrency()
-	if reserved > limit-minUnreservedConcurrency {
-		return fmt.Errorf("the functions reserve a concurrency of %d, which leaves less than the %d unreserved that AWS requires of the account's limit %d (account_concurrency): set a smaller status_concurrency, or raise the account's limit and account_concurrency",
-			reserved, minUnreservedConcurrency, limit)
+	if !env.ReservedConcurrency {
+		return nil
+	}
+	reserved, eventSources := Concurrency(env, reg)
+	return fitAccount(reserved, eventSources, env.AccountLimit(), "the functions")
+}
+
+// fitAccount refuses reservations plus event source mappings' MaximumConcurrency that do not fit
+// an account's concurrency limit; whose names the functions in the error.
+func fitAccount(reserved, eventSources, limit int, whose string) error {
+	if keep := MinUnreserved(limit); reserved > limit-keep {
+		return fmt.Errorf("%s reserve a concurrency of %d, which leaves less than the %d unreserved that AWS requires of the account's limit %d (account_concurrency): set reserved_concurrency false, or a smaller status_concurrency, or raise the account's limit with AWS and account_concurrency",
+			whose, reserved, keep, limit)
 	}
 	if total := reserved + eventSources; total > limit {
-		return fmt.Errorf("the functions' reserved concurrency %d plus the event source mappings' MaximumConcurrency %d is %d, over the account's concurrency limit %d (account_concurrency): lower function.max_concurrency in the registry, set status_concurrency, or raise the account's limit with AWS and account_concurrency",
-			reserved, eventSources, total, limit)
+		return fmt.Errorf("%s' reserved concurrency %d plus the event source mappings' MaximumConcurrency %d is %d, over the account's concurrency limit %d (account_concurrency): lower function.max_concurrency in the registry, set status_concurrency, or raise the account's limit with AWS and account_concurrency",
+			whose, reserved, eventSources, total, limit)
+	}
+	return nil
+}
+
+// CheckSharedAccounts adds up the environments placed in one account and region (the same
+// non-empty account and region), which share its concurrency limit: the environments among them
+// that reserve concurrency must fit the limit together, as checkConcurrency requires of each
+// alone, and they must agree on the limit. Environments without an account or region are each
+// checked alone: where they deploy is known only at deploy time (make doctor checks the
+// account then).
+func CheckSharedAccounts(envs map[string]Environment, reg *registry.Registry) error {
+	type place struct{ account, region string }
+	shared := map[place][]string{}
+	for _, name := range slices.Sorted(maps.Keys(envs)) {
+		if e := envs[name]; e.Account != "" && e.Region != "" {
+			p := place{e.Account, e.Region}
+			shared[p] = append(shared[p], name)
+		}
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(shared), func(a, b place) int { return strings.Compare(a.account+a.region, b.account+b.region) }) {
+		names := shared[p]
+		if len(names) < 2 {
+			continue
+		}
+		limit := envs[names[0]].AccountLimit()
+		var reserving []string
+		reserved, eventSources := 0, 0
+		for _, name := range names {
+			e := envs[name]
+			if e.AccountLimit() != limit {
+				return fmt.Errorf("environments %s share account %s in %s but not its concurrency limit: account_concurrency %d (%s) and %d (%s); give them the account's limit",
+					strings.Join(names, ", "), p.account, p.region, limit, names[0], e.AccountLimit(), name)
+			}
+			if !e.ReservedConcurrency {
+				continue
+			}
+			r, es := Concurrency(e, reg)
+			reserved, eventSources = reserved+r, eventSources+es
+			reserving = append(reserving, name)
+		}
+		if len(reserving) < 2 {
+			continue // one alone is checkConcurrency's
+		}
+		if err := fitAccount(reserved, eventSources, limit, "their functions"); err != nil {
+			return fmt.Errorf("environments %s share account %s in %s: %w", strings.Join(reserving, ", "), p.account, p.region, err)
+		}
 	}
 	return nil
 }

@@ -493,8 +493,8 @@ func TestStore(t *testing.T) {
 	})
 }
 
-// TestConsumer: an EventBridge rule starts the consumer every minute; one invocation at a time,
-// no retries of stale events; it gets no more time than a minute and a half.
+// TestConsumer: an EventBridge rule starts the consumer every minute; one invocation at a time
+// where the environment reserves concurrency, no retries of stale events; it gets no more time than a minute and a half.
 func TestConsumer(t *testing.T) {
 	s := environments(t)["dev"]
 	s.template.HasResourceProperties(jsii.String("AWS::Events::Rule"), map[string]any{
@@ -510,8 +510,14 @@ func TestConsumer(t *testing.T) {
 	if consumer == nil {
 		t.Fatal("no consumer function")
 	}
-	if p := props(consumer); p["ReservedConcurrentExecutions"] != 1.0 || p["Timeout"] != consumerTimeout.Seconds() {
+	// dev reserves nothing (reserved_concurrency false): the consumer is not held to one.
+	if p := props(consumer); p["ReservedConcurrentExecutions"] != nil || p["Timeout"] != consumerTimeout.Seconds() {
 		t.Errorf("consumer: reserved concurrency %v, timeout %v", p["ReservedConcurrentExecutions"], p["Timeout"])
+	}
+	for _, fn := range environments(t)["staging"].resources("AWS::Lambda::Function") {
+		if path(fn) == "Consumer/Function/Resource" && props(fn)["ReservedConcurrentExecutions"] != 1.0 {
+			t.Errorf("staging's consumer: reserved concurrency %v, want 1", props(fn)["ReservedConcurrentExecutions"])
+		}
 	}
 	// Lambda's smallest memory: the idle environment pays for it every minute.
 	if p := props(consumer); p["MemorySize"] != 128.0 {
@@ -966,11 +972,14 @@ func TestBadInput(t *testing.T) {
 		"shards over the store's": {`{"lambdas": [{"name": "a"}]}`, func(e *Environment) { e.Shards = 300 }, "environment dev: shards must be in 1..256 (dynamostore.MaxShards), got 300"},
 		"missing asset":           {`{"lambdas": [{"name": "a", "handler": "nope"}]}`, nil, "workers-nope.zip is missing: run `make build` first"},
 		// Worker scale-out that could fill the account's concurrency, throttling the API.
-		"over the account's concurrency": {busyRegistry, nil, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
+		"over the account's concurrency": {busyRegistry, reserving, "environment dev: the functions' reserved concurrency 601 plus the event source mappings' MaximumConcurrency 600 is 1201, over the account's concurrency limit 1000 (account_concurrency)"},
 		// A stack's lambdas must fit the 4 KB of its SSM parameter.
 		"parameter over 4 KB": {bigStackRegistry(), nil, "over the 4096 bytes of an SSM parameter: split the stack"},
-		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.StatusConcurrency = 950 },
+		"reservations over AWS's": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.ReservedConcurrency, e.StatusConcurrency = true, 950 },
 			"environment dev: the functions reserve a concurrency of 951, which leaves less than the 100 unreserved that AWS requires of the account's limit 1000"},
+		// A new account's limit keeps all of its 10 unreserved: nothing can be reserved there.
+		"reservations on a new account": {`{"lambdas": [{"name": "a", "handler": "echo"}]}`, func(e *Environment) { e.ReservedConcurrency, e.AccountConcurrency = true, 10 },
+			"which leaves less than the 10 unreserved that AWS requires of the account's limit 10 (account_concurrency): set reserved_concurrency false"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registry.Parse([]byte(tc.registry))
@@ -1012,7 +1021,9 @@ func TestConcurrencyOverEveryStack(t *testing.T) {
 					t.Errorf("team %q: New panicked with %v, want %q", team, r, want)
 				}
 			}()
-			New(newApp(t.TempDir()), Props{Name: "dev", Env: mustEnvs(t)["dev"], Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: team})
+			e := mustEnvs(t)["dev"]
+			reserving(&e)
+			New(newApp(t.TempDir()), Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root, Team: team})
 		}()
 	}
 }
@@ -1048,6 +1059,9 @@ func bigStackRegistry() string {
 	return `{"lambdas": [` + strings.Join(entries, ",") + `]}`
 }
 
+// reserving turns on the reservations of an environment (dev's are off).
+func reserving(e *Environment) { e.ReservedConcurrency = true }
+
 // busyRegistry is one lambda whose worker may run 600 invocations of one task each.
 const busyRegistry = `{"lambdas": [{"name": "a", "handler": "echo", "priorities": ["normal"], "concurrency": 1, "function": {"max_concurrency": {"normal": 600}}}]}`
 
@@ -1059,7 +1073,7 @@ func TestAccountConcurrencyConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := mustEnvs(t)["dev"]
-	e.AccountConcurrency = 2000
+	e.ReservedConcurrency, e.AccountConcurrency = true, 2000
 	root := standIn(t)
 	st := New(newApp(t.TempDir()), Props{Name: "dev", Env: e, Registry: reg, Assets: filepath.Join(root, "bin", "lambda"), Root: root})
 	assertions.Template_FromStack(st.Lambdas["default"], nil).HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
@@ -1091,7 +1105,12 @@ func TestStatusReserved(t *testing.T) {
 				continue
 			}
 			found++
-			if got := props(fn)["ReservedConcurrentExecutions"]; got != float64(w) {
+			got := props(fn)["ReservedConcurrentExecutions"]
+			if !mustEnvs(t)[name].ReservedConcurrency {
+				if got != nil {
+					t.Errorf("%s reserves no concurrency, but %s reserves %v", name, path(fn), got)
+				}
+			} else if got != float64(w) {
 				t.Errorf("%s: %s reserves %v, want %d", name, path(fn), got, w)
 			}
 		}
@@ -1100,6 +1119,7 @@ func TestStatusReserved(t *testing.T) {
 		}
 	}
 	e := mustEnvs(t)["dev"]
+	reserving(&e)
 	for _, l := range reg.Lambdas {
 		if l.Kind == registry.KindFunction {
 			if got := statusReserved(e, []registry.Entry{l}); got != want["Lambda-"+l.Name+"/Status/Function/Resource"] {
@@ -1153,7 +1173,7 @@ func TestStatusAlarms(t *testing.T) {
 
 // TestLoadEnvironments: the environments file is checked field by field.
 func TestLoadEnvironments(t *testing.T) {
-	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1`
+	good := `"shards": 4, "log_retention_days": 7, "api": {"rate_limit": 1, "burst_limit": 1}, "nat_gateways": 1, "reserved_concurrency": false`
 	for name, tc := range map[string]struct{ json, want string }{
 		"unknown field":       {`{"dev": {` + good + `, "shard": 4}}`, `unknown field "shard"`},
 		"empty":               {`{}`, "no environment"},
@@ -1163,7 +1183,7 @@ func TestLoadEnvironments(t *testing.T) {
 		"retention":           {`{"dev": {` + strings.Replace(good, `"log_retention_days": 7`, `"log_retention_days": 8`, 1) + `}}`, "log_retention_days 8: want one of [1 3 5 7 14"},
 		"throttle":            {`{"dev": {` + strings.Replace(good, `"rate_limit": 1`, `"rate_limit": 0`, 1) + `}}`, "api.rate_limit"},
 		"nat":                 {`{"dev": {` + strings.Replace(good, `"nat_gateways": 1`, `"nat_gateways": 3`, 1) + `}}`, "nat_gateways must be in 0..2"},
-		"account concurrency": {`{"dev": {` + good + `, "account_concurrency": 50}}`, "account_concurrency must be at least 100"},
+		"account concurrency": {`{"dev": {` + good + `, "account_concurrency": 9}}`, "account_concurrency must be at least 10"},
 		"status concurrency":  {`{"dev": {` + good + `, "status_concurrency": -1}}`, "status_concurrency must not be negative"},
 		"shards":              {`{"dev": {` + strings.Replace(good, `"shards": 4`, fmt.Sprintf(`"shards": %d`, dynamostore.MaxShards+1), 1) + `}}`, "shards must be in 1..256"},
 		"alarm email":         {`{"dev": {` + good + `, "alarms": {"email": "ops", "dlq_messages": 1, "dead_tasks": 1, "delivery_p95_ms": 1, "consumer_errors": 1}}}`, `alarms.email "ops"`},

@@ -31,9 +31,9 @@ const (
 // lambda's tasks. One function per lambda costs nothing per call: each call is the same one
 // invocation it was with a shared function.
 //
-// Its concurrency is reserved (statusReserved), so that worker invocations filling the account
-// cannot throttle the lambda's claims and heartbeats; its throttles and errors are alarmed on
-// (statusAlarms).
+// Where the environment reserves concurrency, its concurrency is reserved (statusReserved), so
+// that worker invocations filling the account cannot throttle the lambda's claims and
+// heartbeats; its throttles and errors are alarmed on (statusAlarms).
 type status struct {
 	*function
 }
@@ -58,12 +58,16 @@ func newStatus(scope constructs.Construct, id string, d *deployment, e registry.
 }
 
 // statusReserved is the reserved concurrency of a status function serving the worker functions
-// of entries (one lambda's): the environment's StatusConcurrency, per status function, if set,
+// of entries (one lambda's): none where the environment reserves nothing (ReservedConcurrency
+// off); else the environment's StatusConcurrency, per status function, if set,
 // else the most tasks those workers run
 // at once (per priority, MaximumConcurrency invocations of BatchSize records each). An executor
 // has at most one status call out at a time, so at that size the reservation itself never
 // throttles a call. ECS executors run their status controller in-process and count for nothing.
 func statusReserved(env Environment, entries []registry.Entry) int {
+	if !env.ReservedConcurrency {
+		return 0
+	}
 	if env.StatusConcurrency > 0 {
 		return env.StatusConcurrency
 	}

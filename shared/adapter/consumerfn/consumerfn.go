@@ -5,8 +5,8 @@
 // Config.StopWhenIdle, a lambda's sweeps end as soon as nothing of it is due before the minute is
 // up, and the invocation with the last of them: an idle environment pays for one sweep and one
 // look ahead a minute, not a minute of sweeps. Overlapping invocations (one running late) are
-// harmless: every move of a task is a conditional write. The stack still gives the function a
-// reserved concurrency of one, so they stay rare.
+// harmless: every move of a task is a conditional write. Where the environment reserves
+// concurrency, the stack gives the function a reserved concurrency of one, so they stay rare.
 package consumerfn
 
 import (
