@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/adapter/dashboard"
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/testkit/lambdaruntime"
 )
@@ -20,7 +23,8 @@ import (
 // (c's endpoint) checks SigV4 as the routes' IAM authorization does: a request without a
 // signature is refused with 403, which the client reports naming the IAM action and the route;
 // the atf binary with ATF_SIGV4=1 and the environment's credentials schedules, gets (waiting
-// for the end), lists and lists the lambdas.
+// for the end), lists and lists the lambdas; the dashboard's proxy reads a task, signed, and
+// answers that the charts need atf dev.
 func signedClients(t *testing.T, c *client.Client) {
 	ctx := t.Context()
 	_, err := (&client.Client{Endpoint: c.Endpoint}).Lambdas(ctx)
@@ -55,5 +59,21 @@ func signedClients(t *testing.T, c *client.Client) {
 	}
 	if out := cli("lambdas"); !regexp.MustCompile(`(?m)^echo\s`).MatchString(out) || !regexp.MustCompile(`(?m)^sleep\s`).MatchString(out) {
 		t.Errorf("atf lambdas: %s; want echo and sleep", out)
+	}
+
+	endpoint, err := url.Parse(c.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(ctx context.Context, req *http.Request, body []byte) error {
+		return client.SignSigV4(ctx, c.SigV4, req, body, time.Now())
+	}
+	proxy := httptest.NewServer(dashboard.Proxy(endpoint, sign, nil))
+	defer proxy.Close()
+	if status, body := httpGet(t, proxy.URL+"/v1/lambdas/echo/tasks/cli-signed"); status != http.StatusOK || !strings.Contains(body, `"cli-signed"`) {
+		t.Errorf("a task through the dashboard's proxy: %d %s", status, body)
+	}
+	if status, body := httpGet(t, proxy.URL+dashboard.ActivityPath); status != http.StatusNotImplemented || !strings.Contains(body, "run atf dev") {
+		t.Errorf("the charts through the dashboard's proxy: %d %s; want 501 saying they need atf dev", status, body)
 	}
 }

@@ -63,7 +63,7 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + tailUsage + newUsage + completionUsage + `
+` + dashboardUsage + schedulesUsage + tailUsage + newUsage + completionUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --token
@@ -101,6 +101,8 @@ func run(args []string, out io.Writer) error {
 		return newCommand(args, out)
 	case "completion":
 		return completion(args, out)
+	case "dashboard":
+		return dashboardCommand(args, out)
 	}
 	cl := clientCommands[cmd]
 	st, isStream := streamCommands[cmd]
