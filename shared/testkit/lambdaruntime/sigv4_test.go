@@ -161,3 +161,53 @@ func TestSigV4(t *testing.T) {
 		t.Errorf("the handler got %q; want the good post with its body", reached)
 	}
 }
+
+// TestAPIGatewayAuth: with Auth, the gateway answers a path no route has 404 (before the
+// signature, as API Gateway does), refuses an unsigned or wrongly signed request to a route with
+// 403 without invoking the function, and passes a signed one on to it.
+func TestAPIGatewayAuth(t *testing.T) {
+	t.Parallel()
+	f := newFunction(t, "serve", 5*time.Second)
+	creds := aws.Credentials{AccessKeyID: "AKIDGATEWAY", SecretAccessKey: "gateway-secret"}
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: f, Routes: []string{"POST /v1/lambdas/{lambda}/tasks"},
+		Auth: &lambdaruntime.SigV4{Region: "eu-west-1", Credentials: lambdaruntime.StaticCredentials(creds)}})
+	defer srv.Close()
+	send := func(path, secret string) (int, string) {
+		t.Helper()
+		body := `{"do":"proxy"}`
+		req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if secret != "" {
+			sum := sha256.Sum256([]byte(body))
+			signing := aws.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: secret}
+			if err := v4.NewSigner().SignHTTP(t.Context(), signing, req, hex.EncodeToString(sum[:]), "execute-api", "eu-west-1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	if code, body := send("/v1/nothing/here", ""); code != http.StatusNotFound || body != `{"message":"Not Found"}` {
+		t.Errorf("no route, unsigned: %d %s; want 404", code, body)
+	}
+	if code, body := send("/v1/lambdas/echo/tasks", ""); code != http.StatusForbidden || body != `{"message":"Missing Authentication Token"}` {
+		t.Errorf("unsigned: %d %s; want 403 Missing Authentication Token", code, body)
+	}
+	if code, body := send("/v1/lambdas/echo/tasks", "wrong"); code != http.StatusForbidden || !strings.Contains(body, "signature we calculated does not match") {
+		t.Errorf("wrongly signed: %d %s; want 403", code, body)
+	}
+	if f.Starts() != 0 {
+		t.Errorf("refused requests started the function %d times", f.Starts())
+	}
+	if code, body := send("/v1/lambdas/echo/tasks", creds.SecretAccessKey); code != http.StatusOK || body != `/v1/lambdas/{lambda}/tasks lambda=echo` {
+		t.Errorf("signed: %d %s; want the function's answer", code, body)
+	}
+}
