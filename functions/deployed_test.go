@@ -7,7 +7,9 @@ package functions_test
 // stands in for the AWS services moto does not run:
 //
 //   - API Gateway: moto creates no HTTP API, so lambdaruntime.APIGateway turns the Go client's
-//     requests into the proxy events (payload format 1.0) of the deployed integration;
+//     requests into the proxy events (payload format 1.0) of the deployed integration, after
+//     checking their SigV4 signatures as the routes' IAM authorization does (the environment's
+//     credentials sign and are the known ones);
 //   - the event source mappings: eventsource.SQS polls each mapping's queue with its batch size
 //     and hands batches to its function, deleting what the batch response does not report
 //     failed (ReportBatchItemFailures), as Lambda's poller does;
@@ -321,6 +323,7 @@ func TestDeployedStack(t *testing.T) {
 			}
 		}
 	})
+	t.Run("sigv4", func(t *testing.T) { signedClients(t, c) })
 	t.Run("iam", func(t *testing.T) {
 		auditIAM(t, d, run.proxies)
 		// The API and the consumer learned the lambdas from the lambda stacks' parameters through
@@ -901,10 +904,31 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	}
 	wg.Go(func() { _ = sched.Run(ctx) })
 
-	// The HTTP API's routes are the template's: moto creates none (stackapi's notApplied).
-	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name], Routes: routeKeys(t)})
+	// The HTTP API's routes are the template's: moto creates none (stackapi's notApplied). Each
+	// route authorizes with IAM, as the template's do: a request must be signed.
+	creds := envCredentials(t)
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: fns[d.only("api").name], Routes: routeKeys(t), Auth: &lambdaruntime.SigV4{
+		Region: lambdaruntime.DefaultRegion, Credentials: lambdaruntime.StaticCredentials(creds),
+	}})
 	t.Cleanup(srv.Close)
-	return &running{client: &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}, consumer: runs, proxies: proxies, batches: batches}
+	signing := &aws.Config{Region: lambdaruntime.DefaultRegion, Credentials: credentials.StaticCredentialsProvider{Value: creds}}
+	c := &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second, SigV4: signing}
+	return &running{client: c, consumer: runs, proxies: proxies, batches: batches}
+}
+
+// envCredentials are the environment's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN), which sign the requests to the deployed API, as a user's atf does, and
+// which its gateway knows.
+func envCredentials(t *testing.T) aws.Credentials {
+	t.Helper()
+	creds := aws.Credentials{
+		AccessKeyID: os.Getenv("AWS_ACCESS_KEY_ID"), SecretAccessKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+		SessionToken: os.Getenv("AWS_SESSION_TOKEN"),
+	}
+	if creds.AccessKeyID == "" || creds.SecretAccessKey == "" {
+		t.Fatal("the deployed API's requests are signed with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set them (the emulators' environment does)")
+	}
+	return creds
 }
 
 // batchLog records, for each message an event source mapping delivered, the batch it came in

@@ -230,11 +230,18 @@ func (e *env) worker(t *testing.T, lambda string) (worker, status *lambdaruntime
 	}), st
 }
 
-// gateway serves HTTP through the API function as API Gateway does; the client talks to it.
+// gateway serves HTTP through the API function as API Gateway does, with the stack's IAM
+// authorization (SigV4); the client talks to it, signing.
 func (e *env) gateway(t *testing.T, api *lambdaruntime.Function) *client.Client {
-	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: api})
+	creds := aws.Credentials{AccessKeyID: "AKIDFUNCTIONS", SecretAccessKey: "functions-secret"}
+	srv := httptest.NewServer(lambdaruntime.APIGateway{Function: api, Auth: &lambdaruntime.SigV4{
+		Region: lambdaruntime.DefaultRegion, Credentials: lambdaruntime.StaticCredentials(creds),
+	}})
 	t.Cleanup(srv.Close)
-	return &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second}
+	signing := &aws.Config{Region: lambdaruntime.DefaultRegion, Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return creds, nil
+	})}
+	return &client.Client{Endpoint: srv.URL, MaxWait: 5 * time.Second, SigV4: signing}
 }
 
 // invoke runs f once on event and fails the test if the function fails.

@@ -41,6 +41,10 @@ func completion(args []string, out io.Writer) error {
 		ctx, cancel := context.WithTimeout(context.Background(), lambdaNamesTimeout)
 		defer cancel()
 		c := &client.Client{Endpoint: strings.TrimRight(envOr("ATF_ENDPOINT", "http://127.0.0.1:8080"), "/"), Token: envOr("ATF_TOKEN", "")}
+		var err error
+		if c.SigV4, err = sigV4Config(ctx, c.Endpoint, ""); err != nil {
+			return nil
+		}
 		ls, err := c.Lambdas(ctx)
 		if err != nil {
 			return nil
@@ -92,7 +96,7 @@ func flagsOf(cmd func(args []string) error) []string {
 // completionCommands lists every command with its flags.
 func completionCommands() []completedCommand {
 	var cmds []completedCommand
-	global := []string{"endpoint", "token", "json"}
+	global := []string{"endpoint", "token", "region", "json"}
 	for name, cl := range clientCommands {
 		cmds = append(cmds, completedCommand{name, slices.Concat(cl.flags, global), cl.args > 0 || name == "schedule"})
 	}
@@ -103,6 +107,7 @@ func completionCommands() []completedCommand {
 		completedCommand{name: "dev", flags: flagsOf(dev)},
 		completedCommand{name: "create", flags: flagsOf(func(args []string) error { return create(args, io.Discard) })},
 		completedCommand{name: "new", flags: flagsOf(func(args []string) error { return newCommand(args, io.Discard) })},
+		completedCommand{name: "dashboard", flags: flagsOf(func(args []string) error { return dashboardCommand(args, io.Discard) })},
 		completedCommand{name: "completion"}, completedCommand{name: "help"})
 	slices.SortFunc(cmds, func(a, b completedCommand) int { return strings.Compare(a.name, b.name) })
 	return cmds

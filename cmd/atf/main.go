@@ -63,12 +63,16 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
-` + schedulesUsage + tailUsage + newUsage + completionUsage + `
+` + dashboardUsage + schedulesUsage + tailUsage + newUsage + completionUsage + `
 A REF names a task: ID, of the same lambda, or LAMBDA/ID.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --token
-(default $ATF_TOKEN). Every command takes --json: its output as JSON (atf dev: its log as JSON
-lines; atf tail: an event a line), and an error as {"error": "..."} on stderr.
+(default $ATF_TOKEN). Their requests to an API Gateway endpoint, such as a deployed stack's
+https://ID.execute-api.REGION.amazonaws.com, are signed with SigV4 (the IAM action is
+execute-api:Invoke), with the AWS credentials of the environment, profile, SSO or instance role,
+for --region (default $AWS_REGION, else the endpoint's region); ATF_SIGV4=1 signs them for any
+endpoint. Every command takes --json: its output as JSON (atf dev: its log as JSON lines; atf
+tail: an event a line), and an error as {"error": "..."} on stderr.
 `
 
 func main() {
@@ -97,6 +101,8 @@ func run(args []string, out io.Writer) error {
 		return newCommand(args, out)
 	case "completion":
 		return completion(args, out)
+	case "dashboard":
+		return dashboardCommand(args, out)
 	}
 	cl := clientCommands[cmd]
 	st, isStream := streamCommands[cmd]
@@ -110,6 +116,7 @@ func run(args []string, out io.Writer) error {
 	endpoint := fs.String("endpoint", envOr("ATF_ENDPOINT", "http://127.0.0.1:8080"), "atf API endpoint")
 	asJSON := fs.Bool("json", false, "print JSON")
 	token := fs.String("token", "", "the API's bearer token, if atf dev has one (default $ATF_TOKEN)")
+	region := fs.String("region", "", "the AWS region to sign requests for (default $AWS_REGION, or an API Gateway endpoint's)")
 	opts := flagValues{}
 	for _, name := range cl.flags {
 		set := fs.Func
@@ -139,6 +146,9 @@ func run(args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+wait)
 	defer cancel()
 	c := &client.Client{Endpoint: strings.TrimRight(*endpoint, "/"), Token: cmp.Or(*token, os.Getenv("ATF_TOKEN"))}
+	if c.SigV4, err = sigV4Config(ctx, c.Endpoint, *region); err != nil {
+		return err
+	}
 	if isStream {
 		// It runs until interrupted, each request on a deadline of its own.
 		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

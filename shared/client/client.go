@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -25,6 +27,9 @@ type Client struct {
 	Endpoint string // such as http://127.0.0.1:8080
 	HTTP     *http.Client
 	Token    string // if set, sent as a bearer token, as atf dev --token requires
+	// SigV4, if set, signs each request with its credentials and region for API Gateway, which
+	// authorizes a deployed API's routes with IAM (SignSigV4), in place of Token.
+	SigV4 *aws.Config
 	// MaxWait is the wait each request of Wait asks for: DefaultMaxWait if zero. A server cuts a
 	// longer wait to its own maximum.
 	MaxWait time.Duration
@@ -269,7 +274,12 @@ func (c *Client) try(ctx context.Context, method, path string, body []byte, hasB
 	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
+	switch {
+	case c.SigV4 != nil: // the signature is the Authorization header: no token goes with it
+		if err := SignSigV4(ctx, c.SigV4, req, body, time.Now()); err != nil {
+			return 0, "", notSigned{err}
+		}
+	case c.Token != "":
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := c.HTTP
@@ -287,6 +297,9 @@ func (c *Client) try(ctx context.Context, method, path string, body []byte, hasB
 	}
 	retryAfter := resp.Header.Get("Retry-After")
 	if resp.StatusCode >= 300 {
+		if e, ok := GatewayRefusal(resp.StatusCode, method, path, data); ok {
+			return resp.StatusCode, retryAfter, e
+		}
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}

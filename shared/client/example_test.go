@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/aws/aws-sdk-go-v2/config"
+
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/task"
 )
@@ -82,4 +84,21 @@ func ExampleGraph_Chord() {
 	fmt.Println(report, "waits for", len(last.After), "tasks, trigger rule", last.TriggerRule)
 	// Output:
 	// resize/report waits for 3 tasks, trigger rule all_done
+}
+
+// A deployed API: its routes authorize with IAM, so each request is signed with SigV4, with the
+// credentials of the SDK's default chain (environment, profile, SSO, instance role). (Not run:
+// it needs a deployed API.)
+func ExampleClient_sigV4() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("eu-west-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := &client.Client{Endpoint: "https://abc123.execute-api.eu-west-1.amazonaws.com", SigV4: &cfg}
+	lambdas, err := c.Lambdas(ctx)
+	if err != nil {
+		log.Fatal(err) // such as: API Gateway refused execute-api:Invoke on GET /v1/lambdas: User: arn:... is not authorized ...
+	}
+	fmt.Println(len(lambdas), "lambdas")
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Retries: a request that is safe to send again is sent again when its connection failed (the
-// server closed it while idle, a reset, a refused dial) or the server answered 503 or 429, with
+// server closed it while idle, a reset, a refused dial; not a request that could not be signed,
+// which was never sent) or the server answered 503 or 429, with
 // backoff (or the Retry-After the server asked for, when longer), up to MaxAttempts tries in all
 // and never past the caller's context. Safe are the reads, a schedule (it carries an id, which the
 // client chooses when the caller gave none: the same id and body replay the first), a batch of
@@ -49,6 +50,9 @@ var defaultHTTP = &http.Client{Transport: NewTransport()}
 func retryable(status int, err error) bool {
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		return true
+	}
+	if errors.As(err, new(notSigned)) {
+		return false
 	}
 	return status == 0 && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

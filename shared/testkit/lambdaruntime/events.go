@@ -71,9 +71,11 @@ func hostOf(addr string) string {
 // a function error); at the integration's timeout the client gets 503 {"message":"Service
 // Unavailable"}, as API Gateway answers. The invocation is Lambda's, not the client's: it runs on
 // to its end or the function's deadline when the client goes away or the integration times out.
-// It does not authorize (the stack's routes use IAM) nor throttle.
+// With Auth it authorizes each matched route as the stack's IAM authorization does (SigV4); it
+// does not throttle.
 type APIGateway struct {
 	Function *Function
+	Auth     *SigV4        // if set, a request must be signed (403 otherwise); nil lets every one in
 	Timeout  time.Duration // the integration's timeout [IntegrationTimeout]
 	// Routes are the HTTP API's route keys ("GET /v1/lambdas/{lambda}/tasks", "$default"), as
 	// the template's AWS::ApiGatewayV2::Route resources give them: a request no route matches is
@@ -175,6 +177,12 @@ func (g APIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(params) > 0 {
 			req.PathParameters = params
+		}
+	}
+	if g.Auth != nil { // after the route: API Gateway answers 404 to a path no route has
+		if msg, ok := g.Auth.Verify(r, body); !ok {
+			gatewayError(w, http.StatusForbidden, msg)
+			return
 		}
 	}
 	event, err := json.Marshal(req)

@@ -20,7 +20,7 @@ async function api(path, { method = 'GET', body } = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = 'Bearer ' + token;
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  if (r.status === 401) { onNeedToken(); throw new NeedToken('this atf dev needs its token'); }
+  if (r.status === 401) { onNeedToken(); throw new NeedToken('this atf needs its token'); }
   const j = r.status === 204 ? null : await r.json().catch(() => null);
   if (!r.ok) throw new Error((j && j.error && j.error.message) || r.status + ' ' + r.statusText);
   return j;
@@ -296,7 +296,7 @@ function Charts({ params }) {
 
 function Login({ onDone }) {
   const [token, setToken] = useState('');
-  return html`<section id="login"><h2>Token</h2><p>This atf dev asks for a bearer token (--token or ATF_TOKEN).
+  return html`<section id="login"><h2>Token</h2><p>This atf dev (or atf dashboard) asks for a bearer token (--token or ATF_TOKEN).
     It is kept in this tab's sessionStorage only.</p>
     <form class="inline" onSubmit=${(e) => { e.preventDefault(); sessionStorage.setItem(TOKEN_KEY, token); onDone(); }}>
       <input type="password" name="token" placeholder="token" value=${token} onInput=${(e) => setToken(e.target.value)} />
