@@ -182,6 +182,18 @@ func TestDeployedStack(t *testing.T) {
 				t.Fatalf("upstream %s (%v), downstream %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
 			}
 		})
+		t.Run("join", func(t *testing.T) {
+			t.Parallel()
+			// The README tour's diamond end: join, deployed as the example lambdas are, gathers
+			// its upstreams' results.
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "join-b", Payload: json.RawMessage(`{"text":"b"}`)})
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "join-c", Payload: json.RawMessage(`{"text":"c"}`)})
+			d := schedule(t, c, "join", client.ScheduleRequest{ID: "d", After: []task.Ref{{Lambda: "echo", ID: "join-b"}, {Lambda: "echo", ID: "join-c"}}})
+			done := waitEnd(t, c, "join", d.ID)
+			if want := `{"echo/join-b":{"text":"b"},"echo/join-c":{"text":"c"}}`; done.Status != task.StatusSuccess || compactJSON(done.Result) != want {
+				t.Fatalf("join: %s with %s (error %q); want success with %s", done.Status, done.Result, done.Error, want)
+			}
+		})
 		t.Run("flow across teams", func(t *testing.T) {
 			t.Parallel()
 			// Upstream and downstream in lambda stacks of different teams: the API learns both

@@ -1,9 +1,11 @@
 package stack
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -180,6 +182,49 @@ func TestWorkers(t *testing.T) {
 		}
 		if len(esms) != want {
 			t.Errorf("%s: %d event source mappings, want %d", name, len(esms), want)
+		}
+	}
+}
+
+// TestEveryWorkerDeployed: every example lambda of functions/workers (the README's tour uses
+// them all) has a worker function in the dev environment's templates, one that runs that
+// handler's build: its code is the zip workers-<handler>.zip.
+func TestEveryWorkerDeployed(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["dev"]
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "functions", "workers", "*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no workers in functions/workers: %v", err)
+	}
+	// The zip each function's code is: a file asset, staged in the cloud assembly under its hash.
+	code := map[string]string{} // worker function's lambda -> the stand-in's content
+	for _, fn := range s.resources("AWS::Lambda::Function") {
+		p := path(fn)
+		if !strings.HasSuffix(p, "/Worker/Function/Resource") {
+			continue
+		}
+		key, _ := props(fn)["Code"].(map[string]any)["S3Key"].(string)
+		z, err := zip.OpenReader(filepath.Join(s.outdir, "asset."+key))
+		if err != nil {
+			t.Fatalf("%s: code %s: %v", p, key, err)
+		}
+		b, err := fs.ReadFile(z, "bootstrap")
+		z.Close()
+		if err != nil {
+			t.Fatalf("%s: code %s: %v", p, key, err)
+		}
+		code[strings.TrimPrefix(strings.Split(p, "/")[0], "Lambda-")] = string(b)
+	}
+	for _, dir := range dirs {
+		w := filepath.Base(dir)
+		var deployed []string
+		for _, e := range reg.Lambdas {
+			if e.Handler == w && code[e.Name] == "stand-in workers-"+w {
+				deployed = append(deployed, e.Name)
+			}
+		}
+		if len(deployed) == 0 {
+			t.Errorf("functions/workers/%s: no worker function of dev runs it: give it an entry in lambdas.json", w)
 		}
 	}
 }
