@@ -313,7 +313,8 @@ func TestDeployedStack(t *testing.T) {
 			status task.Status
 			ids    []string
 		}{
-			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "team-up", "twice", "up"}},
+			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "join-b", "join-c", "run", "team-up", "twice", "up"}},
+			{"join", task.StatusSuccess, []string{"d"}},
 			{"echo", task.StatusCancelled, []string{"later"}},
 			{"flaky", task.StatusSuccess, []string{"retried"}},
 			{"flaky", task.StatusDead, []string{"dead"}},
