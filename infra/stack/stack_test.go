@@ -219,7 +219,7 @@ func TestEveryWorkerDeployed(t *testing.T) {
 		w := filepath.Base(dir)
 		var deployed []string
 		for _, e := range reg.Lambdas {
-			if e.Handler == w && code[e.Name] == "stand-in workers-"+w {
+			if e.Handler == w && e.Program == "" && code[e.Name] == "stand-in workers-"+w {
 				deployed = append(deployed, e.Name)
 			}
 		}
@@ -745,7 +745,8 @@ func TestExecutors(t *testing.T) {
 	if n := len(s.resources("AWS::ECS::Service")); n != want {
 		t.Errorf("%d ECS services, want %d", n, want)
 	}
-	// The image asset stages the Dockerfile and the two binaries, built for arm64.
+	// The image asset stages the Dockerfile, the executor's binary and the handler (a Go
+	// handler's build, or a program), built for arm64 on the entry's base image.
 	var assets struct {
 		DockerImages map[string]struct {
 			Source struct {
@@ -764,9 +765,21 @@ func TestExecutors(t *testing.T) {
 	if len(assets.DockerImages) != want {
 		t.Fatalf("%d image assets, want %d", len(assets.DockerImages), want)
 	}
+	images := map[string]bool{} // by lambda
 	for _, img := range assets.DockerImages {
-		if img.Source.DockerFile != dockerfile || img.Source.Platform != "linux/arm64" || img.Source.DockerBuildArgs["HANDLER"] == "" {
+		args := img.Source.DockerBuildArgs
+		e, ok := reg.Lambda(args["LAMBDA"])
+		if img.Source.DockerFile != dockerfile || img.Source.Platform != "linux/arm64" || !ok || args["BASE"] != e.ECS.Image {
 			t.Errorf("image asset %+v", img.Source)
+			continue
+		}
+		images[e.Name] = true
+		handler := "bin/lambda/workers-" + e.Handler + "/bootstrap"
+		if e.Program != "" {
+			handler = e.Program
+		}
+		if args["HANDLER_FILE"] != handler {
+			t.Errorf("%s: the image carries %s, want %s", e.Name, args["HANDLER_FILE"], handler)
 		}
 		staged := filepath.Join(s.outdir, img.Source.Directory)
 		var files []string
@@ -778,10 +791,17 @@ func TestExecutors(t *testing.T) {
 			return err
 		}))
 		slices.Sort(files)
-		wantFiles := []string{"bin/lambda/executor/bootstrap", "bin/lambda/workers-" + img.Source.DockerBuildArgs["HANDLER"] + "/bootstrap", dockerfile}
+		wantFiles := []string{"bin/lambda/executor/bootstrap", handler, dockerfile}
+		slices.Sort(wantFiles)
 		if !slices.Equal(files, wantFiles) {
-			t.Errorf("the image's context holds %v, want %v", files, wantFiles)
+			t.Errorf("%s: the image's context holds %v, want %v", e.Name, files, wantFiles)
 		}
+		if info, err := os.Stat(filepath.Join(staged, handler)); err != nil || info.Mode()&0o111 == 0 {
+			t.Errorf("%s: the staged handler %s is not executable: %v", e.Name, handler, err)
+		}
+	}
+	if len(images) != want {
+		t.Errorf("images of %v, want one for each of the %d ecs lambdas", images, want)
 	}
 }
 

@@ -446,7 +446,9 @@ func (c Config) lambdas() ([]task.Lambda, *worker.Mux, []string, error) {
 				return nil, nil, nil, fmt.Errorf("registry: lambda %q: %w", e.Name, err)
 			}
 			served.Handle(e.Name, h) // a lambda may run another's handler, as sleep-long runs sleep
-			used[e.Handler] = true
+			if e.Program == "" {
+				used[e.Handler] = true
+			}
 			lambdas = append(lambdas, e.Lambda().WithDefaults())
 		}
 		unserved = slices.DeleteFunc(all.Lambdas(), func(name string) bool { return used[name] })
@@ -463,8 +465,22 @@ func (c Config) lambdas() ([]task.Lambda, *worker.Mux, []string, error) {
 	return lambdas, served, unserved, nil
 }
 
-// handlerOf returns the handler of registry entry e, of all.
+// handlerOf returns the handler of registry entry e: its program, or its handler of all.
 func (c Config) handlerOf(e registry.Entry, all *worker.Mux) (worker.Handler, error) {
+	if e.Program != "" {
+		path, err := filepath.Abs(c.Registry.ProgramPath(e))
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("program %s: not an executable file (chmod +x it)", path)
+		}
+		return worker.Program{Path: path}, nil
+	}
 	if h, ok := all.Handler(e.Handler); ok {
 		return h, nil
 	}

@@ -230,3 +230,53 @@ func TestRegistryEntryWithoutHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryProgram: an entry's program (its path relative to the registry's folder) is its
+// lambda's handler, whatever the handlers folder holds; a program that is missing fails the start.
+func TestRegistryProgram(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "programs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "programs", "count.sh"), []byte("#!/bin/sh\nwc -c\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	load := func(js string) *registry.Registry {
+		t.Helper()
+		path := filepath.Join(dir, "lambdas.json")
+		if err := os.WriteFile(path, []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		reg, err := registry.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg
+	}
+	cfg := local.Config{
+		Addr: "127.0.0.1:0", DBPath: filepath.Join(t.TempDir(), "atf.db"), HandlersDir: scripts(t, map[string]string{"count": "exit 1"}),
+		Task: task.Config{PollInterval: 50 * time.Millisecond}, Logger: slog.New(slog.DiscardHandler),
+		Registry: load(`{"lambdas": [{"name": "count", "kind": "ecs", "program": "programs/count.sh"}]}`),
+	}
+	s, err := local.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client.Client{Endpoint: "http://" + s.Addr()}
+	if _, _, err := c.Schedule(context.Background(), "count", client.ScheduleRequest{ID: "c", Payload: json.RawMessage(`"four"`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetWait(context.Background(), "count", "c", 20*time.Second)
+	s.Stop(context.Background())
+	if err != nil || got.Status != task.StatusSuccess || string(got.Result) != "6" {
+		t.Errorf("count: %s with %s (error %q), %v; want success with 6, the bytes of \"four\", counted by programs/count.sh", got.Status, got.Result, got.Error, err)
+	}
+
+	cfg.Registry = load(`{"lambdas": [{"name": "count", "kind": "ecs", "program": "programs/missing.sh"}]}`)
+	if s, err := local.Start(context.Background(), cfg); err == nil {
+		s.Stop(context.Background())
+		t.Fatal("the stack started without the program of lambda count")
+	} else if !strings.Contains(err.Error(), `"count"`) || !strings.Contains(err.Error(), filepath.Join(dir, "programs", "missing.sh")) {
+		t.Errorf("error %q does not name the lambda and its program's path", err)
+	}
+}
