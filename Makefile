@@ -11,7 +11,7 @@ DB    ?= .atf/atf.db
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-run: build-handlers ## start atf dev on $(ADDR) with the example lambdas of functions/workers
+run: build-handlers ## start atf dev on $(ADDR) serving the lambdas of lambdas.json (Go handlers built from functions/workers, programs from their paths)
 	$(GO) build -o $(BIN)/atf ./cmd/atf
 	$(BIN)/atf dev --addr $(ADDR) --db $(DB) --handlers $(BIN)/handlers --registry lambdas.json
 

@@ -185,6 +185,18 @@ func TestDeployedStack(t *testing.T) {
 				t.Fatalf("upstream %s (%v), downstream %s with %s; want both success, the downstream after", up.Status, err, done.Status, done.Result)
 			}
 		})
+		t.Run("join", func(t *testing.T) {
+			t.Parallel()
+			// The README tour's diamond end: join, deployed as the example lambdas are, gathers
+			// its upstreams' results.
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "join-b", Payload: json.RawMessage(`{"text":"b"}`)})
+			schedule(t, c, "echo", client.ScheduleRequest{ID: "join-c", Payload: json.RawMessage(`{"text":"c"}`)})
+			d := schedule(t, c, "join", client.ScheduleRequest{ID: "d", After: []task.Ref{{Lambda: "echo", ID: "join-b"}, {Lambda: "echo", ID: "join-c"}}})
+			done := waitEnd(t, c, "join", d.ID)
+			if want := `{"echo/join-b":{"text":"b"},"echo/join-c":{"text":"c"}}`; done.Status != task.StatusSuccess || compactJSON(done.Result) != want {
+				t.Fatalf("join: %s with %s (error %q); want success with %s", done.Status, done.Result, done.Error, want)
+			}
+		})
 		t.Run("flow across teams", func(t *testing.T) {
 			t.Parallel()
 			// Upstream and downstream in lambda stacks of different teams: the API learns both
@@ -304,7 +316,8 @@ func TestDeployedStack(t *testing.T) {
 			status task.Status
 			ids    []string
 		}{
-			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "run", "team-up", "twice", "up"}},
+			{"echo", task.StatusSuccess, []string{"delayed", "down", "gated", "join-b", "join-c", "run", "team-up", "twice", "up"}},
+			{"join", task.StatusSuccess, []string{"d"}},
 			{"echo", task.StatusCancelled, []string{"later"}},
 			{"flaky", task.StatusSuccess, []string{"retried"}},
 			{"flaky", task.StatusDead, []string{"dead"}},

@@ -26,6 +26,7 @@ import (
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/ecsexecutor"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -84,19 +85,23 @@ type stack struct {
 	store  *dynamostore.Store
 	queue  *sqsqueue.Queue
 	sqs    *sqs.Client
+	spec   string // ATF_LAMBDAS: the lambda alone
 }
 
 const lambdaSpec = `[{"name":"nap","concurrency":4,"timeout":"1m"}]`
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T) *stack { return newStackOf(t, lambdaSpec) }
+
+// newStackOf makes the table and the queues of the lambda of spec, ATF_LAMBDAS of one lambda.
+func newStackOf(t *testing.T, spec string) *stack {
 	t.Helper()
 	dbCfg, sqsCfg := awstest.Config(t, "DYNAMODB"), awstest.Config(t, "SQS")
 	ctx := context.Background()
-	s := &stack{name: awstest.Name("atf-exec"), sqs: sqs.NewFromConfig(sqsCfg), cfg: task.Config{}.WithDefaults()}
+	s := &stack{name: awstest.Name("atf-exec"), sqs: sqs.NewFromConfig(sqsCfg), cfg: task.Config{}.WithDefaults(), spec: spec}
 	db := awstest.NewDynamoDB(dbCfg)
 	awstest.Cleanup(t, s.name)
 	var specs []awsfn.LambdaSpec
-	if err := json.Unmarshal([]byte(lambdaSpec), &specs); err != nil {
+	if err := json.Unmarshal([]byte(spec), &specs); err != nil {
 		t.Fatal(err)
 	}
 	l, err := specs[0].Lambda()
@@ -207,13 +212,13 @@ type process struct {
 	log  []string
 }
 
-// startExecutor runs the executor of lambda nap on s with the handlers of dir.
+// startExecutor runs the executor of s's lambda on s with the handlers of dir.
 func (s *stack) startExecutor(t *testing.T, dir string, drain time.Duration) *process {
 	t.Helper()
 	cmd := exec.Command(executorBin)
 	cmd.Env = append(os.Environ(),
 		awsfn.EnvTable+"="+s.name, awsfn.EnvQueuePrefix+"="+s.name, awsfn.EnvShards+"=2",
-		awsfn.EnvLambdas+"="+lambdaSpec, awsfn.EnvLambda+"=nap", awsfn.EnvHeartbeat+"=1s",
+		awsfn.EnvLambdas+"="+s.spec, awsfn.EnvLambda+"="+s.lambda.Name, awsfn.EnvHeartbeat+"=1s",
 		ecsexecutor.EnvHandlers+"="+dir, ecsexecutor.EnvConcurrency+"=4", ecsexecutor.EnvPrefetch+"=4", ecsexecutor.EnvDrain+"="+drain.String())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -365,4 +370,44 @@ func TestSIGTERM(t *testing.T) {
 			second.terminate(t, 10*time.Second)
 		})
 	}
+}
+
+// TestProgramLambda: the program lambda of lambdas.json (its "program", a Python script) runs
+// under the executor binary with the program where its image puts it (infra/executor/Dockerfile):
+// in the handlers folder under the lambda's name, without its extension.
+func TestProgramLambda(t *testing.T) {
+	t.Parallel()
+	reg, err := registry.Load(filepath.Join("..", "..", registry.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(reg.Lambdas, func(e registry.Entry) bool { return e.Program != "" })
+	if i < 0 {
+		t.Fatal("lambdas.json has no program lambda")
+	}
+	e := reg.Lambdas[i]
+	spec, err := reg.LambdasJSON(e.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStackOf(t, spec)
+	program, err := os.ReadFile(reg.ProgramPath(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, e.Name), program, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ids := s.schedule(t, 1, `{"text": "to be or not to be"}`)
+	exe := s.startExecutor(t, dir, 10*time.Second)
+	var got task.Task
+	waitFor(t, "the task to end", 60*time.Second, func() bool {
+		got = s.tasks(t, ids)[ids[0]]
+		return got.Status.Terminal()
+	})
+	if got.Status != task.StatusSuccess || string(got.Result) != `{"words":6}` {
+		t.Errorf("%s with %s (error %q), want success with {\"words\":6}", got.Status, got.Result, got.Error)
+	}
+	exe.terminate(t, 20*time.Second)
 }

@@ -1,7 +1,9 @@
 package stack
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -147,7 +149,8 @@ func importExecutorCluster(scope constructs.Construct, id string, d *deployment)
 // (functions/executor), each long-polling the lambda's queues in strict priority order and
 // running up to the lambda's concurrency of its handler at once. Its task role consumes its own
 // queues, and reads and writes the table, through which it claims tasks: the executor runs the
-// status controller in-process. Its image holds the executor and the lambda's handler.
+// status controller in-process. Its image holds the executor and the lambda's handler, a Go
+// handler's build or a program (any executable, on a base image with its interpreter).
 type executor struct {
 	service  awsecs.FargateService
 	task     awsecs.FargateTaskDefinition
@@ -173,21 +176,21 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 	})
 	// The binaries must exist to be staged; asset() says to run make build if they don't.
 	d.asset(filepath.Join("executor", "bootstrap"))
-	d.asset(filepath.Join("workers-"+e.Handler, "bootstrap"))
 	assets, err := filepath.Rel(d.root, d.assets)
 	if err != nil || filepath.IsAbs(assets) || assets == ".." || len(assets) > 2 && assets[:3] == "../" {
 		panic("stack: Props.Assets must lie inside Props.Root, the executors' Docker context")
 	}
+	executorFile := filepath.ToSlash(filepath.Join(assets, "executor", "bootstrap"))
+	handlerFile := d.handlerFile(e, assets)
 	image := awsecs.ContainerImage_FromAsset(jsii.String(d.root), &awsecs.AssetImageProps{
-		File:       jsii.String(dockerfile),
-		Platform:   awsecrassets.Platform_LINUX_ARM64(),
-		BuildArgs:  &map[string]*string{"LAMBDA": jsii.String(e.Name), "HANDLER": jsii.String(e.Handler)},
+		File:     jsii.String(dockerfile),
+		Platform: awsecrassets.Platform_LINUX_ARM64(),
+		BuildArgs: &map[string]*string{
+			"BASE": jsii.String(e.ECS.Image), "LAMBDA": jsii.String(e.Name), "HANDLER_FILE": jsii.String(handlerFile),
+		},
 		IgnoreMode: awscdk.IgnoreMode_DOCKER,
 		// Stage the three files the image needs, not the repository.
-		Exclude: jsii.Strings("*",
-			"!"+dockerfile,
-			"!"+filepath.ToSlash(filepath.Join(assets, "executor", "bootstrap")),
-			"!"+filepath.ToSlash(filepath.Join(assets, "workers-"+e.Handler, "bootstrap"))),
+		Exclude: jsii.Strings("*", "!"+dockerfile, "!"+executorFile, "!"+handlerFile),
 	})
 	env := d.writerEnv(d.ownLambdaJSON(e.Name), s.table.TableName())
 	env[awsfn.EnvLambda] = jsii.String(e.Name)
@@ -237,6 +240,25 @@ func newExecutor(scope constructs.Construct, id string, d *deployment, e registr
 		x.scaleOnQueues(c, d, e, q, ec, window)
 	}
 	return x
+}
+
+// handlerFile is the file of e's handler that its executor's image carries, relative to Root
+// (slash-separated): its program, which the registry names relative to its folder, the
+// repository's root; or its Go handler's build in Assets (assets, relative to Root).
+func (d *deployment) handlerFile(e registry.Entry, assets string) string {
+	if e.Program == "" {
+		d.asset(filepath.Join("workers-"+e.Handler, "bootstrap"))
+		return filepath.ToSlash(filepath.Join(assets, "workers-"+e.Handler, "bootstrap"))
+	}
+	path := filepath.Join(d.root, filepath.FromSlash(e.Program))
+	info, err := os.Stat(path)
+	if err == nil && (!info.Mode().IsRegular() || info.Mode()&0o111 == 0) {
+		err = errors.New("not an executable file (chmod +x it)")
+	}
+	if err != nil {
+		panic(fmt.Errorf("lambda %s: program %s must be an executable file in the repository (Props.Root), the executor image's Docker context: %w", e.Name, path, err))
+	}
+	return e.Program
 }
 
 // Scaling to zero: an ecs lambda's executors start when messages wait in its queues, and stop

@@ -185,7 +185,7 @@ func TestMain(m *testing.M) {
 }
 
 // standIn makes a repository root with stand-in assets of every handler, and the real
-// Dockerfile of the executors.
+// Dockerfile of the executors and programs of functions/programs.
 func standIn(t *testing.T) string {
 	rootOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "atf-infra-test-")
@@ -212,6 +212,14 @@ func standIn(t *testing.T) string {
 			must(err)
 			must(z.Close())
 			must(f.Close())
+		}
+		// The programs of the registry, which the images of their executors carry.
+		programs, _ := filepath.Glob(filepath.Join("..", "..", "functions", "programs", "*"))
+		must(os.MkdirAll(filepath.Join(root, "functions", "programs"), 0o755))
+		for _, p := range programs {
+			b, err := os.ReadFile(p)
+			must(err)
+			must(os.WriteFile(filepath.Join(root, "functions", "programs", filepath.Base(p)), b, 0o755))
 		}
 		df, err := os.ReadFile(filepath.Join("..", "executor", "Dockerfile"))
 		must(err)

@@ -1,9 +1,11 @@
 package stack
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -180,6 +182,49 @@ func TestWorkers(t *testing.T) {
 		}
 		if len(esms) != want {
 			t.Errorf("%s: %d event source mappings, want %d", name, len(esms), want)
+		}
+	}
+}
+
+// TestEveryWorkerDeployed: every example lambda of functions/workers (the README's tour uses
+// them all) has a worker function in the dev environment's templates, one that runs that
+// handler's build: its code is the zip workers-<handler>.zip.
+func TestEveryWorkerDeployed(t *testing.T) {
+	reg := mustLoadRegistry(t)
+	s := environments(t)["dev"]
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "functions", "workers", "*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no workers in functions/workers: %v", err)
+	}
+	// The zip each function's code is: a file asset, staged in the cloud assembly under its hash.
+	code := map[string]string{} // worker function's lambda -> the stand-in's content
+	for _, fn := range s.resources("AWS::Lambda::Function") {
+		p := path(fn)
+		if !strings.HasSuffix(p, "/Worker/Function/Resource") {
+			continue
+		}
+		key, _ := props(fn)["Code"].(map[string]any)["S3Key"].(string)
+		z, err := zip.OpenReader(filepath.Join(s.outdir, "asset."+key))
+		if err != nil {
+			t.Fatalf("%s: code %s: %v", p, key, err)
+		}
+		b, err := fs.ReadFile(z, "bootstrap")
+		z.Close()
+		if err != nil {
+			t.Fatalf("%s: code %s: %v", p, key, err)
+		}
+		code[strings.TrimPrefix(strings.Split(p, "/")[0], "Lambda-")] = string(b)
+	}
+	for _, dir := range dirs {
+		w := filepath.Base(dir)
+		var deployed []string
+		for _, e := range reg.Lambdas {
+			if e.Handler == w && e.Program == "" && code[e.Name] == "stand-in workers-"+w {
+				deployed = append(deployed, e.Name)
+			}
+		}
+		if len(deployed) == 0 {
+			t.Errorf("functions/workers/%s: no worker function of dev runs it: give it an entry in lambdas.json", w)
 		}
 	}
 }
@@ -741,7 +786,8 @@ func TestExecutors(t *testing.T) {
 	if n := len(s.resources("AWS::ECS::Service")); n != want {
 		t.Errorf("%d ECS services, want %d", n, want)
 	}
-	// The image asset stages the Dockerfile and the two binaries, built for arm64.
+	// The image asset stages the Dockerfile, the executor's binary and the handler (a Go
+	// handler's build, or a program), built for arm64 on the entry's base image.
 	var assets struct {
 		DockerImages map[string]struct {
 			Source struct {
@@ -760,9 +806,21 @@ func TestExecutors(t *testing.T) {
 	if len(assets.DockerImages) != want {
 		t.Fatalf("%d image assets, want %d", len(assets.DockerImages), want)
 	}
+	images := map[string]bool{} // by lambda
 	for _, img := range assets.DockerImages {
-		if img.Source.DockerFile != dockerfile || img.Source.Platform != "linux/arm64" || img.Source.DockerBuildArgs["HANDLER"] == "" {
+		args := img.Source.DockerBuildArgs
+		e, ok := reg.Lambda(args["LAMBDA"])
+		if img.Source.DockerFile != dockerfile || img.Source.Platform != "linux/arm64" || !ok || args["BASE"] != e.ECS.Image {
 			t.Errorf("image asset %+v", img.Source)
+			continue
+		}
+		images[e.Name] = true
+		handler := "bin/lambda/workers-" + e.Handler + "/bootstrap"
+		if e.Program != "" {
+			handler = e.Program
+		}
+		if args["HANDLER_FILE"] != handler {
+			t.Errorf("%s: the image carries %s, want %s", e.Name, args["HANDLER_FILE"], handler)
 		}
 		staged := filepath.Join(s.outdir, img.Source.Directory)
 		var files []string
@@ -774,10 +832,17 @@ func TestExecutors(t *testing.T) {
 			return err
 		}))
 		slices.Sort(files)
-		wantFiles := []string{"bin/lambda/executor/bootstrap", "bin/lambda/workers-" + img.Source.DockerBuildArgs["HANDLER"] + "/bootstrap", dockerfile}
+		wantFiles := []string{"bin/lambda/executor/bootstrap", handler, dockerfile}
+		slices.Sort(wantFiles)
 		if !slices.Equal(files, wantFiles) {
-			t.Errorf("the image's context holds %v, want %v", files, wantFiles)
+			t.Errorf("%s: the image's context holds %v, want %v", e.Name, files, wantFiles)
 		}
+		if info, err := os.Stat(filepath.Join(staged, handler)); err != nil || info.Mode()&0o111 == 0 {
+			t.Errorf("%s: the staged handler %s is not executable: %v", e.Name, handler, err)
+		}
+	}
+	if len(images) != want {
+		t.Errorf("images of %v, want one for each of the %d ecs lambdas", images, want)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,11 +56,14 @@ type Config struct {
 	Functions *Functions
 	// IdleWait is how long a controller long-polls when its queues are empty; see controller.Config.
 	IdleWait    time.Duration
-	Mux         *worker.Mux // Go handlers, and programs added from HandlersDir
-	HandlersDir string      // every executable file here is a lambda; optional
-	// Registry, if set, declares lambdas as the stacks do: an entry whose handler is registered
-	// (Entry.Handler names a program of HandlersDir or a Go handler) runs with the entry's
-	// priorities, concurrency, timeout and attempts. Other handlers run with the defaults.
+	Mux         *worker.Mux // Go handlers by name; Start does not change it
+	HandlersDir string      // executable files, each a handler named after the file; optional
+	// Registry, if set, declares the lambdas as the stacks deploy them: its entries alone are
+	// served, each running its handler (Entry.Handler, a program of HandlersDir or a Go handler
+	// of Mux) with the entry's priorities, concurrency, timeout and attempts. An entry whose
+	// handler is missing fails Start; a handler no entry runs is not served, and Start logs a
+	// warning naming it. Without a Registry every handler is a lambda of the same name, with
+	// Concurrency and Timeout.
 	Registry    *registry.Registry
 	Concurrency int // slots per lambda; task.DefaultConcurrency if zero
 	Timeout     time.Duration
@@ -138,17 +143,19 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Mux == nil {
-		c.Mux = worker.NewMux()
-	}
 	c.Task = c.Task.WithDefaults()
 	if err := c.Task.Validate(); err != nil {
 		return nil, err
 	}
-	lambdas, err := c.Lambdas() // registers the handlers folder on c.Mux
+	lambdas, handlers, unserved, err := c.lambdas()
 	if err != nil {
 		return nil, err
 	}
+	if len(unserved) > 0 {
+		c.Logger.Warn("handlers not served: no entry of the registry runs them, so they would not run on AWS either; add an entry to serve one",
+			"handlers", unserved, "folder", c.HandlersDir)
+	}
+	c.Mux = handlers
 	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil)}
 	queue := c.Queue
 	// runs is the store of the services that run tasks (consumer, status controller): the API's,
@@ -398,47 +405,89 @@ func (s *Stack) Stop(ctx context.Context) {
 	s.close()
 }
 
-// Lambdas registers the programs of HandlersDir on Mux (a new one if nil) and returns the
-// lambdas of every handler, with the configured concurrency and timeout.
+// Lambdas returns the lambdas the stack serves (see Config.Registry), with the programs of
+// HandlersDir among their handlers.
 func (c Config) Lambdas() ([]task.Lambda, error) {
-	mux := c.Mux
-	if mux == nil {
-		mux = worker.NewMux()
-	}
-	if c.HandlersDir != "" {
-		if _, err := mux.HandleDir(c.HandlersDir); err != nil {
-			return nil, err
+	lambdas, _, _, err := c.lambdas()
+	return lambdas, err
+}
+
+// lambdas returns the lambdas to serve, a Mux of their handlers by lambda, and the handlers
+// (of Mux and HandlersDir) that no lambda runs, sorted. Without a Registry every handler is a
+// lambda, with c.Concurrency and c.Timeout. With one, its entries alone are lambdas, as on AWS,
+// where nothing else is deployed: each runs its entry's handler, and an entry whose handler is
+// missing is an error.
+func (c Config) lambdas() ([]task.Lambda, *worker.Mux, []string, error) {
+	all := worker.NewMux()
+	if c.Mux != nil {
+		for _, name := range c.Mux.Lambdas() {
+			h, _ := c.Mux.Handler(name)
+			all.Handle(name, h)
 		}
 	}
-	var declared map[string]registry.Entry
-	if c.Registry != nil {
-		declared = map[string]registry.Entry{}
-		for _, e := range c.Registry.Lambdas {
-			h, ok := mux.Handler(e.Handler)
-			if !ok {
-				continue
-			}
-			if _, taken := mux.Handler(e.Name); !taken {
-				mux.Handle(e.Name, h) // a lambda that runs another's handler, as sleep-long runs sleep
-			}
-			declared[e.Name] = e
+	if c.HandlersDir != "" {
+		if _, err := all.HandleDir(c.HandlersDir); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	var lambdas []task.Lambda
-	for _, name := range mux.Lambdas() {
-		l := task.Lambda{Name: name, Concurrency: c.Concurrency, Timeout: c.Timeout}.WithDefaults()
-		if e, ok := declared[name]; ok {
-			l = e.Lambda().WithDefaults()
+	served := all
+	var unserved []string
+	if c.Registry == nil {
+		for _, name := range all.Lambdas() {
+			lambdas = append(lambdas, task.Lambda{Name: name, Concurrency: c.Concurrency, Timeout: c.Timeout}.WithDefaults())
 		}
+	} else {
+		served = worker.NewMux()
+		used := map[string]bool{}
+		for _, e := range c.Registry.Lambdas {
+			h, err := c.handlerOf(e, all)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("registry: lambda %q: %w", e.Name, err)
+			}
+			served.Handle(e.Name, h) // a lambda may run another's handler, as sleep-long runs sleep
+			if e.Program == "" {
+				used[e.Handler] = true
+			}
+			lambdas = append(lambdas, e.Lambda().WithDefaults())
+		}
+		unserved = slices.DeleteFunc(all.Lambdas(), func(name string) bool { return used[name] })
+		slices.SortFunc(lambdas, func(a, b task.Lambda) int { return strings.Compare(a.Name, b.Name) })
+	}
+	for _, l := range lambdas {
 		if err := l.Validate(); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		lambdas = append(lambdas, l)
 	}
 	if len(lambdas) == 0 {
-		return nil, errors.New("no lambdas: register Go handlers or give a handlers folder with executable files")
+		return nil, nil, nil, errors.New("no lambdas: register Go handlers or give a handlers folder with executable files")
 	}
-	return lambdas, nil
+	return lambdas, served, unserved, nil
+}
+
+// handlerOf returns the handler of registry entry e: its program, or its handler of all.
+func (c Config) handlerOf(e registry.Entry, all *worker.Mux) (worker.Handler, error) {
+	if e.Program != "" {
+		path, err := filepath.Abs(c.Registry.ProgramPath(e))
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		if !info.Mode().IsRegular() || info.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("program %s: not an executable file (chmod +x it)", path)
+		}
+		return worker.Program{Path: path}, nil
+	}
+	if h, ok := all.Handler(e.Handler); ok {
+		return h, nil
+	}
+	if c.HandlersDir == "" {
+		return nil, fmt.Errorf("no handler %q: no handlers folder was given (--handlers), and no Go handler is registered under that name", e.Handler)
+	}
+	return nil, fmt.Errorf("no handler %q: want an executable file named %s (with any extension) in the handlers folder %s", e.Handler, e.Handler, c.HandlersDir)
 }
 
 // lockTries is how many times, 100 ms apart, openEmbedded tries to take the database's lock.

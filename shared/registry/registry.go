@@ -18,6 +18,9 @@
 //	  "stack":        the team,                   // its stack, atf-<env>-<stack>: same syntax
 //	  "kind":         "function",                 // "function" (a worker function fed by SQS) or "ecs"
 //	  "handler":      "send-email",               // the Go handler in functions/workers/<handler>
+//	  "program":      "",                         // kind ecs only, instead of handler: an executable
+//	                                              //   (a shell or Python script...), by its path
+//	                                              //   relative to the registry's folder
 //	  "priorities":   ["high", "normal", "low"],  // highest first
 //	  "timeout":      "5m",                       // one run of the handler, a Go duration
 //	  "concurrency":  4,                          // tasks at once in one function instance or executor
@@ -31,8 +34,10 @@
 //	  },                                          //   MaximumConcurrency, 2..1000
 //	  "ecs": {                                    // kind ecs only
 //	    "cpu": 256, "memory_mb": 512,             // a Fargate size
-//	    "tasks": 1                                // executors (ECS tasks) at most: they scale
+//	    "tasks": 1,                               // executors (ECS tasks) at most: they scale
 //	                                              //   from 0 on the queues' depth
+//	    "image": DefaultECSImage                  // the executor image's base; DefaultProgramImage
+//	                                              //   for a program: it must hold its interpreter
 //	  }
 //	}
 //
@@ -48,6 +53,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -82,6 +88,11 @@ const (
 	DefaultECSTasks          = 1
 	DefaultFunctionBatchSize = MaxBatchSize // or the concurrency, if lower
 	DefaultTeam              = "default"    // the team of an entry without one
+	// DefaultECSImage is the executors' base image for a Go handler, a static binary: CA
+	// certificates and a non-root user, no shell.
+	DefaultECSImage = "gcr.io/distroless/static-debian12:nonroot"
+	// DefaultProgramImage is their base for a program: a slim Debian with a shell and Python 3.
+	DefaultProgramImage = "public.ecr.aws/docker/library/python:3.13-slim-bookworm"
 )
 
 // MaxGroupName is the longest team or stack name: with the environment's (16), the stack's
@@ -120,6 +131,17 @@ const (
 // Registry is the parsed registry: its lambdas in file order, with every default set.
 type Registry struct {
 	Lambdas []Entry
+	// Dir is the folder of the file Load read, which programs are relative to; empty after
+	// Parse (the working directory).
+	Dir string
+}
+
+// ProgramPath is the file of e's program, or "" if e runs a Go handler.
+func (r *Registry) ProgramPath(e Entry) string {
+	if e.Program == "" {
+		return ""
+	}
+	return filepath.Join(r.Dir, filepath.FromSlash(e.Program))
 }
 
 // Entry is one lambda.
@@ -130,6 +152,9 @@ type Entry struct {
 	Stack   string
 	Kind    Kind
 	Handler string // the folder of functions/workers holding its Go handler
+	// Program, if set (kind ecs only), is the lambda's handler instead: an executable file, by
+	// its slash-separated path relative to the registry's folder (see ProgramPath).
+	Program string
 	// Priorities are the levels, highest first.
 	Priorities  []string
 	Timeout     time.Duration
@@ -158,6 +183,8 @@ type ECS struct {
 	CPU      int // Fargate CPU units
 	MemoryMB int
 	Tasks    int // executors at most; the stack scales them from 0 on the queues' depth
+	// Image is the base of the executor's image, which adds the executor and the handler.
+	Image string
 }
 
 // Lambda returns the entry as the framework's task.Lambda.
@@ -258,6 +285,9 @@ func Load(path string) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if r.Dir, err = filepath.Abs(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	return r, nil
 }
 
@@ -272,6 +302,7 @@ type (
 		Stack       *string       `json:"stack"`
 		Kind        Kind          `json:"kind"`
 		Handler     string        `json:"handler"`
+		Program     string        `json:"program"`
 		Priorities  []string      `json:"priorities"`
 		Timeout     string        `json:"timeout"`
 		Concurrency *int          `json:"concurrency"`
@@ -286,9 +317,10 @@ type (
 		MaxConcurrency map[string]int `json:"max_concurrency"`
 	}
 	ecsJSON struct {
-		CPU      int  `json:"cpu"`
-		MemoryMB int  `json:"memory_mb"`
-		Tasks    *int `json:"tasks"`
+		CPU      int    `json:"cpu"`
+		MemoryMB int    `json:"memory_mb"`
+		Tasks    *int   `json:"tasks"`
+		Image    string `json:"image"`
 	}
 )
 
@@ -369,6 +401,15 @@ func (ej entryJSON) entry() (Entry, error) {
 	if err := task.ValidateName("handler", e.Handler); err != nil {
 		return Entry{}, err
 	}
+	if ej.Program != "" {
+		if ej.Handler != "" {
+			return Entry{}, errors.New("handler and program: give one, a Go handler of functions/workers or a program")
+		}
+		if p := filepath.FromSlash(ej.Program); !filepath.IsLocal(p) || filepath.ToSlash(filepath.Clean(p)) != ej.Program {
+			return Entry{}, fmt.Errorf("program %q: want a clean slash-separated path inside the registry's folder, such as \"functions/programs/wordcount.py\"", ej.Program)
+		}
+		e.Program = ej.Program
+	}
 	if ej.Priorities != nil && len(ej.Priorities) == 0 {
 		return Entry{}, errors.New("priorities: list at least one, or leave the field out for the default")
 	}
@@ -400,6 +441,9 @@ func (ej entryJSON) entry() (Entry, error) {
 		if ej.ECS != nil {
 			return Entry{}, errors.New(`ecs: only for kind "ecs"; this lambda is kind "function"`)
 		}
+		if e.Program != "" {
+			return Entry{}, errors.New(`program: only for kind "ecs", whose executor image carries it; a worker function runs a Go handler`)
+		}
 		fn, err := ej.Function.function(e)
 		if err != nil {
 			return Entry{}, err
@@ -409,7 +453,7 @@ func (ej entryJSON) entry() (Entry, error) {
 		if ej.Function != nil {
 			return Entry{}, errors.New(`function: only for kind "function"; this lambda is kind "ecs"`)
 		}
-		ecs, err := ej.ECS.ecs()
+		ecs, err := ej.ECS.ecs(e.Program != "")
 		if err != nil {
 			return Entry{}, err
 		}
@@ -496,11 +540,17 @@ func fargateMemoryOK(cpu, mem int) bool {
 	return mem >= r[0] && mem <= r[1] && (mem-r[0])%r[2] == 0
 }
 
-func (ej *ecsJSON) ecs() (*ECS, error) {
+func (ej *ecsJSON) ecs(program bool) (*ECS, error) {
 	if ej == nil {
 		ej = &ecsJSON{}
 	}
-	c := &ECS{CPU: ej.CPU, MemoryMB: ej.MemoryMB, Tasks: DefaultECSTasks}
+	c := &ECS{CPU: ej.CPU, MemoryMB: ej.MemoryMB, Tasks: DefaultECSTasks, Image: ej.Image}
+	if c.Image == "" {
+		c.Image = DefaultECSImage
+		if program {
+			c.Image = DefaultProgramImage
+		}
+	}
 	if c.CPU == 0 {
 		c.CPU = DefaultECSCPU
 	}

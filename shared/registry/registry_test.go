@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		{
 			Name: "batch", Team: "default", Stack: "default", Kind: registry.KindECS, Handler: "batch", Priorities: task.DefaultPriorities,
 			Timeout: task.DefaultHandlerTimeout, Concurrency: task.DefaultConcurrency,
-			ECS: &registry.ECS{CPU: 256, MemoryMB: 512, Tasks: 1},
+			ECS: &registry.ECS{CPU: 256, MemoryMB: 512, Tasks: 1, Image: registry.DefaultECSImage},
 		},
 	}
 	if !reflect.DeepEqual(r.Lambdas, want) {
@@ -86,7 +86,12 @@ func TestBadEntries(t *testing.T) {
 		"bad stack":         {`{"lambdas": [{"name": "a", "team": "mail", "stack": "-x"}]}`, `lambdas[0] "a": stack "-x": use 1 to 32`},
 		"stack of two teams": {`{"lambdas": [{"name": "a", "team": "mail"}, {"name": "b", "team": "search", "stack": "mail"}]}`,
 			`lambdas[1] "b": stack "mail" of team "search" is also a stack of team "mail" (lambdas[0]): a stack belongs to one team`},
-		"second entry": {`{"lambdas": [{"name": "a"}, {"name": "b", "timeout": "x"}]}`, `lambdas[1] "b": timeout "x"`},
+		"program on function": {`{"lambdas": [{"name": "a", "program": "p/a.sh"}]}`, `lambdas[0] "a": program: only for kind "ecs"`},
+		"program and handler": {`{"lambdas": [{"name": "a", "kind": "ecs", "handler": "b", "program": "p/a.sh"}]}`, "handler and program: give one"},
+		"program outside":     {`{"lambdas": [{"name": "a", "kind": "ecs", "program": "../a.sh"}]}`, `program "../a.sh": want a clean slash-separated path inside`},
+		"program absolute":    {`{"lambdas": [{"name": "a", "kind": "ecs", "program": "/bin/a.sh"}]}`, `program "/bin/a.sh": want`},
+		"program unclean":     {`{"lambdas": [{"name": "a", "kind": "ecs", "program": "p//a.sh"}]}`, `program "p//a.sh": want`},
+		"second entry":        {`{"lambdas": [{"name": "a"}, {"name": "b", "timeout": "x"}]}`, `lambdas[1] "b": timeout "x"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -245,6 +250,12 @@ func TestRepositoryRegistry(t *testing.T) {
 	kinds := map[registry.Kind]bool{}
 	for _, e := range r.Lambdas {
 		kinds[e.Kind] = true
+		if p := r.ProgramPath(e); p != "" {
+			if info, err := os.Stat(p); err != nil || info.Mode()&0o111 == 0 {
+				t.Errorf("lambda %s: program %s: %v, want an executable file", e.Name, p, err)
+			}
+			continue
+		}
 		if _, err := os.Stat(filepath.Join("..", "..", "functions", "workers", e.Handler, "main.go")); err != nil {
 			t.Errorf("lambda %s: handler %s: %v", e.Name, e.Handler, err)
 		}
@@ -254,6 +265,34 @@ func TestRepositoryRegistry(t *testing.T) {
 	}
 	if _, err := registry.Load(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+// TestProgram: a program lambda is of kind ecs, its executor's base image holds an interpreter
+// unless the entry names another, and its file is relative to the folder of the registry Load
+// read.
+func TestProgram(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lambdas.json")
+	js := `{"lambdas": [{"name": "count", "kind": "ecs", "program": "programs/count.py"},
+		{"name": "own", "kind": "ecs", "program": "own.sh", "ecs": {"image": "debian:12-slim"}}, {"name": "go"}]}`
+	if err := os.WriteFile(path, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, _ := r.Lambda("count")
+	if count.Program != "programs/count.py" || count.ECS.Image != registry.DefaultProgramImage || r.ProgramPath(count) != filepath.Join(dir, "programs", "count.py") {
+		t.Errorf("count: program %q at %q, image %q", count.Program, r.ProgramPath(count), count.ECS.Image)
+	}
+	if own, _ := r.Lambda("own"); own.ECS.Image != "debian:12-slim" {
+		t.Errorf("own: image %q, want the entry's", own.ECS.Image)
+	}
+	if g, _ := r.Lambda("go"); g.Program != "" || r.ProgramPath(g) != "" {
+		t.Errorf("go: program %q at %q, want none", g.Program, r.ProgramPath(g))
 	}
 }
 
