@@ -34,7 +34,7 @@ func dashboardCommand(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("atf dashboard", flag.ContinueOnError)
 	endpoint := fs.String("endpoint", os.Getenv("ATF_ENDPOINT"), "the deployed API (default $ATF_ENDPOINT)")
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address of the dashboard")
-	region := fs.String("region", "", "the AWS region to sign requests for (default $AWS_REGION, or the endpoint's)")
+	region := fs.String("region", "", "the AWS region to sign requests for (default the endpoint's, else $AWS_REGION)")
 	token := fs.String("token", "", "if set, the page's API calls must carry it, as atf dev --token asks; required to listen beyond loopback (default $ATF_TOKEN)")
 	if pos, err := parse(fs, args); err != nil {
 		return err
