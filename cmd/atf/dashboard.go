@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,18 +25,19 @@ import (
 const dashboardUsage = `  atf dashboard --endpoint https://ID.execute-api.REGION.amazonaws.com [--addr 127.0.0.1:8081]
           [--region R] [--token TOKEN]
       serve the dashboard of a deployed API on this machine: its calls go to the endpoint signed
-      with your AWS credentials (as the client commands sign); the charts need atf dev
+      with your AWS credentials (as the client commands sign); the charts need atf dev.
+      Without --token or $ATF_TOKEN it makes a token and prints it: the page asks for it
 `
 
 // dashboardCommand serves the dashboard's files on addr, with atf dev's guards (the loopback
-// Host and Origin checks, the token if given), and its API calls from a deployed API, signed
+// Host and Origin checks, the token: given, or made and printed), and its API calls from a deployed API, signed
 // (dashboard.Proxy): a browser cannot sign with SigV4, this process does it for the page.
 func dashboardCommand(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("atf dashboard", flag.ContinueOnError)
 	endpoint := fs.String("endpoint", os.Getenv("ATF_ENDPOINT"), "the deployed API (default $ATF_ENDPOINT)")
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address of the dashboard")
-	region := fs.String("region", "", "the AWS region to sign requests for (default $AWS_REGION, or the endpoint's)")
-	token := fs.String("token", "", "if set, the page's API calls must carry it, as atf dev --token asks; required to listen beyond loopback (default $ATF_TOKEN)")
+	region := fs.String("region", "", "the AWS region to sign requests for (default the endpoint's, else $AWS_REGION)")
+	token := fs.String("token", "", "the page's API calls must carry it, as atf dev --token asks; required to listen beyond loopback (default $ATF_TOKEN, else one made and printed)")
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
@@ -64,6 +66,12 @@ func dashboardCommand(args []string, out io.Writer) error {
 		// Anyone who reaches the proxy calls the API with this operator's credentials.
 		return fmt.Errorf("listening on %s, beyond loopback, needs a token (--token or ATF_TOKEN): the dashboard calls the API with your AWS credentials", ln.Addr())
 	}
+	madeToken := tok == ""
+	if madeToken {
+		// Every user and process of this machine reaches a loopback port: without a token, each
+		// could call the API with this operator's AWS credentials.
+		tok = rand.Text()
+	}
 	sign := func(ctx context.Context, req *http.Request, body []byte) error {
 		return client.SignSigV4(ctx, cfg, req, body, time.Now())
 	}
@@ -81,6 +89,9 @@ func dashboardCommand(args []string, out io.Writer) error {
 		IdleTimeout: time.Minute,
 	}
 	fmt.Fprintf(out, "dashboard of %s (signing for %s) at http://%s/\n", u, cfg.Region, ln.Addr())
+	if madeToken {
+		fmt.Fprintf(out, "token (the page asks for it): %s\n", tok)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -18,26 +18,7 @@ import (
 func TestDashboardOnAWS(t *testing.T) {
 	dev := startDev(t, handlersDir(t), embedded(t))
 	gw := newSigningGateway(t, dev.client.Endpoint)
-	cmd := exec.Command(atfBin, "dashboard", "--endpoint", gw.URL, "--addr", "127.0.0.1:0", "--token", "dash-token")
-	cmd.Env = sigV4Env(t)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(line)
-	if err != nil || m == nil {
-		t.Fatalf("atf dashboard printed %q, %v; want its address", line, err)
-	}
-	base := m[1]
+	base, _ := startDashboard(t, gw, "--token", "dash-token")
 	call := func(method, path, body string, header ...string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -92,4 +73,71 @@ func TestDashboardOnAWS(t *testing.T) {
 	if gw.through.Load() != before {
 		t.Errorf("a request the guards refused reached the API")
 	}
+}
+
+// TestDashboardMakesToken: without --token or ATF_TOKEN, atf dashboard on loopback makes a token
+// and prints it: a call without it is refused 401 before it is signed (another user or process
+// of the machine cannot use the operator's credentials), a call with it goes through.
+func TestDashboardMakesToken(t *testing.T) {
+	dev := startDev(t, handlersDir(t), embedded(t))
+	gw := newSigningGateway(t, dev.client.Endpoint)
+	base, out := startDashboard(t, gw)
+	call := func(token string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", base+"/v1/lambdas", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d, want 401", code) // and no token line to wait for
+	}
+	if gw.through.Load() != 0 {
+		t.Errorf("a call without the token reached the API, signed")
+	}
+	line, err := out.ReadString('\n')
+	m := regexp.MustCompile(`^token \(the page asks for it\): (\S+)\n$`).FindStringSubmatch(line)
+	if err != nil || m == nil || len(m[1]) < 20 {
+		t.Fatalf("atf dashboard printed %q, %v; want the token it made", line, err)
+	}
+	if code := call(m[1]); code != http.StatusOK {
+		t.Errorf("with the printed token: %d, want 200", code)
+	}
+}
+
+// startDashboard starts atf dashboard on loopback in front of gw, signing as sigV4Env, with args
+// and no ATF_TOKEN. It returns its address and the rest of its output, after the line that gave
+// the address.
+func startDashboard(t *testing.T, gw *signingGateway, args ...string) (base string, out *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(atfBin, append([]string{"dashboard", "--endpoint", gw.URL, "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(sigV4Env(t), "ATF_TOKEN=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	out = bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+)/`).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		t.Fatalf("atf dashboard printed %q, %v; want its address", line, err)
+	}
+	return m[1], out
 }

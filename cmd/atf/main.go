@@ -70,7 +70,7 @@ Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT
 (default $ATF_TOKEN). Their requests to an API Gateway endpoint, such as a deployed stack's
 https://ID.execute-api.REGION.amazonaws.com, are signed with SigV4 (the IAM action is
 execute-api:Invoke), with the AWS credentials of the environment, profile, SSO or instance role,
-for --region (default $AWS_REGION, else the endpoint's region); ATF_SIGV4=1 signs them for any
+for --region (default the endpoint's region, else $AWS_REGION); ATF_SIGV4=1 signs them for any
 endpoint. Every command takes --json: its output as JSON (atf dev: its log as JSON lines; atf
 tail: an event a line), and an error as {"error": "..."} on stderr.
 `
@@ -116,7 +116,7 @@ func run(args []string, out io.Writer) error {
 	endpoint := fs.String("endpoint", envOr("ATF_ENDPOINT", "http://127.0.0.1:8080"), "atf API endpoint")
 	asJSON := fs.Bool("json", false, "print JSON")
 	token := fs.String("token", "", "the API's bearer token, if atf dev has one (default $ATF_TOKEN)")
-	region := fs.String("region", "", "the AWS region to sign requests for (default $AWS_REGION, or an API Gateway endpoint's)")
+	region := fs.String("region", "", "the AWS region to sign requests for (default an API Gateway endpoint's, else $AWS_REGION)")
 	opts := flagValues{}
 	for _, name := range cl.flags {
 		set := fs.Func

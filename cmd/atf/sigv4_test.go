@@ -18,8 +18,9 @@ import (
 	"github.com/openatf/atf/shared/testkit/lambdaruntime"
 )
 
-// TestSigV4Config: requests to an API Gateway host are signed, for --region, else AWS_REGION,
-// else the host's region; requests to any other endpoint are not, unless ATF_SIGV4=1.
+// TestSigV4Config: requests to an API Gateway host are signed, for --region, else the host's
+// region (over AWS_REGION, for which API Gateway would refuse them); requests to any other
+// endpoint are not, unless ATF_SIGV4=1.
 func TestSigV4Config(t *testing.T) {
 	noFile := filepath.Join(t.TempDir(), "none")
 	t.Setenv("AWS_CONFIG_FILE", noFile) // no profile's region
@@ -31,7 +32,7 @@ func TestSigV4Config(t *testing.T) {
 		want                             string // the region signed for; "" for unsigned
 	}{
 		{endpoint: gw, want: "eu-west-2"},
-		{endpoint: gw + "/", envRegion: "us-east-1", want: "us-east-1"},
+		{endpoint: gw + "/", envRegion: "us-east-1", want: "eu-west-2"},
 		{endpoint: gw, flag: "ap-south-1", envRegion: "us-east-1", want: "ap-south-1"},
 		{endpoint: "https://ABC123.EXECUTE-API.SA-EAST-1.AMAZONAWS.COM", want: "sa-east-1"},
 		{endpoint: "http://127.0.0.1:8080", envRegion: "us-east-1"},

@@ -286,6 +286,9 @@ func (c *Client) try(ctx context.Context, method, path string, body []byte, hasB
 	if hc == nil {
 		hc = defaultHTTP
 	}
+	if c.SigV4 != nil {
+		hc = notFollowing(hc)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, "", err

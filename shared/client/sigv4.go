@@ -45,6 +45,15 @@ func SignSigV4(ctx context.Context, cfg *aws.Config, req *http.Request, body []b
 	return v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), SigV4Service, cfg.Region, now)
 }
 
+// notFollowing is hc, answering a redirect as it comes (a 3xx error) instead of following it:
+// net/http would send a signed request's X-Amz-Security-Token and X-Amz-Date on to the new
+// location, another host included, unsigned for it.
+func notFollowing(hc *http.Client) *http.Client {
+	nf := *hc
+	nf.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nf
+}
+
 // notSigned is the error of a request that could not be signed: it was not sent, and sending it
 // again would not help (retryable).
 type notSigned struct{ error }

@@ -175,3 +175,32 @@ func TestClientSigV4Errors(t *testing.T) {
 		t.Errorf("a request without credentials: %v after %d tries; want the error after 1, not retried", err, calls.Load())
 	}
 }
+
+// TestClientSigV4NoRedirect: a signed request is not sent on where a redirect points (net/http
+// would send its session token and date there, to another host too): the redirect is the answer.
+func TestClientSigV4NoRedirect(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		if r.Header.Get("X-Amz-Security-Token") != "" {
+			t.Errorf("the session token went on to %s", r.Host)
+		}
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	creds := aws.Credentials{AccessKeyID: "ASIASESSION", SecretAccessKey: "s", SessionToken: "session-token"}
+	c := &client.Client{Endpoint: redirecting.URL, SigV4: &aws.Config{Region: "eu-west-1",
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil })}}
+	_, err := c.Get(t.Context(), "echo", "a")
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusTemporaryRedirect {
+		t.Errorf("got %v; want the 307 as the error", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect was followed: %d requests elsewhere", n)
+	}
+}

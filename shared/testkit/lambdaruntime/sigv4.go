@@ -45,6 +45,8 @@ const (
 	MsgMissingToken      = "Missing Authentication Token"
 	MsgSignatureMismatch = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
 	MsgInvalidToken      = "The security token included in the request is invalid."
+	MsgHostNotSigned     = "'Host' must be a 'SignedHeader' in the AWS Authorization."
+	MsgDateNotSigned     = "'X-Amz-Date' must be a 'SignedHeader' in the AWS Authorization."
 )
 
 // StaticCredentials returns known as SigV4's Credentials.
@@ -121,10 +123,18 @@ func (v *SigV4) Verify(r *http.Request, body []byte) (msg string, ok bool) {
 		return MsgInvalidToken, false
 	}
 	names := strings.Split(signedHeaders, ";")
-	if !slices.Contains(names, "host") {
-		return MsgSignatureMismatch, false
+	// The date must be signed too: else a captured signature could be sent again under a new
+	// X-Amz-Date, past the skew.
+	for _, must := range []struct{ name, msg string }{{"host", MsgHostNotSigned}, {"x-amz-date", MsgDateNotSigned}} {
+		if !slices.Contains(names, must.name) {
+			return must.msg, false
+		}
 	}
-	if creds.SessionToken != "" && (r.Header.Get("X-Amz-Security-Token") != creds.SessionToken || !slices.Contains(names, "x-amz-security-token")) {
+	token, hasToken := r.Header["X-Amz-Security-Token"]
+	switch {
+	case creds.SessionToken != "" && (!hasToken || token[0] != creds.SessionToken || !slices.Contains(names, "x-amz-security-token")):
+		return MsgInvalidToken, false
+	case creds.SessionToken == "" && hasToken: // a token with long-term keys, which have none
 		return MsgInvalidToken, false
 	}
 	canonical := strings.Join([]string{

@@ -3,9 +3,11 @@ package lambdaruntime_test
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,8 +27,9 @@ import (
 // by known credentials, within 5 minutes of its clock, as it was signed (an escaped path, a
 // query, a body); it refuses with API Gateway's 403 messages a request that is unsigned, signed
 // with a wrong secret, by an unknown key, for another region or service, too old or too new, one
-// whose body, path, query or a signed header changed after signing, and one without the session
-// token its credentials have. A refused request does not reach the handler behind it.
+// whose body, path, query or a signed header changed after signing, one that leaves host or
+// x-amz-date unsigned, one without the session token its credentials have and one with a token
+// its credentials do not have. A refused request does not reach the handler behind it.
 func TestSigV4(t *testing.T) {
 	t.Parallel()
 	clock := time.Date(2026, 11, 27, 23, 30, 0, 0, time.UTC)
@@ -62,6 +65,7 @@ func TestSigV4(t *testing.T) {
 		pathOnce         bool   // the path encoded once, as S3's signing does
 		header           string // a header set after signing, "Name: value"
 		unsigned, bearer bool
+		byHand           string // signed by handSign with these SignedHeaders, not the SDK
 	}
 	const mismatch = lambdaruntime.MsgSignatureMismatch
 	for _, tc := range []struct {
@@ -83,6 +87,10 @@ func TestSigV4(t *testing.T) {
 		{name: "path encoded once", method: "GET", path: "/v1/lambdas/echo/tasks/a%20b", s: signing{pathOnce: true}, want: mismatch},
 		{name: "tampered query", method: "GET", path: "/v1/lambdas/echo/tasks?status=dead", s: signing{signedPath: "/v1/lambdas/echo/tasks?status=new"}, want: mismatch},
 		{name: "tampered header", method: "POST", path: "/v1/lambdas/echo/tasks", body: `{}`, s: signing{header: "Content-Type: text/plain"}, want: mismatch},
+		{name: "good by hand", method: "GET", path: "/v1/lambdas", s: signing{byHand: "host;x-amz-date"}},
+		{name: "date not signed", method: "GET", path: "/v1/lambdas", s: signing{byHand: "host"}, want: lambdaruntime.MsgDateNotSigned},
+		{name: "host not signed", method: "GET", path: "/v1/lambdas", s: signing{byHand: "x-amz-date"}, want: lambdaruntime.MsgHostNotSigned},
+		{name: "token without session", method: "GET", path: "/v1/lambdas", s: signing{header: "X-Amz-Security-Token: stale"}, want: lambdaruntime.MsgInvalidToken},
 		{name: "session token missing", method: "GET", path: "/v1/lambdas", s: signing{creds: session, header: "X-Amz-Security-Token: "}, want: lambdaruntime.MsgInvalidToken},
 		{name: "old", method: "GET", path: "/v1/lambdas", s: signing{at: clock.Add(-lambdaruntime.MaxSkew - time.Second)},
 			want: "Signature expired: 20261127T232459Z is now earlier than 20261127T232500Z (20261127T233000Z - 5 min.)"},
@@ -116,6 +124,8 @@ func TestSigV4(t *testing.T) {
 			switch {
 			case s.bearer:
 				req.Header.Set("Authorization", "Bearer some-token")
+			case s.byHand != "":
+				handSign(req, s.creds, "eu-west-1", s.at, s.byHand)
 			case !s.unsigned:
 				sum := sha256.Sum256([]byte(signedBody))
 				signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = s.pathOnce })
@@ -160,6 +170,34 @@ func TestSigV4(t *testing.T) {
 	if !slices.Contains(reached, `POST /v1/lambdas/echo/tasks {"payload":{"n":1}}`) {
 		t.Errorf("the handler got %q; want the good post with its body", reached)
 	}
+}
+
+// handSign signs req, a GET without query or body, as a signer that signs only the headers
+// signedHeaders names (of host and x-amz-date) would: the SDK's signer always signs both.
+func handSign(req *http.Request, creds aws.Credentials, region string, at time.Time, signedHeaders string) {
+	amzDate := at.UTC().Format("20060102T150405Z")
+	req.Header.Set("X-Amz-Date", amzDate)
+	var canonicalHeaders string
+	for _, name := range strings.Split(signedHeaders, ";") {
+		value := amzDate
+		if name == "host" {
+			value = req.URL.Host
+		}
+		canonicalHeaders += name + ":" + value + "\n"
+	}
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	canonical := strings.Join([]string{req.Method, req.URL.EscapedPath(), "", canonicalHeaders, signedHeaders, hash("")}, "\n")
+	scope := amzDate[:8] + "/" + region + "/execute-api/aws4_request"
+	key := []byte("AWS4" + creds.SecretAccessKey)
+	for _, part := range strings.Split(scope, "/") {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(part))
+		key = m.Sum(nil)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(strings.Join([]string{"AWS4-HMAC-SHA256", amzDate, scope, hash(canonical)}, "\n")))
+	req.Header.Set("Authorization", fmt.Sprintf("AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%x",
+		creds.AccessKeyID, scope, signedHeaders, m.Sum(nil)))
 }
 
 // TestAPIGatewayAuth: with Auth, the gateway answers a path no route has 404 (before the
