@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/task"
 )
 
@@ -90,9 +91,15 @@ func (a *Activity) Claimed(t task.Task) {
 }
 
 // Ended records the end of a run, by the status the task took: success, retriable_failure (it
-// will run again), fatal_failure, dead or cancelled. Other statuses are not counted.
+// will run again), fatal_failure, dead or cancelled. Other statuses are not counted. A retry sent
+// ahead ends its run enqueued, in its queue for the retry: it counts as retriable_failure, as the
+// lifecycle event of the write (and so /metrics) tells it.
 func (a *Activity) Ended(t task.Task) {
-	i := slices.Index(endedStatuses[:], t.Status)
+	status := t.Status
+	if e, ok := lifecycle.Written(t); ok {
+		status = e.Status
+	}
+	i := slices.Index(endedStatuses[:], status)
 	if i < 0 {
 		return
 	}

@@ -66,6 +66,42 @@ func TestActivity(t *testing.T) {
 	}
 }
 
+// A failed run whose retry is sent ahead ends enqueued, in its queue for the retry: the charts
+// count it retried, as /metrics does, and a run that ends for good counts once, as its status.
+func TestActivityCountsRetriesSentAhead(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 30, 0, time.UTC)
+	a := NewActivity([]string{"echo"}, func() time.Time { return now })
+	cfg := task.Config{MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: time.Second, EnqueueTimeout: time.Minute, HeartbeatTimeout: time.Minute}
+	run := func(id string, attempts int) task.Task {
+		t.Helper()
+		claimed, err := task.Claim(task.Task{Lambda: "echo", ID: id, Status: task.StatusEnqueued, Attempts: attempts, MaxAttempts: 3}, "lease", now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed, err := task.Fail(claimed, "lease", "boom", true, now, cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return failed
+	}
+	// As the status controller writes it (status.Controller.ahead): the failure and the send
+	// ahead in one write.
+	ahead, _, err := task.RetryAhead(run("r1", 0), now, cfg)
+	if err != nil || ahead.Status != task.StatusEnqueued {
+		t.Fatalf("the retry sent ahead: %s, %v; want enqueued", ahead.Status, err)
+	}
+	a.Ended(ahead)
+	a.Ended(run("r2", 0)) // a retry left waiting in the store
+	a.Ended(run("d1", 2)) // its last attempt: dead
+
+	a.Ended(task.Task{Lambda: "echo", Status: task.StatusEnqueued, From: task.StatusNew}) // an enqueue, no run's end
+	m, _ := a.Snapshot("echo")
+	ended := m.Minutes[Minutes-1].Ended
+	if ended[task.StatusRetriableFailure] != 2 || ended[task.StatusDead] != 1 || ended[task.StatusEnqueued] != 0 {
+		t.Errorf("ended %v; want 2 retriable_failure (one sent ahead, one waiting) and 1 dead", ended)
+	}
+}
+
 // The static files are served with a policy that allows this origin's scripts only.
 func TestStatic(t *testing.T) {
 	for path, want := range map[string]int{"/": 200, "/app.js": 200, "/vendor/htm-preact-3.1.1.module.js": 200, "/nope": 404} {

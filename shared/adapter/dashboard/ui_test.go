@@ -117,7 +117,9 @@ func uiTools(t *testing.T) (node, chromium string) {
 //   - once: fails the first run of each task id, succeeds after: dead (dead-1, one attempt;
 //     redriven by the suite, it succeeds) and retriable_failure (retry-1, its retry an hour away);
 //   - fatal: fatal_failure (fatal-1);
-//   - block: runs until cancelled, one at a time: processing (run-1), enqueued (run-2).
+//   - block: runs until cancelled, one at a time: processing (run-1), enqueued (run-2);
+//
+// and an active schedule of echo, daily (every 24h, so it does not fire while the suite runs).
 func seed(t *testing.T) *client.Client {
 	t.Helper()
 	var seen sync.Map
@@ -152,6 +154,9 @@ func seed(t *testing.T) *client.Client {
 		}
 	}
 	if _, err := c.SetGate(ctx, "echo", "spam", "drop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CreateSchedule(ctx, "echo", task.ScheduleSpec{ID: "daily", Rate: "24h"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 3; i++ {

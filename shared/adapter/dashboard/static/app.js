@@ -68,7 +68,18 @@ const go = (path, params = {}) => { const q = query(params); location.hash = pat
 // --- small pieces ---------------------------------------------------------------------------
 
 const Status = ({ s }) => html`<span class="status ${s}" data-status=${s}>${s}</span>`;
-const when = (t) => (t ? new Date(t).toLocaleTimeString() : '');
+// The API's times carry nanoseconds in UTC; the page shows them in this browser's zone, with
+// their date and zone, to the second (to the millisecond with ms), and the API's value on hover.
+const pad = (n, w = 2) => String(n).padStart(w, '0');
+function formatTime(t, ms) {
+  const d = new Date(t);
+  if (isNaN(d)) return String(t);
+  const off = -d.getTimezoneOffset(), abs = Math.abs(off);
+  const zone = 'UTC' + (off ? (off < 0 ? '-' : '+') + pad(Math.floor(abs / 60)) + ':' + pad(abs % 60) : '');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`
+    + (ms ? '.' + pad(d.getMilliseconds(), 3) : '') + ' ' + zone;
+}
+const When = ({ t, ms }) => (t ? html`<time datetime=${t} title=${t}>${formatTime(t, ms)}</time>` : '');
 const firstLine = (s) => (s || '').split('\n')[0].slice(0, 120);
 const Err = ({ error }) => error && html`<p class="error">${error}</p>`;
 
@@ -181,7 +192,7 @@ function TaskTable({ tasks, act }) {
     <tbody>${tasks.map((t) => html`<tr data-task=${t.id}>
       <td><a href="#/task/${enc(t.lambda)}/${enc(t.id)}">${t.id}</a></td><td><${Status} s=${t.status} /></td>
       <td>${t.priority}</td><td>${t.collection}</td><td class="num">${t.attempts}/${t.max_attempts}</td>
-      <td>${when(t.run_at)}</td><td>${when(t.updated_at)}</td><td class="err">${firstLine(t.error)}</td>
+      <td><${When} t=${t.run_at} /></td><td><${When} t=${t.updated_at} /></td><td class="err">${firstLine(t.error)}</td>
       <td><${TaskActions} t=${t} act=${act} /></td></tr>`)}</tbody></table>`;
 }
 
@@ -201,9 +212,10 @@ function TaskDetail({ lambda, id }) {
     ${t && html`<p><${TaskActions} t=${t} act=${act} /></p>
     <dl><dt>attempts</dt><dd>${t.attempts} of ${t.max_attempts}</dd>
       <dt>priority</dt><dd>${t.priority}</dd><dt>collection</dt><dd>${t.collection || '—'}</dd>
-      <dt>created</dt><dd>${t.created_at}</dd><dt>run at</dt><dd>${t.run_at}</dd>
-      <dt>updated</dt><dd>${t.updated_at}</dd><dt>next trigger</dt><dd>${t.next_trigger_at || '— (terminal)'}</dd>
-      ${t.deadline && html`<dt>deadline</dt><dd>${t.deadline}</dd>`}<dt>version</dt><dd>${t.version}</dd></dl>
+      <dt>created</dt><dd><${When} ms t=${t.created_at} /></dd><dt>run at</dt><dd><${When} ms t=${t.run_at} /></dd>
+      <dt>updated</dt><dd><${When} ms t=${t.updated_at} /></dd>
+      <dt>next trigger</dt><dd>${t.next_trigger_at ? html`<${When} ms t=${t.next_trigger_at} />` : '— (terminal)'}</dd>
+      ${t.deadline && html`<dt>deadline</dt><dd><${When} ms t=${t.deadline} /></dd>`}<dt>version</dt><dd>${t.version}</dd></dl>
     <h3>Attempts</h3><p class="muted">atf keeps a task's latest state, not a log of attempts: ${t.attempts} run(s) so far
       of ${t.max_attempts}; the error below is the latest attempt's.</p>
     <h3>Error</h3>${t.error ? html`<pre class="error">${t.error}</pre>` : html`<p class="muted">none</p>`}
@@ -238,10 +250,7 @@ function Operations({ params }) {
     <form class="inline"><${LambdaSelect} value=${lambda} lambdas=${lambdas} onChange=${(v) => go('/ops', { lambda: v })} /></form>${notice}
     <h3>Schedules</h3><${Err} error=${sError} />
     ${schedules && (schedules.schedules.length ? html`<table id="schedules"><thead><tr><th>id</th><th>when</th><th>state</th><th>next fire</th><th></th></tr></thead>
-      <tbody>${schedules.schedules.map((s) => html`<tr data-schedule=${s.id}><td>${s.id}</td><td>${s.cron ? s.cron + ' ' + (s.time_zone || 'UTC') : 'every ' + s.rate}</td>
-        <td>${s.paused ? 'paused' : 'active'}</td><td>${s.next_fires && when(s.next_fires[0])}</td>
-        <td><button onClick=${() => act(`${s.paused ? 'resume' : 'pause'} ${s.id}`, () => api(`${base}/schedules/${enc(s.id)}/${s.paused ? 'resume' : 'pause'}`, { method: 'POST' }).then(() => ''))}>
-          ${s.paused ? 'resume' : 'pause'}</button></td></tr>`)}</tbody></table>` : html`<p class="muted">No schedules.</p>`)}
+      <tbody>${schedules.schedules.map((s) => html`<${ScheduleRow} s=${s} base=${base} act=${act} />`)}</tbody></table>` : html`<p class="muted">No schedules.</p>`)}
     <h3>Dead letters</h3><${Err} error=${dError} />
     <p><button id="redrive-page" onClick=${() => act('redrive a page', () => api(base + '/tasks/redrive', { method: 'POST', body: { limit: 100 } }).then(counts))}>redrive a page (100)</button></p>
     <div id="dead-letters"><${TaskTable} tasks=${dead && dead.tasks} act=${act} /></div>
@@ -253,6 +262,16 @@ function Operations({ params }) {
       <button class="danger">cancel a page (100)</button></form>
     <p class="muted">A bulk cancel needs a collection or a status; each click cancels one page and tells its counts.</p>
   </section>`;
+}
+
+// ScheduleRow is a schedule with the button that flips its state (the API's "state": active or
+// paused); a paused schedule fires nothing, so it shows no next fire.
+function ScheduleRow({ s, base, act }) {
+  const paused = s.state === 'paused', verb = paused ? 'resume' : 'pause';
+  return html`<tr data-schedule=${s.id}><td>${s.id}</td><td>${s.cron ? s.cron + ' ' + (s.time_zone || 'UTC') : 'every ' + s.rate}</td>
+    <td>${s.state}</td><td>${paused ? html`<span class="muted">— (paused)</span>` : s.next_fires && html`<${When} t=${s.next_fires[0]} />`}</td>
+    <td><button data-action=${verb} onClick=${() => act(`${verb} ${s.id}`, () => api(`${base}/schedules/${enc(s.id)}/${verb}`, { method: 'POST' }).then(() => ''))}>
+      ${verb}</button></td></tr>`;
 }
 
 // --- Charts ---------------------------------------------------------------------------------
@@ -284,9 +303,11 @@ function Charts({ params }) {
         { label: 'delivered', cls: 'bar2', values: m.map((x) => x.delivered) },
         { label: 'succeeded', cls: 'bar', values: m.map((x) => x.ended.success) },
         { label: 'failed for good', cls: 'bad', values: m.map(failed) }]} />
-      <${Bars} title="Delivery latency of first attempts (ms, per minute)" unit="ms" series=${[
+      <div><${Bars} title="Delivery latency of first attempts (ms, per minute)" unit="ms" series=${[
         { label: 'p50 (at most)', cls: 'bar2', values: m.map((x) => x.p50_ms) },
-        { label: 'p95 (at most)', cls: 'bar', values: m.map((x) => x.p95_ms) }]} /></div>`}
+        { label: 'p95 (at most)', cls: 'bar', values: m.map((x) => x.p95_ms) }]} />
+        <p class="muted" id="latency-note">Counted from the task's run_at: the time a task was held by a paused gate
+          counts as latency too (a task keeps no time of its release).</p></div></div>`}
     <p class="muted">What this atf dev saw since it started (GET /v1/dashboard/activity): a delivery is a claim; its latency is
       the claim's time past the task's run_at, for first attempts (a retry's due time is not kept); percentiles are the
       upper bounds of their histogram buckets. Runs under --functions are not counted.</p></section>`;
@@ -324,7 +345,7 @@ function App() {
   else if (page === 'charts') view = html`<${Charts} params=${route.params} />`;
   else view = html`<${Lambdas} />`;
   return html`<header><h1>atf</h1><nav>${nav.map(([p, label]) => html`<a href="#/${p}" class=${page === p || (p === 'tasks' && page === 'task') || (!page && p === 'lambdas') ? 'active' : ''}>${label}</a>`)}</nav>
-    <span class="live">live, every ${POLL_MS / 1000} s · ${updated.toLocaleTimeString()}</span></header><main>${view}</main>`;
+    <span class="live">live, every ${POLL_MS / 1000} s · ${formatTime(updated)}</span></header><main>${view}</main>`;
 }
 
 const root = document.getElementById('app');
