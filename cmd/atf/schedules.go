@@ -14,8 +14,8 @@ import (
 
 // atf schedules: periodic schedules (see the README's "Periodic schedules").
 func init() {
-	clientCommands["schedules"] = clientCommand{1, true, "LAMBDA [create | get|pause|resume|delete ID]",
-		[]string{"id", "cron", "tz", "rate", "payload", "priority", "collection", "max-attempts", "catch-up", "overlap", "limit", "cursor"},
+	clientCommands["schedules"] = clientCommand{1, true, "LAMBDA [create | get|update|pause|resume|delete ID]",
+		[]string{"id", "cron", "tz", "rate", "payload", "priority", "collection", "max-attempts", "catch-up", "overlap", "revision", "limit", "cursor"},
 		runSchedules}
 }
 
@@ -24,8 +24,14 @@ const schedulesUsage = `  atf schedules LAMBDA [--limit N] [--cursor C]
   atf schedules LAMBDA create (--cron "30 2 * * *" [--tz Europe/Berlin] | --rate 5m) [--id ID]
           [--payload JSON] [--priority P] [--collection C] [--max-attempts N]
           [--catch-up skip|all] [--overlap allow|skip]
+  atf schedules LAMBDA update ID [--cron C [--tz Z] | --tz Z | --rate R] [--payload JSON]
+          [--priority P] [--collection C] [--max-attempts N] [--catch-up C] [--overlap O]
+          [--revision N]
+      change what the flags give, the rest stays; new fire times count from now. With --revision,
+      refused if the schedule's revision moved (another update); the CLI reads it first when a
+      template flag is given, and sends its revision with the merged template
   atf schedules LAMBDA get|pause|resume|delete ID
-      a schedule with its next five fire times; stop or restart its firings; remove it
+      a schedule with its next five fire times, in its zone; stop or restart its firings; remove it
 `
 
 func runSchedules(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
@@ -61,6 +67,17 @@ func runSchedules(ctx context.Context, c *client.Client, pos []string, o flagVal
 		sc, _, err := c.CreateSchedule(ctx, lambda, spec)
 		return scheduleView(sc), err
 	}
+	if verb == "update" {
+		if len(pos) != 3 {
+			return nil, fmt.Errorf("schedules LAMBDA update needs the schedule's ID")
+		}
+		u, err := scheduleUpdate(ctx, c, lambda, pos[2], o)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := c.UpdateSchedule(ctx, lambda, pos[2], u)
+		return scheduleView(sc), err
+	}
 	if len(pos) != 3 {
 		return nil, fmt.Errorf("schedules LAMBDA %s needs the schedule's ID", verb)
 	}
@@ -80,9 +97,49 @@ func runSchedules(ctx context.Context, c *client.Client, pos []string, o flagVal
 		}
 		return deleted{Deleted: lambda + "/" + id}, nil
 	default:
-		return nil, fmt.Errorf("unknown schedules command %q: create, get, pause, resume or delete", verb)
+		return nil, fmt.Errorf("unknown schedules command %q: create, get, update, pause, resume or delete", verb)
 	}
 	return scheduleView(sc), err
+}
+
+// scheduleUpdate is the update the flags give. The API replaces a task template whole, so a
+// template flag changes the schedule's template as read, conditional on the revision read: an
+// update made in between is refused rather than overwritten.
+func scheduleUpdate(ctx context.Context, c *client.Client, lambda, id string, o flagValues) (task.ScheduleUpdate, error) {
+	u := task.ScheduleUpdate{Cron: o.get("cron"), TimeZone: o.get("tz"), Rate: o.get("rate"), CatchUp: o.get("catch-up"), Overlap: o.get("overlap")}
+	revision, err := o.intFlag("revision", 0)
+	if err != nil {
+		return u, err
+	}
+	u.Revision = int64(revision)
+	if o.get("payload") == "" && o.get("priority") == "" && o.get("collection") == "" && o.get("max-attempts") == "" {
+		return u, nil
+	}
+	sc, err := c.GetSchedule(ctx, lambda, id)
+	if err != nil {
+		return u, err
+	}
+	if u.Revision == 0 {
+		u.Revision = sc.Revision
+	}
+	tmpl := sc.Task
+	if p := o.get("payload"); p != "" {
+		if !json.Valid([]byte(p)) {
+			return u, fmt.Errorf("--payload is not valid JSON: %s", p)
+		}
+		tmpl.Payload = json.RawMessage(p)
+	}
+	if p := o.get("priority"); p != "" {
+		tmpl.Priority = p
+	}
+	if col := o.get("collection"); col != "" {
+		tmpl.Collection = col
+	}
+	if tmpl.MaxAttempts, err = o.intFlag("max-attempts", tmpl.MaxAttempts); err != nil {
+		return u, err
+	}
+	u.Task = &tmpl
+	return u, nil
 }
 
 type scheduleView task.Schedule
@@ -106,13 +163,17 @@ func kind(sc task.Schedule) string {
 	return sc.Cron + " (" + sc.TimeZone + ")"
 }
 
+// fireTime is a fire time in the schedule's zone, with the zone: "2026-11-26 02:30:00 CET".
+func fireTime(sc task.Schedule, t time.Time) string {
+	return t.In(sc.Location()).Format(time.DateTime + " MST")
+}
+
 func printSchedules(w *tabwriter.Writer, v any) bool {
 	line := func(cols ...string) { fmt.Fprintln(w, strings.Join(cols, "\t")) }
-	at := func(t time.Time) string { return t.Local().Format(time.DateTime) }
 	switch v := v.(type) {
 	case scheduleView:
 		for _, kv := range [][2]string{
-			{"id", v.ID}, {"lambda", v.Lambda}, {"fires", kind(task.Schedule(v))}, {"state", v.State},
+			{"id", v.ID}, {"lambda", v.Lambda}, {"fires", kind(task.Schedule(v))}, {"state", v.State}, {"revision", fmt.Sprint(v.Revision)},
 			{"catch_up", v.CatchUp}, {"overlap", v.Overlap}, {"priority", v.Task.Priority}, {"collection", v.Task.Collection},
 			{"payload", compactJSON(v.Task.Payload)},
 		} {
@@ -123,14 +184,14 @@ func printSchedules(w *tabwriter.Writer, v any) bool {
 			if i == 0 {
 				label = "next fires:"
 			}
-			line(label, at(f))
+			line(label, fireTime(task.Schedule(v), f))
 		}
 	case schedulePage:
 		line("ID", "FIRES", "STATE", "NEXT FIRE")
 		for _, sc := range v.Schedules {
 			next := "-"
 			if len(sc.NextFires) > 0 {
-				next = at(sc.NextFires[0])
+				next = fireTime(sc, sc.NextFires[0])
 			}
 			line(sc.ID, kind(sc), sc.State, next)
 		}

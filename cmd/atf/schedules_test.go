@@ -36,6 +36,17 @@ func TestSchedulesCommand(t *testing.T) {
 	if !strings.Contains(out, "30 2 * * * (Europe/Berlin)") || strings.Count(out, "\n") < 14 {
 		t.Fatalf("create:\n%s", out)
 	}
+	// An update: the zone alone, then a template field, merged into the template as stored; the
+	// fire times print in the schedule's zone.
+	if out := atf("schedules", "echo", "update", "nightly", "--tz", "UTC"); !strings.Contains(out, "30 2 * * * (UTC)") || !strings.Contains(out, "02:30:00 UTC") {
+		t.Fatalf("update the zone:\n%s", out)
+	}
+	if out := atf("schedules", "echo", "update", "nightly", "--priority", "high", "--json"); !strings.Contains(out, `"priority": "high"`) || !strings.Contains(out, `"payload": {`) || !strings.Contains(out, `"revision": 3`) {
+		t.Fatalf("update the priority:\n%s", out)
+	}
+	if err := run([]string{"schedules", "echo", "update", "nightly", "--rate", "1m", "--revision", "2", "--endpoint", srv.URL}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "412") {
+		t.Fatalf("update against a stale revision: %v, want 412", err)
+	}
 	atf("schedules", "echo", "create", "--id", "tick", "--rate", "5m")
 	if out := atf("schedules", "echo"); !strings.Contains(out, "nightly") || !strings.Contains(out, "rate(5m)") {
 		t.Fatalf("list:\n%s", out)

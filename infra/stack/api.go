@@ -48,6 +48,7 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/schedules", "POST"},
 	{"/v1/lambdas/{lambda}/schedules/{id}", "GET"},
 	{"/v1/lambdas/{lambda}/schedules/{id}", "DELETE"},
+	{"/v1/lambdas/{lambda}/schedules/{id}", "PATCH"},
 	{"/v1/lambdas/{lambda}/schedules/{id}/pause", "POST"},
 	{"/v1/lambdas/{lambda}/schedules/{id}/resume", "POST"},
 	// The API's OpenAPI contract: no lambda's data, but behind IAM like every route.

@@ -17,8 +17,8 @@ import (
 // backoff (or the Retry-After the server asked for, when longer), up to MaxAttempts tries in all
 // and never past the caller's context. Safe are the reads, a schedule (it carries an id, which the
 // client chooses when the caller gave none: the same id and body replay the first), a batch of
-// them, a gate set, a schedule's pause and resume (each sets a state) and its delete (a retry
-// that finds it gone is done). Not safe: a cancel, whose second try answers 409 once the first
+// them, a gate set, a schedule's pause and resume (each sets a state), an update of it that names
+// no revision (it sets the fields it gives) and its delete (a retry that finds it gone is done). Not safe: a cancel, whose second try answers 409 once the first
 // took; a redrive, whose second try would run the task again; adding upstreams; the bulk cancel
 // and redrive. Those are sent once; their caller sees the error.
 

@@ -50,6 +50,20 @@ func (c *Client) ListSchedules(ctx context.Context, lambda, cursor string, limit
 	return page.Schedules, page.NextCursor, err
 }
 
+// UpdateSchedule changes a schedule's definition: the fields of u given replace the schedule's
+// (see task.ScheduleUpdate). With u.Revision (the Revision of a schedule read before), it fails
+// with 412 precondition_failed if another update changed the schedule since, and is sent once: a
+// second try after a first that went in would find its own revision moved. Without, it is sent
+// again like a pause, and a retry makes the same change again.
+func (c *Client) UpdateSchedule(ctx context.Context, lambda, id string, u task.ScheduleUpdate) (sc task.Schedule, err error) {
+	safe := retry
+	if u.Revision != 0 {
+		safe = once
+	}
+	_, err = c.do(ctx, safe, http.MethodPatch, schedulePath(lambda, id), u, &sc)
+	return sc, err
+}
+
 // PauseSchedule stops a schedule's firings.
 func (c *Client) PauseSchedule(ctx context.Context, lambda, id string) (sc task.Schedule, err error) {
 	_, err = c.do(ctx, retry, http.MethodPost, schedulePath(lambda, id)+"/pause", nil, &sc)

@@ -91,7 +91,7 @@ const firingSlack = 3 * time.Second
 // seconds), n times in n × 2 s, each once.
 func checkRate(t *testing.T, r *runs, sc task.Schedule, n int) {
 	t.Helper()
-	first := sc.NextFire
+	first := sc.NextFires[0]
 	last := first.Add(time.Duration(n-1) * 2 * time.Second)
 	if got := r.waitFirings(n, last.Add(firingSlack)); got < n {
 		t.Fatalf("%d firings ran by %s after the last's time, want %d", got, firingSlack, n)
@@ -207,7 +207,7 @@ func testCatchUp(t *testing.T, r *runs, cfg local.Config, catchUp string, wantMi
 	}
 	c := &client.Client{Endpoint: "http://" + s.Addr()}
 	sc := createRate(t, c, "tick", task.ScheduleSpec{ID: "c", CatchUp: catchUp})
-	r.waitFirings(1, sc.NextFire.Add(firingSlack))
+	r.waitFirings(1, sc.NextFires[0].Add(firingSlack))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	s.Stop(ctx)
 	cancel()

@@ -16,6 +16,9 @@ var (
 	ErrTooLarge   = errors.New("too large")      // payload or result over the limit
 	ErrNotDue     = errors.New("not due")        // the consumer saw a stale due-index entry
 	ErrThrottled  = errors.New("throttled, retry later")
+	// ErrPrecondition: a conditional change names a revision that is no longer the stored one;
+	// nothing was written.
+	ErrPrecondition = errors.New("precondition failed")
 	// ErrCancelled answers a heartbeat of a task whose cancel was accepted while it ran: the
 	// executor stops its handler and reports the outcome cancelled (see CancelRunning).
 	ErrCancelled = errors.New("cancelled")

@@ -101,14 +101,19 @@ type Schedule struct {
 	// Anchor is where a rate schedule counts from: it fires at Anchor + k × rate.
 	Anchor time.Time `json:"anchor,omitzero"`
 	// NextFire is the earliest firing not yet made. A paused schedule keeps it, but no store
-	// returns a paused schedule as due.
-	NextFire time.Time `json:"next_fire"`
+	// returns a paused schedule as due. The stores keep it; an answer shows NextFires instead.
+	NextFire time.Time `json:"-"`
 	// LastFire is the latest firing that created a task (zero before the first): overlap "skip"
 	// reads its task, FireID(LastFire).
 	LastFire  *time.Time `json:"last_fire,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Version   int64      `json:"version"`
+	// Revision counts the changes of the schedule's definition: 1 at create, one more at each
+	// UpdateSchedule. Firings, pause and resume leave it, so that an update conditional on it
+	// (ScheduleUpdate.Revision) fails only when someone else changed the definition. A schedule
+	// stored before revisions reads 0, as its first.
+	Revision int64 `json:"revision"`
 	// Incarnation is a random token set at create and never changed: a schedule deleted and
 	// created again under its id restarts at version 1, and this tells the two apart, so that a
 	// pass that read the first cannot write the second.
@@ -155,7 +160,7 @@ func NewSchedule(spec ScheduleSpec, l Lambda, now time.Time, c Config) (Schedule
 	s := Schedule{
 		ID: spec.ID, Lambda: l.Name, Cron: strings.TrimSpace(spec.Cron), TimeZone: spec.TimeZone, Rate: strings.TrimSpace(spec.Rate),
 		Task: spec.Task, CatchUp: spec.CatchUp, Overlap: spec.Overlap, State: ScheduleActive,
-		CreatedAt: now, UpdatedAt: now, Version: 1, Incarnation: rand.Text(),
+		CreatedAt: now, UpdatedAt: now, Version: 1, Revision: 1, Incarnation: rand.Text(),
 	}
 	if s.ID == "" {
 		s.ID = NewID(now)
@@ -373,18 +378,16 @@ func (s Schedule) Next(t time.Time) (time.Time, error) {
 }
 
 // Upcoming returns the next n fire times from the schedule's next firing on (NextFire included),
-// or from after now for a paused schedule, which fires from then on once resumed.
-func (s Schedule) Upcoming(now time.Time, n int) []time.Time {
-	t := s.NextFire
+// in the schedule's zone (Location). A paused schedule has none: it fires again only once resumed.
+func (s Schedule) Upcoming(n int) []time.Time {
 	if s.State == SchedulePaused {
-		var err error
-		if t, err = s.Next(now); err != nil {
-			return nil
-		}
+		return nil
 	}
+	loc := s.Location()
+	t := s.NextFire
 	out := make([]time.Time, 0, n)
 	for len(out) < n && !t.IsZero() {
-		out = append(out, t)
+		out = append(out, t.In(loc))
 		next, err := s.Next(t)
 		if err != nil {
 			break
@@ -392,6 +395,19 @@ func (s Schedule) Upcoming(now time.Time, n int) []time.Time {
 		t = next
 	}
 	return out
+}
+
+// Location is the zone the schedule's fire times are shown in: a cron schedule's time zone, UTC
+// for a rate.
+func (s Schedule) Location() *time.Location {
+	if s.Cron == "" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return time.UTC // not stored: NewSchedule checks the zone
+	}
+	return loc
 }
 
 // FireID is the id of the task that a schedule of id scheduleID and incarnation creates at its
@@ -519,4 +535,76 @@ func ResumeSchedule(s Schedule, now time.Time) (Schedule, error) {
 	}
 	s.State, s.NextFire, s.UpdatedAt, s.Version = ScheduleActive, next, now.UTC(), s.Version+1
 	return s, nil
+}
+
+// ScheduleUpdate is a request to change a schedule: the fields given replace the schedule's, those
+// absent stay. A rate makes it a rate schedule; a cron a cron schedule, in the time zone given or
+// the one it had (UTC after a rate); a time zone alone moves a cron schedule to that zone. A task
+// template replaces the template whole.
+type ScheduleUpdate struct {
+	Cron     string    `json:"cron,omitempty"`
+	TimeZone string    `json:"time_zone,omitempty"`
+	Rate     string    `json:"rate,omitempty"`
+	Task     *Template `json:"task,omitempty"`
+	CatchUp  string    `json:"catch_up,omitempty"`
+	Overlap  string    `json:"overlap,omitempty"`
+	// Revision, unless 0, is the revision of the schedule the update was made against: the
+	// update fails with ErrPrecondition if the schedule's definition changed since.
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// UpdateSchedule returns s changed by u, validated as a create is (NewSchedule).
+//
+// Its firings already made stand, those made ahead of their time included. An update that
+// changes the fire times (cron, time zone or rate) fires from the first new fire time after now
+// and after its latest firing (LastFire), so that no new firing shares a fire time, and so a
+// task id, with one made before; a new rate counts from now. One that changes only the template
+// or the policies keeps the fire times and the next firing.
+func UpdateSchedule(s Schedule, u ScheduleUpdate, l Lambda, now time.Time, c Config) (Schedule, error) {
+	revision := max(s.Revision, 1)
+	if u.Revision != 0 && u.Revision != revision {
+		return Schedule{}, Errorf(ErrPrecondition, "schedule %s is at revision %d, not %d: it was changed since; read it again", s, revision, u.Revision)
+	}
+	if u.Cron == "" && u.TimeZone == "" && u.Rate == "" && u.Task == nil && u.CatchUp == "" && u.Overlap == "" {
+		return Schedule{}, Errorf(ErrInvalid, "give what to change: cron, time_zone, rate, task, catch_up or overlap")
+	}
+	spec := ScheduleSpec{ID: s.ID, Cron: s.Cron, TimeZone: s.TimeZone, Rate: s.Rate, Task: s.Task, CatchUp: s.CatchUp, Overlap: s.Overlap}
+	switch {
+	case u.Rate != "":
+		spec.Cron, spec.TimeZone, spec.Rate = "", u.TimeZone, u.Rate // a time zone with a rate is refused
+	case u.Cron != "":
+		spec.Cron, spec.Rate = u.Cron, ""
+		if u.TimeZone != "" {
+			spec.TimeZone = u.TimeZone
+		}
+	case u.TimeZone != "":
+		spec.TimeZone = u.TimeZone // refused for a rate schedule
+	}
+	if u.Task != nil {
+		spec.Task = *u.Task
+	}
+	if u.CatchUp != "" {
+		spec.CatchUp = u.CatchUp
+	}
+	if u.Overlap != "" {
+		spec.Overlap = u.Overlap
+	}
+	next, err := NewSchedule(spec, l, now, c)
+	if err != nil {
+		return Schedule{}, err
+	}
+	next.CreatedAt, next.Incarnation, next.State, next.LastFire = s.CreatedAt, s.Incarnation, s.State, s.LastFire
+	next.Version, next.Revision = s.Version+1, revision+1
+	if next.Cron == s.Cron && next.TimeZone == s.TimeZone && next.Rate == s.Rate {
+		next.Anchor, next.NextFire = s.Anchor, s.NextFire
+		return next, nil
+	}
+	from := now.UTC()
+	if s.LastFire != nil && s.LastFire.After(from) {
+		from = *s.LastFire
+	}
+	if next.NextFire, err = next.Next(from); err != nil {
+		return Schedule{}, err
+	}
+	return next, nil
 }

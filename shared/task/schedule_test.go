@@ -151,7 +151,7 @@ func TestRateSchedule(t *testing.T) {
 	if s.Rate != "2s" || !s.NextFire.Equal(utc("2026-11-25T10:00:02Z")) {
 		t.Fatalf("rate %q next %s", s.Rate, s.NextFire)
 	}
-	got := s.Upcoming(now, task.NextFiresShown)
+	got := s.Upcoming(task.NextFiresShown)
 	if len(got) != 5 || !got[4].Equal(utc("2026-11-25T10:00:10Z")) {
 		t.Fatalf("upcoming %v", got)
 	}
@@ -259,5 +259,84 @@ func TestPauseResume(t *testing.T) {
 	r, err := task.ResumeSchedule(p, created.Add(5*time.Minute+time.Second))
 	if err != nil || r.State != task.ScheduleActive || !r.NextFire.Equal(created.Add(6*time.Minute)) {
 		t.Fatalf("resumed %+v %v", r, err)
+	}
+}
+
+// TestUpcomingInZone: a paused schedule lists no next fires; an active one lists them in its zone,
+// a cron schedule's time zone or UTC for a rate.
+func TestUpcomingInZone(t *testing.T) {
+	now := utc("2026-11-25T10:00:00Z")
+	berlin := newSchedule(t, task.ScheduleSpec{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}, now)
+	got := berlin.Upcoming(2)
+	if len(got) != 2 || got[0].Format(time.RFC3339) != "2026-11-26T02:30:00+01:00" || got[0].Location().String() != "Europe/Berlin" {
+		t.Fatalf("cron upcoming %v", got)
+	}
+	rate := newSchedule(t, task.ScheduleSpec{Rate: "1m"}, now)
+	if got := rate.Upcoming(1); len(got) != 1 || got[0].Location() != time.UTC {
+		t.Fatalf("rate upcoming %v", got)
+	}
+	if got := task.PauseSchedule(berlin, now).Upcoming(task.NextFiresShown); len(got) != 0 {
+		t.Fatalf("a paused schedule lists next fires %v", got)
+	}
+}
+
+// TestUpdateSchedule: an update replaces the fields it gives; new fire times count from the update,
+// after the firings already made; a template change keeps the next firing; a stale revision
+// fails.
+func TestUpdateSchedule(t *testing.T) {
+	created := utc("2026-11-25T10:00:00Z")
+	cfg := task.Config{}.WithDefaults()
+	s := newSchedule(t, task.ScheduleSpec{Rate: "1h", Task: task.Template{Priority: "high"}, Overlap: task.OverlapSkip}, created)
+	now := created.Add(10*time.Minute + 30*time.Second)
+
+	// A new rate: every minute from now, the rest kept.
+	u, err := task.UpdateSchedule(s, task.ScheduleUpdate{Rate: "1m", Revision: 1}, schedLambda, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Rate != "1m" || u.Task.Priority != "high" || u.Overlap != task.OverlapSkip || u.Incarnation != s.Incarnation || !u.CreatedAt.Equal(created) {
+		t.Fatalf("updated %+v", u)
+	}
+	if u.Version != s.Version+1 || u.Revision != 2 {
+		t.Fatalf("version %d revision %d, want %d and 2", u.Version, u.Revision, s.Version+1)
+	}
+	equal(t, "new rate", fires(t, u, now, 3), []string{"2026-11-25T10:11:30Z", "2026-11-25T10:12:30Z", "2026-11-25T10:13:30Z"})
+	if !u.NextFire.Equal(utc("2026-11-25T10:11:30Z")) {
+		t.Fatalf("next fire %s, want the new rate's first after the update", u.NextFire)
+	}
+
+	// From a rate to a cron in a zone; then the zone alone.
+	c, err := task.UpdateSchedule(u, task.ScheduleUpdate{Cron: "0 3 * * *", TimeZone: "Europe/Berlin"}, schedLambda, now, cfg)
+	if err != nil || c.Rate != "" || c.Cron != "0 3 * * *" || !c.NextFire.Equal(utc("2026-11-26T02:00:00Z")) || c.Revision != 3 {
+		t.Fatalf("to cron: %+v %v", c, err)
+	}
+	z, err := task.UpdateSchedule(c, task.ScheduleUpdate{TimeZone: "UTC"}, schedLambda, now, cfg)
+	if err != nil || z.Cron != "0 3 * * *" || !z.NextFire.Equal(utc("2026-11-26T03:00:00Z")) {
+		t.Fatalf("zone: %+v %v", z, err)
+	}
+
+	// A firing made ahead of its time stands: the new fire times begin after it.
+	ahead := utc("2026-11-25T11:00:00Z")
+	fired := task.Fire(s, &ahead, ahead.Add(time.Hour), created.Add(59*time.Minute))
+	u, err = task.UpdateSchedule(fired, task.ScheduleUpdate{Rate: "10s"}, schedLambda, created.Add(59*time.Minute+30*time.Second), cfg)
+	if err != nil || !u.NextFire.Equal(ahead.Add(10*time.Second)) || u.LastFire == nil || !u.LastFire.Equal(ahead) {
+		t.Fatalf("after a firing made ahead: next %s last %v, %v", u.NextFire, u.LastFire, err)
+	}
+
+	// Only the template: the fire times and the next firing stay.
+	payload := task.Template{Payload: []byte(`{"a": 1}`)}
+	p, err := task.UpdateSchedule(s, task.ScheduleUpdate{Task: &payload}, schedLambda, now, cfg)
+	if err != nil || string(p.Task.Payload) != `{"a":1}` || p.Task.Priority != "" || !p.Anchor.Equal(s.Anchor) || !p.NextFire.Equal(s.NextFire) {
+		t.Fatalf("template only: %+v %v", p, err)
+	}
+
+	// Refused: a stale revision, nothing to change, a time zone for a rate, a bad rate.
+	if _, err := task.UpdateSchedule(p, task.ScheduleUpdate{Rate: "5m", Revision: 1}, schedLambda, now, cfg); !errors.Is(err, task.ErrPrecondition) {
+		t.Fatalf("stale revision: %v, want ErrPrecondition", err)
+	}
+	for _, bad := range []task.ScheduleUpdate{{}, {TimeZone: "Europe/Berlin"}, {Rate: "2d"}, {Cron: "0 3 * * *", TimeZone: "Mars/Base"}} {
+		if _, err := task.UpdateSchedule(s, bad, schedLambda, now, cfg); !errors.Is(err, task.ErrInvalid) {
+			t.Errorf("update %+v: %v, want ErrInvalid", bad, err)
+		}
 	}
 }

@@ -556,6 +556,7 @@ var errorCodes = []struct {
 	{task.ErrExists, http.StatusConflict, "conflict", "", ""},
 	{task.ErrConflict, http.StatusConflict, "conflict", "", ""},
 	{task.ErrStaleLease, http.StatusConflict, "stale_lease", "", ""},
+	{task.ErrPrecondition, http.StatusPreconditionFailed, "precondition_failed", "", ""},
 	{task.ErrInvalid, http.StatusUnprocessableEntity, "invalid", "", ""},
 	{task.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", "", ""},
 	{task.ErrThrottled, http.StatusTooManyRequests, "throttled", "1", ""},

@@ -12,6 +12,7 @@ import (
 //	POST   /v1/lambdas/{lambda}/schedules              create: 201 new, 200 replay, 409 id reused
 //	GET    /v1/lambdas/{lambda}/schedules              list: ?limit=&cursor=
 //	GET    /v1/lambdas/{lambda}/schedules/{id}         a schedule and its next five fire times
+//	PATCH  /v1/lambdas/{lambda}/schedules/{id}         change its definition: 412 if the revision given is stale
 //	POST   /v1/lambdas/{lambda}/schedules/{id}/pause   stop its firings
 //	POST   /v1/lambdas/{lambda}/schedules/{id}/resume  fire again, from the next fire time on
 //	DELETE /v1/lambdas/{lambda}/schedules/{id}         204; the tasks it made stay
@@ -20,6 +21,7 @@ func (a *api) routeSchedules() {
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/schedules", a.createSchedule)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/schedules", a.listSchedules)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/schedules/{id}", a.getSchedule)
+	a.mux.HandleFunc("PATCH /v1/lambdas/{lambda}/schedules/{id}", a.updateSchedule)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/schedules/{id}/pause", a.pauseSchedule)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/schedules/{id}/resume", a.resumeSchedule)
 	a.mux.HandleFunc("DELETE /v1/lambdas/{lambda}/schedules/{id}", a.deleteSchedule)
@@ -66,6 +68,15 @@ func (a *api) listSchedules(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) getSchedule(w http.ResponseWriter, r *http.Request) {
 	sc, err := a.svc.GetSchedule(r.Context(), r.PathValue("lambda"), r.PathValue("id"))
+	a.answerSchedule(w, sc, err)
+}
+
+func (a *api) updateSchedule(w http.ResponseWriter, r *http.Request) {
+	var u task.ScheduleUpdate
+	if !a.decode(w, r, task.MaxSchedulePayload+envelopeLimit, &u) {
+		return
+	}
+	sc, err := a.svc.UpdateSchedule(r.Context(), r.PathValue("lambda"), r.PathValue("id"), u)
 	a.answerSchedule(w, sc, err)
 }
 

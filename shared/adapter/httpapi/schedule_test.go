@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestSchedules: create (again: a replay; changed: a conflict), get with the next five fire
@@ -64,4 +65,77 @@ func TestSchedules(t *testing.T) {
 	if code, out := call(t, srv, "POST", "/v1/lambdas/nope/schedules", `{"rate":"1s"}`); code != http.StatusNotFound {
 		t.Fatalf("unknown lambda: %d %v", code, out)
 	}
+}
+
+// TestScheduleUpdate: PATCH with a new rate answers 200, and the next fire times follow the new
+// rate; a stale revision answers 412, and an update with nothing to change or that does not
+// validate 422. Fire times carry the schedule's zone, the stale next_fire is gone, and a paused
+// schedule lists no next fires.
+func TestScheduleUpdate(t *testing.T) {
+	srv := newServer(t)
+	if code, out := call(t, srv, "POST", "/v1/lambdas/echo/schedules", `{"id":"tick","rate":"1h"}`); code != http.StatusCreated || out["revision"] != 1.0 {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	before := time.Now()
+	code, sc := call(t, srv, "PATCH", "/v1/lambdas/echo/schedules/tick", `{"rate":"1m","revision":1}`)
+	if code != http.StatusOK || sc["rate"] != "1m" || sc["revision"] != 2.0 {
+		t.Fatalf("update: %d %v", code, sc)
+	}
+	fires := fireTimes(t, sc)
+	if len(fires) != 5 || !fires[0].After(before.Truncate(time.Second)) || fires[0].After(time.Now().Add(time.Minute)) {
+		t.Fatalf("next fires %v after an update at %s: want the first within a minute", fires, before)
+	}
+	for i := 1; i < len(fires); i++ {
+		if d := fires[i].Sub(fires[i-1]); d != time.Minute {
+			t.Fatalf("next fires %v: %s apart, want the new rate, 1m", fires, d)
+		}
+	}
+	if _, ok := sc["next_fire"]; ok {
+		t.Fatalf("the answer still has next_fire: %v", sc)
+	}
+	if code, out := call(t, srv, "PATCH", "/v1/lambdas/echo/schedules/tick", `{"rate":"5m","revision":1}`); code != http.StatusPreconditionFailed || errorCode(out) != "precondition_failed" {
+		t.Fatalf("update from a stale revision: %d %v", code, out)
+	}
+	for _, bad := range []string{`{}`, `{"time_zone":"Europe/Berlin"}`, `{"rate":"2d"}`, `{"overlap":"queue"}`} {
+		if code, out := call(t, srv, "PATCH", "/v1/lambdas/echo/schedules/tick", bad); code != 422 || errorCode(out) != "invalid" {
+			t.Errorf("%s: %d %v", bad, code, out)
+		}
+	}
+	if code, out := call(t, srv, "PATCH", "/v1/lambdas/echo/schedules/missing", `{"rate":"5m"}`); code != http.StatusNotFound {
+		t.Fatalf("update a missing schedule: %d %v", code, out)
+	}
+
+	// To a cron in Berlin: its fire times are in Berlin's offset.
+	code, sc = call(t, srv, "PATCH", "/v1/lambdas/echo/schedules/tick", `{"cron":"30 2 * * *","time_zone":"Europe/Berlin"}`)
+	if code != http.StatusOK || sc["rate"] != nil || sc["revision"] != 3.0 {
+		t.Fatalf("update to a cron: %d %v", code, sc)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fireTimes(t, sc) {
+		_, offset := f.Zone()
+		if _, want := f.In(berlin).Zone(); offset != want || f.Hour() != 2 || f.Minute() != 30 {
+			t.Fatalf("next fire %s: want 02:30 with Berlin's offset", f.Format(time.RFC3339))
+		}
+	}
+	if code, out := call(t, srv, "POST", "/v1/lambdas/echo/schedules/tick/pause", ""); code != http.StatusOK || out["next_fires"] != nil {
+		t.Fatalf("pause: %d, next fires %v; want none", code, out["next_fires"])
+	}
+}
+
+// fireTimes reads an answer's next_fires.
+func fireTimes(t *testing.T, sc map[string]any) []time.Time {
+	t.Helper()
+	list, _ := sc["next_fires"].([]any)
+	var out []time.Time
+	for _, f := range list {
+		at, err := time.Parse(time.RFC3339, f.(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, at)
+	}
+	return out
 }

@@ -85,10 +85,16 @@ func (s *Service) CreateSchedule(ctx context.Context, lambda string, spec task.S
 	return s.withNextFires(sc), true, nil
 }
 
-// withNextFires sets the next fire times an answer shows, and the tag of its firings' ids.
+// withNextFires sets the next fire times an answer shows, in the schedule's zone, and the tag of
+// its firings' ids. A schedule stored before revisions is at its first.
 func (s *Service) withNextFires(sc task.Schedule) task.Schedule {
-	sc.NextFires = sc.Upcoming(s.now().UTC(), task.NextFiresShown)
+	sc.NextFires = sc.Upcoming(task.NextFiresShown)
+	if sc.LastFire != nil {
+		last := sc.LastFire.In(sc.Location())
+		sc.LastFire = &last
+	}
 	sc.FireIDTag = task.FireIDTag(sc.Incarnation)
+	sc.Revision = max(sc.Revision, 1)
 	return sc
 }
 
@@ -169,6 +175,21 @@ func (s *Service) cancelMadeAhead(ctx context.Context, sc task.Schedule) error {
 		at, err = sc.Next(at)
 	}
 	return nil
+}
+
+// UpdateSchedule changes a schedule's definition (task.UpdateSchedule), conditional on its
+// revision if the update names one: task.ErrPrecondition if another update changed it since.
+// The write is conditional on the version read, as a firing's is, so of an update and a firing
+// that read the same version one goes in (docs/guarantees.md, "One task per firing"); an update
+// that loses to a firing is made again over the fired schedule.
+func (s *Service) UpdateSchedule(ctx context.Context, lambda, id string, u task.ScheduleUpdate) (task.Schedule, error) {
+	l, err := s.lambda(ctx, lambda)
+	if err != nil {
+		return task.Schedule{}, err
+	}
+	return s.applySchedule(ctx, lambda, id, func(sc task.Schedule) (task.Schedule, error) {
+		return task.UpdateSchedule(sc, u, l, s.now(), s.cfg)
+	})
 }
 
 // ResumeSchedule makes a paused schedule fire again from its next fire time after now.

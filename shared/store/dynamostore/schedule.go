@@ -42,12 +42,13 @@ func scheduleKey(lambda, id string) map[string]types.AttributeValue {
 // dynamodb:LeadingKeys pattern.
 func ScheduleKeyPattern(lambda string) string { return schedulePK(lambda) }
 
-// storedSchedule is a schedule's body: the schedule with its request's fingerprint and its
-// incarnation.
+// storedSchedule is a schedule's body: the schedule with its request's fingerprint, its
+// incarnation and its next firing, which an answer leaves out.
 type storedSchedule struct {
 	task.Schedule
-	Spec        string `json:"spec"`
-	Incarnation string `json:"incarnation,omitempty"`
+	Spec        string    `json:"spec"`
+	Incarnation string    `json:"incarnation,omitempty"`
+	NextFire    time.Time `json:"next_fire"`
 }
 
 func scheduleItem(sc task.Schedule) (map[string]types.AttributeValue, error) {
@@ -55,7 +56,7 @@ func scheduleItem(sc task.Schedule) (map[string]types.AttributeValue, error) {
 		return nil, err
 	}
 	sc.NextFires, sc.FireIDTag = nil, ""
-	body, err := json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
+	body, err := json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation, NextFire: sc.NextFire})
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func unmarshalSchedule(item map[string]types.AttributeValue) (task.Schedule, err
 	if err := json.Unmarshal([]byte(str(item, attrBody)), &st); err != nil {
 		return task.Schedule{}, fmt.Errorf("a schedule's body: %w", err)
 	}
-	st.Schedule.Spec, st.Schedule.Incarnation = st.Spec, st.Incarnation
+	st.Schedule.Spec, st.Schedule.Incarnation, st.Schedule.NextFire = st.Spec, st.Incarnation, st.NextFire
 	return st.Schedule, nil
 }
 

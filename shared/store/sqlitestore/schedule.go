@@ -15,17 +15,18 @@ import (
 // due read and the conditional writes need. They are written straight through the writer
 // connection, not group-committed: a schedule is written once per firing, not once per task.
 
-// storedSchedule is a schedule's body: the schedule with its request's fingerprint and its
-// incarnation.
+// storedSchedule is a schedule's body: the schedule with its request's fingerprint, its
+// incarnation and its next firing, which an answer leaves out.
 type storedSchedule struct {
 	task.Schedule
-	Spec        string `json:"spec"`
-	Incarnation string `json:"incarnation,omitempty"`
+	Spec        string    `json:"spec"`
+	Incarnation string    `json:"incarnation,omitempty"`
+	NextFire    time.Time `json:"next_fire"`
 }
 
 func scheduleBody(sc task.Schedule) ([]byte, error) {
 	sc.NextFires, sc.FireIDTag = nil, ""
-	return json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation})
+	return json.Marshal(storedSchedule{Schedule: sc, Spec: sc.Spec, Incarnation: sc.Incarnation, NextFire: sc.NextFire})
 }
 
 // sameSchedule is the condition of a write over a schedule read at a version: the version, and
@@ -41,7 +42,7 @@ func scanSchedule(row interface{ Scan(...any) error }) (task.Schedule, error) {
 	if err := json.Unmarshal(body, &st); err != nil {
 		return task.Schedule{}, fmt.Errorf("a schedule's body: %w", err)
 	}
-	st.Schedule.Spec, st.Schedule.Incarnation = st.Spec, st.Incarnation
+	st.Schedule.Spec, st.Schedule.Incarnation, st.Schedule.NextFire = st.Spec, st.Incarnation, st.NextFire
 	return st.Schedule, nil
 }
 

@@ -24,6 +24,7 @@ func scheduleCases() []struct {
 		{"ScheduleDue", testScheduleDue},
 		{"ScheduleAdvanceRace", testScheduleAdvanceRace},
 		{"FireSchedule", testFireSchedule},
+		{"ScheduleUpdateRacesFiring", testScheduleUpdateRacesFiring},
 	}
 }
 
@@ -307,5 +308,82 @@ func testFireSchedule(t *testing.T, s task.Store) {
 	}
 	if last, err := s.GetSchedule(ctx, l.Name, sc.ID); err != nil || last.Version != got.Version+1 || !last.NextFire.Equal(at4.Add(time.Minute)) {
 		t.Fatalf("the advance over a taken id: version %d next %s, %v", last.Version, last.NextFire, err)
+	}
+}
+
+// testScheduleUpdateRacesFiring: an update of a schedule's definition (a new rate, template and
+// next firing: task.UpdateSchedule) and a firing that read the same version race; whichever writes
+// first wins, and the other writes nothing: a firing that loses creates no task, an update that
+// loses leaves the fired schedule. The due range follows the updated next firing.
+func testScheduleUpdateRacesFiring(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	l := task.Lambda{Name: lambdaName()}.WithDefaults()
+	cfg := task.Config{}.WithDefaults()
+	now := base().Truncate(time.Second)
+	weekly := task.Template{Payload: []byte(`{"report":"weekly"}`)}
+	for _, updateFirst := range []bool{true, false} {
+		sc := schedule(l.Name, fmt.Sprintf("update-first-%v", updateFirst), now)
+		sc.Incarnation, sc.Revision = "INC1", 1
+		if err := s.CreateSchedule(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+		updated, err := task.UpdateSchedule(sc, task.ScheduleUpdate{Rate: "5m", Task: &weekly, Revision: 1}, l, now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fired := task.Fire(sc, &sc.NextFire, now.Add(time.Minute), now)
+		firing, err := task.New(sc.TaskSpec(sc.NextFire), l, now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		update := func() error { return s.UpdateSchedule(ctx, updated, sc.Version) }
+		fire := func() error { _, err := s.FireSchedule(ctx, fired, sc.Version, []task.Task{firing}); return err }
+		first, second, want := fire, update, fired
+		if updateFirst {
+			first, second, want = update, fire, updated
+		}
+		if err := first(); err != nil {
+			t.Fatalf("update first %v: the first write: %v", updateFirst, err)
+		}
+		if err := second(); !errors.Is(err, task.ErrConflict) {
+			t.Fatalf("update first %v: the second write from the same version: %v, want ErrConflict", updateFirst, err)
+		}
+		got, err := s.GetSchedule(ctx, l.Name, sc.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := scheduleDiff(want, got); d != "" {
+			t.Fatalf("update first %v: %s", updateFirst, d)
+		}
+		_, err = s.Get(ctx, l.Name, firing.ID)
+		if made := err == nil; made == updateFirst || err != nil && !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("update first %v: the firing's task: %v", updateFirst, err)
+		}
+	}
+	// The updated schedule is due at its new next firing, not before; the fired one at its own.
+	due := func(before time.Time) string {
+		got, err := s.DueSchedules(ctx, l.Name, before, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, sc := range got {
+			ids = append(ids, sc.ID)
+		}
+		return fmt.Sprint(ids)
+	}
+	for _, w := range []struct {
+		before time.Time
+		ids    string
+	}{{now, "[]"}, {now.Add(time.Minute), "[update-first-false]"}, {now.Add(5 * time.Minute), "[update-first-false update-first-true]"}} {
+		// The index of a store may lag its writes: wait for what must be there.
+		got := due(w.before)
+		for i := 0; i < 50 && got != w.ids; i++ {
+			time.Sleep(20 * time.Millisecond)
+			got = due(w.before)
+		}
+		if got != w.ids {
+			t.Fatalf("due by %s: %s, want %s", w.before.Sub(now), got, w.ids)
+		}
 	}
 }
