@@ -107,6 +107,9 @@ type Env struct {
 	// MetricsNamespace is where the function's EMF metrics go; empty: none (ATF_METRICS_NAMESPACE).
 	MetricsNamespace string
 	Task             task.Config // with defaults
+	// Worker names this function's executor in the attempts it runs (executor.Config.Worker):
+	// the function and its log stream, where the run's logs are. Empty outside Lambda.
+	Worker string
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -118,6 +121,9 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		Table: getenv(EnvTable), QueuePrefix: getenv(EnvQueuePrefix),
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 		MetricsNamespace: getenv(EnvMetricsNamespace), LambdasPath: getenv(EnvLambdasPath),
+	}
+	if fn := getenv("AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
+		e.Worker = fn + "/" + getenv("AWS_LAMBDA_LOG_STREAM_NAME")
 	}
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
