@@ -108,7 +108,10 @@ type Env struct {
 	MetricsNamespace string
 	Task             task.Config // with defaults
 	// Worker names this function's executor in the attempts it runs (executor.Config.Worker):
-	// the function and its log stream, where the run's logs are. Empty outside Lambda.
+	// its log stream (AWS_LAMBDA_LOG_STREAM_NAME), which names the execution environment and is
+	// where the run's logs are, in the lambda's worker function's log group. Empty outside
+	// Lambda. The function's name is left out: the task item keeps the worker's name, and every
+	// byte of it counts towards the write units of the task's transitions.
 	Worker string
 }
 
@@ -122,9 +125,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 		MetricsNamespace: getenv(EnvMetricsNamespace), LambdasPath: getenv(EnvLambdasPath),
 	}
-	if fn := getenv("AWS_LAMBDA_FUNCTION_NAME"); fn != "" {
-		e.Worker = fn + "/" + getenv("AWS_LAMBDA_LOG_STREAM_NAME")
-	}
+	e.Worker = getenv("AWS_LAMBDA_LOG_STREAM_NAME")
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
 	}
