@@ -311,6 +311,21 @@ func testDev(t *testing.T, b backend, strictPriority bool) {
 		if done.Status != task.StatusSuccess || done.Attempts != 3 || compact(done.Result) != `{"attempt":3}` {
 			t.Fatalf("got %s after %d attempts, result %s", done.Status, done.Attempts, done.Result)
 		}
+		// Its history: the two failures, each with its own error, then the success.
+		h, err := c.Attempts(ctx, "flaky", tk.ID)
+		if err != nil || len(h.Attempts) != 3 || h.Dropped != 0 {
+			t.Fatalf("Attempts: %+v, %v; want 3 attempts", h, err)
+		}
+		for i, a := range h.Attempts {
+			wantOutcome, wantErr := task.OutcomeRetriable, fmt.Sprintf("attempt %d fails", i+1)
+			if i == 2 {
+				wantOutcome, wantErr = task.OutcomeSuccess, ""
+			}
+			if a.Number != i+1 || a.Outcome != wantOutcome || !strings.Contains(a.Error, wantErr) || wantErr == "" && a.Error != "" ||
+				a.Worker == "" || a.StartedAt.IsZero() || a.EndedAt.Before(a.StartedAt) || i > 0 && a.StartedAt.Before(h.Attempts[i-1].EndedAt) {
+				t.Errorf("attempt %d: %+v; want number %d, outcome %s, error %q, a worker, and times in order", i, a, i+1, wantOutcome, wantErr)
+			}
+		}
 	})
 	t.Run("fatal", func(t *testing.T) {
 		t.Parallel()
@@ -547,6 +562,12 @@ func TestCLI(t *testing.T) {
 	}
 	if out, err := cli("get", "echo", "cli-later", "--wait", "soon"); err == nil || !strings.Contains(out, "--wait") {
 		t.Fatalf("get --wait soon: want an error naming --wait, got %v\n%s", err, out)
+	}
+	if out, err := cli("attempts", "echo", "cli-1"); err != nil || !regexp.MustCompile(`(?m)^1\s+\d{4}-\d\d-\d\d .*\ssuccess\s`).MatchString(out) {
+		t.Fatalf("attempts: want attempt 1, its start and its outcome: %v\n%s", err, out)
+	}
+	if out, err := cli("attempts", "echo", "cli-1", "--json"); err != nil || !strings.Contains(out, `"outcome": "success"`) || !strings.Contains(out, `"attempts_dropped": 0`) {
+		t.Fatalf("attempts --json: %v\n%s", err, out)
 	}
 	if out, err := cli("list", "echo", "--status", "success"); err != nil || !strings.Contains(out, "cli-1") {
 		t.Fatalf("list: %v\n%s", err, out)

@@ -43,7 +43,7 @@ Usage:
       failed lines by number
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
-  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
+` + attemptsUsage + `  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
           [--created-to RFC3339] [--limit N] [--cursor C]
   atf redrive LAMBDA ID [--payload JSON] [--priority P] [--max-attempts N]
   atf redrive LAMBDA --all | [--status dead|fatal_failure] [--collection C]
@@ -428,6 +428,8 @@ func printTable(out io.Writer, v any) error {
 			line("after:", refList(v.After, 5))
 			line("trigger_rule:", v.TriggerRule())
 		}
+	case task.History:
+		printAttempts(w, v)
 	case taskPage:
 		line("ID", "STATUS", "PRIORITY", "COLLECTION", "ATTEMPTS", "RUN AT", "ERROR")
 		for _, t := range v.Tasks {

@@ -39,6 +39,7 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/tasks/redrive", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/after", "POST"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/downstreams", "GET"},
+	{"/v1/lambdas/{lambda}/tasks/{id}/attempts", "GET"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
 	// The live feed of lifecycle events: atf dev's; the API function answers 501 (subscribe on
 	// EventBridge), a route all the same so that the answer says so rather than a bare 404.

@@ -204,6 +204,14 @@ func (c *Client) Downstreams(ctx context.Context, lambda, id, cursor string, lim
 	return page.Downstreams, page.NextCursor, err
 }
 
+// Attempts returns a task's history: its latest attempts (task.MaxHistory), oldest first, and
+// how many before them are not kept.
+func (c *Client) Attempts(ctx context.Context, lambda, id string) (task.History, error) {
+	var h task.History
+	_, err := c.do(ctx, retry, http.MethodGet, taskPath(lambda, id)+"/attempts", nil, &h)
+	return h, err
+}
+
 // SetGate sets a lambda's gate, or a collection's when collection is not empty.
 func (c *Client) SetGate(ctx context.Context, lambda, collection, mode string) (g task.Gate, err error) {
 	body := map[string]string{"mode": mode}

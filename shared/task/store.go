@@ -19,7 +19,8 @@ type Store interface {
 	// Update writes t if the stored task's version is still prev (t is the result of a transition
 	// from it), and ErrConflict otherwise, also when the task is missing. It is atomic: of racing updates from one version,
 	// exactly one wins. It writes every field but Payload: a payload is set once, by Create, and
-	// a transition writes only what it changes, whatever the payload's size.
+	// a transition writes only what it changes, whatever the payload's size. If t.Ended is set,
+	// the write records that attempt in the task's history (HistoryStore).
 	Update(ctx context.Context, t Task, prev int64) error
 	// List returns tasks of one lambda in creation order, a page at a time, and the cursor of the
 	// next page, empty after the last. A page reads at most p.ReadBudget() index entries after the
@@ -50,6 +51,7 @@ type Store interface {
 	FlowStore
 	RedriveStore
 	ScheduleStore
+	HistoryStore
 }
 
 // ScheduleStore keeps periodic schedules (see schedule.go).

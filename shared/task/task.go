@@ -124,6 +124,19 @@ type Task struct {
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.
 	HandBacks int `json:"-"`
+	// AttemptSeq numbers the task's attempts over all its lives (Attempt.Number): a claim counts
+	// one, a hand-back takes it back, a redrive keeps it. StartedAt and EndedAt are when the
+	// latest attempt started (its claim) and ended, and Worker who ran it (the claim's caller).
+	// Stored; the history (HistoryStore) keeps the attempts before.
+	AttemptSeq int        `json:"-"`
+	StartedAt  *time.Time `json:"-"`
+	EndedAt    *time.Time `json:"-"`
+	Worker     string     `json:"-"`
+	// Ended is the attempt the latest transition ended, if it ended one (EnqueueAhead chained
+	// after it in the same write, a retry sent ahead, keeps it): never stored as such, so never
+	// read back. Update records it in the task's history; recording an attempt again (by its
+	// Number) changes nothing.
+	Ended *Attempt `json:"-"`
 }
 
 // Gate modes.

@@ -21,6 +21,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	}
 	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++
+	t.Ended = nil
 	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
@@ -104,10 +105,11 @@ func EnqueueAhead(t Task, now time.Time, c Config) (Task, Message, error) {
 	if t.pastDeadline(runAt) {
 		return t, Message{}, Errorf(ErrNotDue, "task %s would be past its deadline when due", t.ID)
 	}
-	from := t.From
+	from, ended := t.From, t.Ended
 	next := t.next(StatusEnqueued, now, at(runAt.Add(c.EnqueueTimeout)))
 	if from != "" {
 		next.From = from // in the write of the transition before it (a retry): what happened is that
+		next.Ended = ended
 	}
 	if runAt.After(now) {
 		next.NotBefore = &runAt
@@ -195,6 +197,9 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	t = t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout)))
 	t.Lease = lease
 	t.Attempts++
+	// A task claimed before AttemptSeq existed counts from its attempts.
+	t.AttemptSeq = max(t.AttemptSeq+1, t.Attempts)
+	t.StartedAt, t.EndedAt, t.Worker = at(now), nil, ""
 	return t, nil
 }
 
@@ -231,16 +236,16 @@ func Succeed(t Task, lease string, result json.RawMessage, now time.Time, c Conf
 		return t.endCancelled(now, "cancelled while running; the run's success came after the cancel and was discarded"), nil
 	}
 	if len(result) > c.PayloadLimit {
-		return fail(t, fmt.Sprintf("result is %d bytes; the limit is %d", len(result), c.PayloadLimit), false, now, c, 0), nil
+		return fail(t, fmt.Sprintf("result is %d bytes; the limit is %d", len(result), c.PayloadLimit), OutcomeFatal, now, c, 0), nil
 	}
 	if len(result) > 0 {
 		if err := CheckJSON("result", result); err != nil {
-			return fail(t, err.Error(), false, now, c, 0), nil
+			return fail(t, err.Error(), OutcomeFatal, now, c, 0), nil
 		}
 	}
 	t = t.next(StatusSuccess, now, nil)
 	t.Result, t.Error = result, ""
-	return t, nil
+	return t.endAttempt(OutcomeSuccess, now), nil
 }
 
 // Fail records a failed run. A fatal failure ends the task. A retriable one schedules another
@@ -254,20 +259,25 @@ func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, ji
 	if t.CancelRequested {
 		return t.endCancelled(now, TruncateError("cancelled while running; the run then failed: "+msg)), nil
 	}
-	return fail(t, msg, retriable, now, c, jitter), nil
+	o := OutcomeFatal
+	if retriable {
+		o = OutcomeRetriable
+	}
+	return fail(t, msg, o, now, c, jitter), nil
 }
 
-func fail(t Task, msg string, retriable bool, now time.Time, c Config, jitter float64) Task {
+// fail ends the running attempt with outcome o, which retries it unless it is OutcomeFatal.
+func fail(t Task, msg string, o Outcome, now time.Time, c Config, jitter float64) Task {
 	t.Error = TruncateError(msg)
 	t.HandBacks = 0 // the attempt counted
-	if !retriable {
-		return t.next(StatusFatalFailure, now, nil)
+	if o == OutcomeFatal {
+		return t.next(StatusFatalFailure, now, nil).endAttempt(o, now)
 	}
 	retryAt := now.Add(Backoff(t.Attempts, c.BackoffBase, c.BackoffMax, jitter))
 	if t.Attempts >= t.MaxAttempts || t.pastDeadline(retryAt) {
-		return t.next(StatusDead, now, nil)
+		return t.next(StatusDead, now, nil).endAttempt(o, now)
 	}
-	return t.next(StatusRetriableFailure, now, at(retryAt))
+	return t.next(StatusRetriableFailure, now, at(retryAt)).endAttempt(o, now)
 }
 
 // Timeout handles a claimed or processing task whose worker went silent past its trigger. It
@@ -286,7 +296,7 @@ func Timeout(t Task, now time.Time, c Config, jitter float64) (Task, error) {
 	if t.Status == StatusClaimed {
 		msg = "claimed but never started within the claim timeout; the worker was lost"
 	}
-	return fail(t, msg, true, now, c, jitter), nil
+	return fail(t, msg, OutcomeTimeout, now, c, jitter), nil
 }
 
 // Release hands a running task back untried, as when its executor shuts down: the attempt does
@@ -301,6 +311,7 @@ func Release(t Task, lease string, now time.Time) (Task, error) {
 	}
 	t = t.next(StatusNew, now, at(now))
 	t.Attempts--
+	t.AttemptSeq-- // untried: the next claim takes its number
 	return t, nil
 }
 
@@ -378,7 +389,7 @@ func CancelRunning(t Task, lease string, now time.Time) (Task, error) {
 func (t Task) endCancelled(now time.Time, why string) Task {
 	t = t.next(StatusCancelled, now, nil)
 	t.Error = why
-	return t
+	return t.endAttempt(OutcomeCancelled, now)
 }
 
 // Drop ends a waiting task because its gate is set to drop.

@@ -70,6 +70,9 @@ test('searches tasks by status and shows a task with its result and graph', asyn
   await page.locator('#task-search button').click();
   await page.locator('#task-detail h2 [data-status="fatal_failure"]').waitFor(WAIT);
   await page.locator('#task-detail pre.error').filter({ hasText: 'bad input, no retry' }).waitFor(WAIT);
+  // its history: the one attempt, fatal, with its error
+  const attempt = page.locator('#attempts tr[data-attempt="1"]');
+  await attempt.filter({ hasText: 'fatal' }).filter({ hasText: 'bad input, no retry' }).waitFor(WAIT);
   await page.locator('#downstreams li').filter({ hasText: 'echo/orphan' }).locator('[data-status="upstream_failed"]').waitFor(WAIT);
   await shot('task');
   await page.locator('#downstreams a').filter({ hasText: 'echo/orphan' }).click();

@@ -107,6 +107,12 @@ type Env struct {
 	// MetricsNamespace is where the function's EMF metrics go; empty: none (ATF_METRICS_NAMESPACE).
 	MetricsNamespace string
 	Task             task.Config // with defaults
+	// Worker names this function's executor in the attempts it runs (executor.Config.Worker):
+	// its log stream (AWS_LAMBDA_LOG_STREAM_NAME), which names the execution environment and is
+	// where the run's logs are, in the lambda's worker function's log group. Empty outside
+	// Lambda. The function's name is left out: the task item keeps the worker's name, and every
+	// byte of it counts towards the write units of the task's transitions.
+	Worker string
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -119,6 +125,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 		MetricsNamespace: getenv(EnvMetricsNamespace), LambdasPath: getenv(EnvLambdasPath),
 	}
+	e.Worker = getenv("AWS_LAMBDA_LOG_STREAM_NAME")
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
 	}

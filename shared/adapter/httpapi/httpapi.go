@@ -6,6 +6,8 @@
 //	                                              answers the tasks without their payloads
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task; ?wait=25s: once it ends, or as it
 //	                                              stands after the wait (at most 25 s)
+//	GET  /v1/lambdas/{lambda}/tasks/{id}/attempts a task's latest 20 attempts: start, end,
+//	                                              outcome, error, duration and worker each
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a task: a waiting one ends cancelled, a
 //	                                              running one is marked (cancel_requested) and
@@ -110,6 +112,7 @@ func New(svc *frontend.Service, log *slog.Logger, opts ...Option) http.Handler {
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/redrive", a.redriveMatching)
 	a.mux.HandleFunc("POST /v1/lambdas/{lambda}/tasks/{id}/after", a.addUpstreams)
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/downstreams", a.downstreams)
+	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/attempts", a.attempts)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
 	a.routeSchedules()
@@ -333,6 +336,16 @@ func (a *api) downstreams(w http.ResponseWriter, r *http.Request) {
 		out[i] = Downstream{Lambda: t.Lambda, ID: t.ID, Status: t.Status}
 	}
 	a.writeJSON(w, http.StatusOK, map[string]any{"downstreams": out, "next_cursor": next})
+}
+
+// attempts answers a task's history: {"attempts": [...], "attempts_dropped": N}, oldest first.
+func (a *api) attempts(w http.ResponseWriter, r *http.Request) {
+	h, err := a.svc.Attempts(r.Context(), r.PathValue("lambda"), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeJSON(w, http.StatusOK, h)
 }
 
 // get answers a task. With ?wait=DURATION ("25s") it first waits until the task is terminal or

@@ -83,6 +83,8 @@ type Config struct {
 	Slack time.Duration
 	// Metrics, if set, observes the handler runs (executor.Config.Metrics).
 	Metrics executor.HandlerMetrics
+	// Worker names the executor in the attempts it runs (executor.Config.Worker).
+	Worker string
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -130,7 +132,7 @@ func New(c Config) (*Handler, error) {
 		c.Logger = slog.Default()
 	}
 	// The executor adds the lambda, task id and attempt to its own records.
-	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics, Worker: c.Worker}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
 }
 
 // errOutOfTime is the cause a handler's context carries when the invocation is about to end.

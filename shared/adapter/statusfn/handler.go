@@ -159,7 +159,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		t, err := h.status.Claim(ctx, req.Lambda, req.TaskID, req.Delivery, req.Token)
+		t, err := h.status.Claim(status.WithWorker(ctx, req.Worker), req.Lambda, req.TaskID, req.Delivery, req.Token)
 		if err != nil {
 			return Response{}, err
 		}

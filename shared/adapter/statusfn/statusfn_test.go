@@ -383,7 +383,8 @@ func TestClientErrors(t *testing.T) {
 	}
 }
 
-// TestClientRunsExecutor: the Client is an executor.Status; a run over it records its result.
+// TestClientRunsExecutor: the Client is an executor.Status; a run over it records its result,
+// and its attempt names the executor's worker, which the claim request carries.
 func TestClientRunsExecutor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -391,7 +392,7 @@ func TestClientRunsExecutor(t *testing.T) {
 	ctx := context.Background()
 	e.fixture(t, "t1", task.StatusEnqueued, "")
 	// An interval longer than the test: no heartbeat, the claim starts the task.
-	x := executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour}, Logger: slog.New(slog.DiscardHandler)})
+	x := executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour}, Logger: slog.New(slog.DiscardHandler), Worker: "fn-echo/stream-1"})
 	claimed, err := x.Claim(ctx, "echo", "t1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -400,6 +401,10 @@ func TestClientRunsExecutor(t *testing.T) {
 	x.Run(ctx, echo, echoes, claimed)
 	if got := e.get(t, "t1"); got.Status != task.StatusSuccess || string(got.Result) != `{"to":"someone"}` {
 		t.Errorf("after the run: %+v", got)
+	}
+	h, err := e.store.Attempts(ctx, "echo", "t1")
+	if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Outcome != task.OutcomeSuccess || h.Attempts[0].Worker != "fn-echo/stream-1" {
+		t.Errorf("history: %+v, %v; want one success by fn-echo/stream-1", h, err)
 	}
 }
 

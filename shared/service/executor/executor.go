@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/openatf/atf/shared/service/status"
@@ -63,6 +64,9 @@ type Config struct {
 	CancelGrace time.Duration
 	// Metrics, if set, observes every handler run: how long it took and how it ended.
 	Metrics HandlerMetrics
+	// Worker names this executor in the attempts it runs (task.Attempt.Worker): its claims
+	// carry it (status.WithWorker). Empty means DefaultWorker().
+	Worker string
 	// Results, if set, takes the results of runs to record later, with others (status.Completer
 	// in the process of the store): the run ends once its result is handed over, and its slot
 	// takes the next task without waiting for the write. Nil: each result is recorded by the
@@ -95,6 +99,7 @@ type Executor struct {
 	abandon     func(task.Task)
 	cancelGrace time.Duration
 	metrics     HandlerMetrics
+	worker      string
 }
 
 // New returns an Executor.
@@ -105,7 +110,10 @@ func New(s Status, c Config) *Executor {
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = DefaultCancelGrace
 	}
-	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics}
+	if c.Worker == "" {
+		c.Worker = DefaultWorker()
+	}
+	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics, worker: c.Worker}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -114,6 +122,15 @@ func New(s Status, c Config) *Executor {
 		}
 	}
 	return e
+}
+
+// DefaultWorker names an executor by its process: host name and process id.
+func DefaultWorker() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // Claimed is a claimed task, and when its claim was sent: the lease it holds runs from then.
@@ -149,7 +166,7 @@ func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (Clai
 	}
 	cctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	t, err := e.status.Claim(cctx, lambda, id, delivery, token)
+	t, err := e.status.Claim(status.WithWorker(cctx, e.worker), lambda, id, delivery, token)
 	if err != nil && !task.Refused(err) && !status.Unwritten(err) && delivery != "" {
 		e.unclaim(ctx, lambda, id, delivery, token, err)
 	}

@@ -273,6 +273,19 @@ func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error)
 	return t, err
 }
 
+// Attempts returns a task's history: its latest task.MaxHistory attempts and how many before
+// them were dropped.
+func (s *Service) Attempts(ctx context.Context, lambda, id string) (task.History, error) {
+	if _, err := s.lambda(ctx, lambda); err != nil {
+		return task.History{}, err
+	}
+	h, err := s.store.Attempts(ctx, lambda, id)
+	if errors.Is(err, task.ErrNotFound) {
+		return task.History{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
+	}
+	return h, err
+}
+
 // MaxWait is the longest wait Wait takes; a longer one is cut to it.
 func (s *Service) MaxWait() time.Duration { return s.maxWait }
 

@@ -122,7 +122,7 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	if err != nil {
 		return task.Task{}, unwritten(err)
 	}
-	cl := c.claim(gates, lambda, id, delivery, token, now)
+	cl := c.claim(gates, lambda, id, delivery, token, WorkerOf(ctx), now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
 	return c.claimed(ctx, cl, t, err)
 }
@@ -131,6 +131,7 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 type claimOf struct {
 	lambda, id, delivery string
 	token                string
+	worker               string // who claims: the attempt's worker (WithWorker)
 	gates                []task.Gate
 	now                  time.Time
 	cfg                  task.Config
@@ -139,8 +140,8 @@ type claimOf struct {
 	cancelled            bool   // cancelled before the claim's answer got through
 }
 
-func (c *Controller) claim(gates []task.Gate, lambda, id, delivery, token string, now time.Time) *claimOf {
-	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, gates: gates, now: now, cfg: c.cfg}
+func (c *Controller) claim(gates []task.Gate, lambda, id, delivery, token, worker string, now time.Time) *claimOf {
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: worker, gates: gates, now: now, cfg: c.cfg}
 }
 
 // transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
@@ -152,7 +153,7 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 		return task.Hold(t, cl.now)
 	}
 	if cl.delivery == "" {
-		return task.Claim(t, task.NewLease(), cl.now, cl.cfg)
+		return cl.named(task.Claim(t, task.NewLease(), cl.now, cl.cfg))
 	}
 	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts) {
 		if t.CancelRequested {
@@ -163,7 +164,15 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 		cl.again = true
 		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
 	}
-	return task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg)
+	return cl.named(task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg))
+}
+
+// named names the claim's worker on the task it claimed.
+func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
+	if err == nil {
+		t.Worker = cl.worker
+	}
+	return t, err
 }
 
 // claimed answers a claim whose transition was written (err nil) or failed with err.

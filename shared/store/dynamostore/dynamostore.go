@@ -409,10 +409,14 @@ func payloadKey(lambda, id, ref string) map[string]types.AttributeValue {
 //
 // It is an UpdateItem of the task item's state attributes: the payload, set once by Create, is
 // neither written nor read, and DynamoDB charges the write by the task item alone. When the task
-// ends, its payload item, if any, gets the task item's TTL.
+// ends, its payload item, if any, gets the task item's TTL. An attempt the transition ended is
+// recorded after it (recordAttempt), unless it succeeded: the task item keeps that one.
 func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
-	_, err := st.update(ctx, t, prev, nil)
-	return err
+	if _, err := st.update(ctx, t, prev, nil); err != nil {
+		return err
+	}
+	st.recordAttempt(ctx, t)
+	return nil
 }
 
 // update is Update, setting extra attributes besides the state. It returns the task item as it

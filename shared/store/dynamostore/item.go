@@ -45,6 +45,12 @@ const (
 	attrCancel      = "cxl"    // BOOL, present only when true: a running task's cancel was accepted
 	attrNotBefore   = "nb"     // N, unix nanoseconds: an enqueued task sent ahead is not claimed before
 	attrHandBacks   = "hb"     // N, present only when not 0: the claims of the attempt handed back
+	// The latest attempt (task.Task.AttemptSeq, StartedAt, EndedAt, Worker), each present only
+	// when set; an attempt item (history.go) has them too, and attrOutcome.
+	attrAttemptSeq = "aseq" // N
+	attrStartedAt  = "st"   // N, unix nanoseconds
+	attrEndedAt    = "en"   // N, unix nanoseconds
+	attrWorker     = "wk"   // S
 	// Task flows (see flow.go); each present only on a task that has it.
 	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
 	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
@@ -162,7 +168,7 @@ var stateAttrs = []string{
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
-	attrCancel, attrNotBefore, attrHandBacks,
+	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -176,7 +182,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		attrStatus: s(string(t.Status)), attrAttempts: n(int64(t.Attempts)),
 		attrMaxAttempts: n(int64(t.MaxAttempts)), attrVersion: n(t.Version),
 	}
-	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor} {
+	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor, attrWorker: t.Worker} {
 		if v != "" {
 			item[name] = s(v)
 		}
@@ -184,7 +190,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if len(t.Result) > 0 {
 		item[attrResult] = &types.AttributeValueMemberB{Value: t.Result}
 	}
-	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt, attrNotBefore: t.NotBefore} {
+	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt, attrNotBefore: t.NotBefore, attrStartedAt: t.StartedAt, attrEndedAt: t.EndedAt} {
 		if v != nil && !v.IsZero() {
 			item[name] = n(v.UnixNano())
 		}
@@ -200,6 +206,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	}
 	if t.HandBacks != 0 {
 		item[attrHandBacks] = n(int64(t.HandBacks))
+	}
+	if t.AttemptSeq != 0 {
+		item[attrAttemptSeq] = n(int64(t.AttemptSeq))
 	}
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
@@ -312,6 +321,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 		t.CancelRequested = v.Value
 	}
 	t.HandBacks = int(num(attrHandBacks))
+	t.AttemptSeq, t.StartedAt, t.EndedAt, t.Worker = int(num(attrAttemptSeq)), tm(attrStartedAt), tm(attrEndedAt), str(attrWorker)
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))

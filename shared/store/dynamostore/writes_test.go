@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -247,5 +248,58 @@ func TestCreateTableOldIndex(t *testing.T) {
 	err := dynamostore.CreateTable(ctx, db, table)
 	if err == nil || !strings.Contains(err.Error(), "no index "+dynamostore.ListIndex) || !strings.Contains(err.Error(), "upgrade") {
 		t.Errorf("CreateTable on a table with the old list index: %v; want an error naming %s and the upgrade", err, dynamostore.ListIndex)
+	}
+}
+
+// TestWritesPerFailedAttempt: a failed attempt's record (an attempt item, docs/capacity.md,
+// "Attempt history") costs one write unit beside the transition that ends the attempt, with a
+// short error and a worker named as a worker function names itself (its log stream), and a
+// success writes none.
+func TestWritesPerFailedAttempt(t *testing.T) {
+	ctx := status.WithWorker(t.Context(), "2026/11/28/[$LATEST]0123456789abcdef0123456789abcdef")
+	var w writeUnits
+	db, table := newTable(t, nil, w.option)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "send-email"}.WithDefaults()
+	hsc := status.New(s, status.Config{})
+	now := time.Now().UTC()
+	id := task.NewID(now)
+	tk, err := task.New(task.Spec{ID: id, Payload: []byte(`{"to":"a@example.com"}`)}, l, now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, outcome := range []status.Outcome{status.Retriable, status.Success} {
+		// The first time the task is created enqueued; then its retry is enqueued.
+		_, err := task.Apply(ctx, s, l.Name, id, func(cur task.Task) (task.Task, error) {
+			return task.Enqueue(cur, time.Now().UTC().Add(time.Hour), task.Config{}.WithDefaults())
+		})
+		if errors.Is(err, task.ErrNotFound) {
+			enq, _ := task.Enqueue(tk, now, task.Config{}.WithDefaults())
+			err = s.Create(ctx, enq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := hsc.Claim(ctx, l.Name, id, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.take()
+		if _, err := hsc.SetResult(ctx, l.Name, id, claimed.Lease, status.Result{Outcome: outcome, Error: "connection refused by smtp.example.com:25"}); err != nil {
+			t.Fatal(err)
+		}
+		var records []writeCall
+		for _, c := range w.take() {
+			if c.op == "PutItem" && c.pk == "task#"+l.Name+"#"+id {
+				records = append(records, c)
+			}
+		}
+		t.Logf("%s: %d attempt item(s) written: %+v", outcome, len(records), records)
+		switch {
+		case outcome == status.Success && len(records) != 0:
+			t.Errorf("a success wrote %d attempt items, want none", len(records))
+		case outcome == status.Retriable && (len(records) != 1 || records[0].table != 1):
+			t.Errorf("a failed attempt wrote %+v, want one attempt item of 1 WRU", records)
+		}
 	}
 }

@@ -60,6 +60,10 @@ CREATE TABLE IF NOT EXISTS tasks (
 	cancel_requested INTEGER NOT NULL DEFAULT 0,
 	not_before      INTEGER,
 	hand_backs      INTEGER NOT NULL DEFAULT 0,
+	attempt_seq     INTEGER NOT NULL DEFAULT 0,
+	started_at      INTEGER,
+	ended_at        INTEGER,
+	worker          TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -126,6 +130,23 @@ CREATE TABLE IF NOT EXISTS schedules (
 -- The due read: active schedules only, in fire order.
 CREATE INDEX IF NOT EXISTS schedules_due ON schedules (lambda, next_fire, id) WHERE state = 'active';
 
+-- attempts keeps each task's latest task.MaxHistory ended attempts (task.HistoryStore), written
+-- in the transaction of the transition that ends one, and deleted with their task.
+CREATE TABLE IF NOT EXISTS attempts (
+	lambda     TEXT    NOT NULL,
+	id         TEXT    NOT NULL,
+	attempt    INTEGER NOT NULL,
+	started_at INTEGER,
+	ended_at   INTEGER NOT NULL,
+	outcome    TEXT    NOT NULL,
+	error      TEXT    NOT NULL,
+	worker     TEXT    NOT NULL,
+	PRIMARY KEY (lambda, id, attempt)
+);
+CREATE TRIGGER IF NOT EXISTS attempts_of_deleted AFTER DELETE ON tasks BEGIN
+	DELETE FROM attempts WHERE lambda = old.lambda AND id = old.id;
+END;
+
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
 	collection TEXT NOT NULL,
@@ -163,7 +184,8 @@ func laneOf(s task.Status, priority string) string {
 
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
-	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs`
+	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
+	attempt_seq, started_at, ended_at, worker`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -185,6 +207,8 @@ type Store struct {
 	getStates      *sql.Stmt // GetMany's: getManySQL(stateColumns)
 	getTasks       *sql.Stmt // GetBatch's: getManySQL(columns)
 	getAfter       *sql.Stmt // a task's upstreams, for Get
+	record, drop   *sql.Stmt // recordSQL and dropSQL (history.go)
+	history        *sql.Stmt // historySQL
 	updates        chan *update
 	closed         chan struct{}
 	closeOnce      sync.Once
@@ -276,13 +300,16 @@ func Open(path string) (*Store, error) {
 	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
 	getAfter := prepare(r, upstreamsSQL)
+	record := prepare(w, recordSQL)
+	drop := prepare(w, dropSQL)
+	history := prepare(r, historySQL)
 	if err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close() // the prepare's error is the one to report
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -294,7 +321,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
 	s.pruner.Wait()
-	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -315,7 +342,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -359,7 +386,8 @@ const updateSQL = `UPDATE tasks SET
 	collection = ?, priority = ?, status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
-	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?
+	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
@@ -371,7 +399,8 @@ const updateStateSQL = `UPDATE tasks SET
 	status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
-	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?
+	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
 	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
 // updateStateArgs are updateStateSQL's arguments for t written over version prev.
@@ -380,6 +409,7 @@ func updateStateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
 		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
@@ -389,6 +419,7 @@ func updateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
 		t.Lambda, t.ID, prev}
 }
 
@@ -561,7 +592,8 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
-	stmt := updateStmts{state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update)}
+	stmt := updateStmts{state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	for i, u := range group {
@@ -598,8 +630,9 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	return outcomes, nil
 }
 
-// updateStmts are the update statements of a transaction.
-type updateStmts struct{ state, full *sql.Stmt }
+// updateStmts are the update statements of a transaction, and the statements that record an
+// ended attempt (task.Task.Ended) and drop the one it pushes out of the history.
+type updateStmts struct{ state, full, record, drop *sql.Stmt }
 
 // updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
 // its outcome is nil or task.ErrConflict; the error is one that fails the group.
@@ -617,7 +650,7 @@ func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 		}
 		if n > 0 {
-			return nil, nil
+			return nil, recordAttempt(ctx, stmts, t)
 		}
 	}
 	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
@@ -661,6 +694,7 @@ func insertArgs(t task.Task) []any {
 		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
 	}
 }
 
@@ -1168,17 +1202,19 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var t task.Task
 	var status string
 	var payload, result, settled []byte
-	var runAt, deadline, trigger, created, updated, notBefore sql.NullInt64
+	var runAt, deadline, trigger, created, updated, notBefore, started, ended sql.NullInt64
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
-		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks)
+		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
+		&t.AttemptSeq, &started, &ended, &t.Worker)
 	if err != nil {
 		return task.Task{}, err
 	}
 	t.Status, t.Payload, t.Result, t.Settled = task.Status(status), payload, result, settled
 	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
 	t.Deadline, t.NextTriggerAt, t.NotBefore = ptrFromNanos(deadline), ptrFromNanos(trigger), ptrFromNanos(notBefore)
+	t.StartedAt, t.EndedAt = ptrFromNanos(started), ptrFromNanos(ended)
 	return t, nil
 }
 
@@ -1240,7 +1276,8 @@ func decodeCursor(c string) (int64, string, error) {
 }
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
-// columns of later versions (parked, the flow fields, cancel_requested, hand_backs), and the counts table filled from the tasks, before the schema's indexes and
+// columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
+// attempt's), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1267,6 +1304,10 @@ func migrate(w *sql.DB) error {
 		{"cancel_requested", "INTEGER NOT NULL DEFAULT 0"},
 		{"not_before", "INTEGER"},
 		{"hand_backs", "INTEGER NOT NULL DEFAULT 0"},
+		{"attempt_seq", "INTEGER NOT NULL DEFAULT 0"},
+		{"started_at", "INTEGER"},
+		{"ended_at", "INTEGER"},
+		{"worker", "TEXT NOT NULL DEFAULT ''"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

@@ -50,6 +50,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Redrive", testRedrive},
+		{"History", testHistory},
+		{"HistoryBounded", testHistoryBounded},
 	}
 	cases = append(cases, flowCases(c)...)
 	cases = append(cases, scheduleCases()...)
@@ -78,6 +80,7 @@ func full(lambda, id string, now time.Time) task.Task {
 		RunAt: now.Add(-time.Minute), Deadline: ptr(now.Add(time.Hour)), NextTriggerAt: ptr(now.Add(30 * time.Second)),
 		CreatedAt: now.Add(-2 * time.Minute), UpdatedAt: now, Version: 5,
 		Lease: "lease-abc", Spec: "spec-fingerprint",
+		AttemptSeq: 3, StartedAt: ptr(now.Add(-10 * time.Second)), EndedAt: ptr(now.Add(-5 * time.Second)), Worker: "executor-1",
 	}
 }
 
@@ -139,6 +142,10 @@ func diff(want, got task.Task) []string {
 	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
 	ptrEq("NotBefore", want.NotBefore, got.NotBefore)
 	check("HandBacks", want.HandBacks == got.HandBacks, want.HandBacks, got.HandBacks)
+	check("AttemptSeq", want.AttemptSeq == got.AttemptSeq, want.AttemptSeq, got.AttemptSeq)
+	ptrEq("StartedAt", want.StartedAt, got.StartedAt)
+	ptrEq("EndedAt", want.EndedAt, got.EndedAt)
+	check("Worker", want.Worker == got.Worker, want.Worker, got.Worker)
 	return d
 }
 

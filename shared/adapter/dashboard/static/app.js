@@ -201,6 +201,7 @@ const json = (v) => JSON.stringify(v, null, 2);
 function TaskDetail({ lambda, id }) {
   const [t, error, reload] = usePoll(() => api(taskPath(lambda, id)), [lambda, id]);
   const [downs] = usePoll(() => api(taskPath(lambda, id) + '/downstreams?limit=50'), [lambda, id]);
+  const [hist] = usePoll(() => api(taskPath(lambda, id) + '/attempts'), [lambda, id]);
   const [ups] = usePoll(async () => {
     const after = ((t && t.after) || []).slice(0, 20); // the first 20 upstreams, a GET each
     return Promise.all(after.map((r) => api(taskPath(r.lambda, r.id)).then((u) => u, () => ({ ...r, status: '?' }))));
@@ -216,8 +217,11 @@ function TaskDetail({ lambda, id }) {
       <dt>updated</dt><dd><${When} ms t=${t.updated_at} /></dd>
       <dt>next trigger</dt><dd>${t.next_trigger_at ? html`<${When} ms t=${t.next_trigger_at} />` : '— (terminal)'}</dd>
       ${t.deadline && html`<dt>deadline</dt><dd><${When} ms t=${t.deadline} /></dd>`}<dt>version</dt><dd>${t.version}</dd></dl>
-    <h3>Attempts</h3><p class="muted">atf keeps a task's latest state, not a log of attempts: ${t.attempts} run(s) so far
-      of ${t.max_attempts}; the error below is the latest attempt's.</p>
+    <h3>Attempts</h3>${hist && html`${hist.attempts_dropped > 0 && html`<p class="muted">${hist.attempts_dropped} earlier attempt(s) not kept</p>`}
+      ${hist.attempts.length ? html`<table id="attempts"><thead><tr><th class="num">#</th><th>started</th><th class="num">ms</th><th>outcome</th><th>worker</th><th>error</th></tr></thead>
+        <tbody>${hist.attempts.map((a) => html`<tr data-attempt=${a.attempt}><td class="num">${a.attempt}</td><td><${When} t=${a.started_at} /></td><td class="num">${a.duration_ms}</td>
+          <td>${a.outcome}</td><td>${a.worker}</td><td class="error">${a.error}</td></tr>`)}</tbody></table>`
+      : html`<p class="muted">No attempt has ended yet.</p>`}`}
     <h3>Error</h3>${t.error ? html`<pre class="error">${t.error}</pre>` : html`<p class="muted">none</p>`}
     <h3>Result</h3>${t.result != null ? html`<pre>${json(t.result)}</pre>` : html`<p class="muted">none</p>`}
     <h3>Payload</h3>${t.payload != null ? html`<pre>${json(t.payload)}</pre>` : html`<p class="muted">none</p>`}

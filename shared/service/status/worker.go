@@ -1,0 +1,28 @@
+package status
+
+import (
+	"context"
+	"strings"
+)
+
+// MaxWorkerName bounds the name a claim records for its worker: longer ones are cut to it.
+const MaxWorkerName = 128
+
+type workerKey struct{}
+
+// WithWorker returns ctx carrying the name of the worker that makes the calls under it (an
+// executor: its process, or its function invocation), which a claim records as its attempt's
+// worker (task.Attempt.Worker). A claim that crosses a process carries it in its request
+// (statusfn).
+func WithWorker(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, workerKey{}, name)
+}
+
+// WorkerOf is the worker name ctx carries, cut to MaxWorkerName bytes, or "".
+func WorkerOf(ctx context.Context) string {
+	name, _ := ctx.Value(workerKey{}).(string)
+	if len(name) > MaxWorkerName {
+		name = strings.ToValidUTF8(name[:MaxWorkerName], "")
+	}
+	return name
+}

@@ -1,0 +1,140 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// A task's history (task.HistoryStore) is kept in items of their own, one per ended attempt,
+// beside the task item under its pk: attempt#<number>. The task item keeps only the latest
+// attempt's start, end and worker, which its claim and its end write anyway, so:
+//   - a task that succeeds at its first attempt writes no attempt item: its history is read
+//     from the task item (task.Task.LastAttempt). Neither does any success, the last attempt of
+//     a task;
+//   - each failed attempt (retriable, timed out, fatal, cancelled) writes one item, of about
+//     200 bytes and its error (at most task.MaxErrorBytes): 1 to 5 write units;
+//   - an attempt that pushes the oldest one out of the history deletes it: 1 unit more, only
+//     past task.MaxHistory attempts;
+//   - the task item that every read and transition pays for does not grow with the history.
+//
+// The item is written just after the transition that ends its attempt, with a deadline of its
+// own: a process that dies in between loses that record (the task's state is not affected),
+// and the history shows a gap there (docs/guarantees.md). It expires, by TTL, Retention after
+// its attempt ended, like an ended task.
+const attemptSK = "attempt#"
+
+// attemptKey is the key of attempt number of a task. The number is zero-padded so that keys
+// sort as numbers.
+func attemptKey(lambda, id string, number int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: s(taskPK(lambda, id)), attrSK: s(fmt.Sprintf("%s%010d", attemptSK, number))}
+}
+
+// attrOutcome is an attempt item's outcome (task.Outcome).
+const attrOutcome = "o"
+
+// recordAttempt writes t.Ended, the attempt t's transition ended, if there is one and it failed
+// (a success is read from the task item), and deletes the attempt it pushes out of the history.
+// Best effort, after the transition was written: see the comment on attemptSK.
+func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
+	a := t.Ended
+	if a == nil || a.Outcome == task.OutcomeSuccess {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	item := attemptKey(t.Lambda, t.ID, a.Number)
+	item[attrAttemptSeq] = n(int64(a.Number))
+	item[attrEndedAt] = n(a.EndedAt.UnixNano())
+	item[attrOutcome] = s(string(a.Outcome))
+	item[attrExpires] = n(a.EndedAt.Add(st.cfg.Retention).Unix())
+	if !a.StartedAt.IsZero() {
+		item[attrStartedAt] = n(a.StartedAt.UnixNano())
+	}
+	if a.Error != "" {
+		item[attrError] = s(a.Error)
+	}
+	if a.Worker != "" {
+		item[attrWorker] = s(a.Worker)
+	}
+	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &st.cfg.Table, Item: item, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	}); err != nil {
+		st.cfg.Logger.Warn("the record of an ended attempt could not be written; the task's history misses it",
+			"lambda", t.Lambda, "task_id", t.ID, "attempt", a.Number, "err", err)
+		return
+	}
+	if a.Number > task.MaxHistory {
+		_, _ = st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: &st.cfg.Table, Key: attemptKey(t.Lambda, t.ID, a.Number-task.MaxHistory),
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		})
+	}
+}
+
+// Attempts returns a task's history (task.HistoryStore), or task.ErrNotFound. It reads the
+// task's state (1 read unit), and, for a task with more than one attempt or a failed one, its
+// latest attempt items with one strongly consistent Query: a read unit per 4 KB of them, at most
+// task.MaxHistory × (task.MaxErrorBytes + 200 bytes), 22 units.
+func (st *Store) Attempts(ctx context.Context, lambda, id string) (task.History, error) {
+	t, err := st.GetState(ctx, lambda, id)
+	if err != nil {
+		return task.History{}, err
+	}
+	last, ended := t.LastAttempt()
+	if t.AttemptSeq == 0 || ended && t.AttemptSeq == 1 {
+		var kept []task.Attempt
+		if ended {
+			kept = append(kept, last)
+		}
+		return task.NewHistory(kept), nil
+	}
+	out, err := st.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                &st.cfg.Table,
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :att)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": s(taskPK(lambda, id)), ":att": s(attemptSK),
+		},
+		ScanIndexForward:       aws.Bool(false),
+		Limit:                  aws.Int32(task.MaxHistory),
+		ConsistentRead:         aws.Bool(true),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		return task.History{}, st.translate(err, "attempts of %s/%s", lambda, id)
+	}
+	kept := make([]task.Attempt, 0, len(out.Items)+1)
+	for _, item := range out.Items {
+		a := task.Attempt{
+			Number: attrInt(item, attrAttemptSeq), EndedAt: nanosAttr(item, attrEndedAt), StartedAt: nanosAttr(item, attrStartedAt),
+			Outcome: task.Outcome(str(item, attrOutcome)), Error: str(item, attrError), Worker: str(item, attrWorker),
+		}
+		if a.Number > 0 {
+			kept = append(kept, a)
+		}
+	}
+	if ended {
+		kept = append(kept, last)
+	}
+	return task.NewHistory(kept), nil
+}
+
+// nanosAttr reads a time kept as unix nanoseconds, zero if absent.
+func nanosAttr(item map[string]types.AttributeValue, name string) time.Time {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return time.Time{}
+	}
+	var ns int64
+	if _, err := fmt.Sscan(v.Value, &ns); err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

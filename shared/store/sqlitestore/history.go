@@ -1,0 +1,76 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// recordSQL records an ended attempt; recording it again (its number) replaces it with itself.
+const recordSQL = `INSERT OR REPLACE INTO attempts (lambda, id, attempt, started_at, ended_at, outcome, error, worker)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+// dropSQL deletes the attempts of a task up to a number: those a new one pushed out of its
+// history.
+const dropSQL = `DELETE FROM attempts WHERE lambda = ? AND id = ? AND attempt <= ?`
+
+// historySQL reads a task's history, and whether the task exists: a task without attempts
+// gives one row of NULLs, a missing task none.
+var historySQL = `SELECT a.attempt, a.started_at, a.ended_at, a.outcome, a.error, a.worker
+	FROM tasks t LEFT JOIN attempts a ON a.lambda = t.lambda AND a.id = t.id
+	WHERE t.lambda = ? AND t.id = ? ORDER BY a.attempt DESC LIMIT ` + strconv.Itoa(task.MaxHistory)
+
+// recordAttempt records t.Ended, if t's transition ended an attempt, in the transaction of the
+// transition's write, and drops the attempts it pushes out of the history.
+func recordAttempt(ctx context.Context, stmts updateStmts, t task.Task) error {
+	a := t.Ended
+	if a == nil {
+		return nil
+	}
+	if _, err := stmts.record.ExecContext(ctx, t.Lambda, t.ID, a.Number, nanos(a.StartedAt), a.EndedAt.UnixNano(), string(a.Outcome), a.Error, a.Worker); err != nil {
+		return fmt.Errorf("sqlitestore: record attempt %d of %s/%s: %w", a.Number, t.Lambda, t.ID, err)
+	}
+	if a.Number > task.MaxHistory {
+		if _, err := stmts.drop.ExecContext(ctx, t.Lambda, t.ID, a.Number-task.MaxHistory); err != nil {
+			return fmt.Errorf("sqlitestore: drop old attempts of %s/%s: %w", t.Lambda, t.ID, err)
+		}
+	}
+	return nil
+}
+
+// Attempts returns a task's history (task.HistoryStore), or task.ErrNotFound.
+func (s *Store) Attempts(ctx context.Context, lambda, id string) (task.History, error) {
+	rows, err := s.history.QueryContext(ctx, lambda, id)
+	if err != nil {
+		return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
+	}
+	defer rows.Close()
+	found := false
+	var kept []task.Attempt
+	for rows.Next() {
+		found = true
+		var number, started, ended sql.NullInt64
+		var outcome, msg, worker sql.NullString
+		if err := rows.Scan(&number, &started, &ended, &outcome, &msg, &worker); err != nil {
+			return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
+		}
+		if !number.Valid {
+			continue // the task, without attempts
+		}
+		kept = append(kept, task.Attempt{
+			Number: int(number.Int64), StartedAt: fromNanos(started), EndedAt: fromNanos(ended),
+			Outcome: task.Outcome(outcome.String), Error: msg.String, Worker: worker.String,
+		})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
+	}
+	if !found {
+		return task.History{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	}
+	return task.NewHistory(kept), nil
+}
