@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/openatf/atf/shared/service/lifecycle"
@@ -121,9 +122,34 @@ func (s *Service) lambda(ctx context.Context, name string) (task.Lambda, error) 
 		return task.Lambda{}, err
 	}
 	if !ok {
-		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", task.Echo(name))
+		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered%s", task.Echo(name), s.registered(ctx))
 	}
 	return l, nil
+}
+
+// maxNamedLambdas is how many registered lambdas the error of an unknown one names at most.
+const maxNamedLambdas = 20
+
+// registered names the registered lambdas, to add to the error of an unknown one: the first
+// maxNamedLambdas by name, and how many more. The catalog serves them as it serves one lambda (on
+// AWS, from what it read within its MaxAge); if it cannot, the error goes without them.
+func (s *Service) registered(ctx context.Context) string {
+	ls, err := s.lambdas.Lambdas(ctx)
+	switch {
+	case err != nil:
+		return ""
+	case len(ls) == 0:
+		return "; no lambda is registered"
+	}
+	names := make([]string, min(len(ls), maxNamedLambdas))
+	for i := range names {
+		names[i] = ls[i].Name
+	}
+	list := "; the registered ones: " + strings.Join(names, ", ")
+	if more := len(ls) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return list
 }
 
 // Schedule creates a task. Scheduling is idempotent on the task id: the same request again

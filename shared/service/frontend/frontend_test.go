@@ -381,10 +381,40 @@ func TestGet(t *testing.T) {
 	for _, tc := range []struct{ lambda, id, msg string }{
 		{"echo", "b", `task "b" of lambda echo not found`},
 		{"mail", "a", `task "a" of lambda mail not found`},
-		{"nope", "a", `lambda "nope" is not registered`},
+		{"nope", "a", `lambda "nope" is not registered; the registered ones: echo, mail`},
 	} {
 		if _, err := f.svc.Get(ctx, tc.lambda, tc.id); !errors.Is(err, task.ErrNotFound) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("get %s/%s: %v, want ErrNotFound naming %q", tc.lambda, tc.id, err, tc.msg)
+		}
+	}
+}
+
+// TestUnknownLambdaNamesRegistered: the error of a lambda not registered names the registered
+// ones by name, the first 20 of them and how many more; or says that there is none.
+func TestUnknownLambdaNamesRegistered(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	var many task.FixedCatalog
+	for i := range 25 {
+		many = append(many, task.Lambda{Name: fmt.Sprintf("l%02d", 24-i)}.WithDefaults())
+	}
+	var first20 []string
+	for i := range 20 {
+		first20 = append(first20, fmt.Sprintf("l%02d", i))
+	}
+	for _, tc := range []struct {
+		catalog task.FixedCatalog
+		want    string
+	}{
+		{many, `lambda "nope" is not registered; the registered ones: ` + strings.Join(first20, ", ") + " and 5 more"},
+		{nil, `lambda "nope" is not registered; no lambda is registered`},
+	} {
+		svc := frontend.New(store, frontend.Config{Lambdas: tc.catalog})
+		if _, _, err := svc.Schedule(ctx, "nope", task.Spec{}); !errors.Is(err, task.ErrNotFound) || err.Error() != tc.want {
+			t.Errorf("schedule of an unknown lambda: %v\nwant %s", err, tc.want)
 		}
 	}
 }
