@@ -421,6 +421,9 @@ func printTable(out io.Writer, v any) error {
 		} {
 			line(kv[0]+":", kv[1])
 		}
+		if g := v.HeldBy; g != nil {
+			line("held_by:", heldBy(*g))
+		}
 		if v.CancelRequested {
 			line("cancel_requested:", "yes: it ends cancelled once its executor has stopped it")
 		}
@@ -457,6 +460,14 @@ func printTable(out io.Writer, v any) error {
 		return printLambdas(w, v)
 	}
 	return nil
+}
+
+// heldBy says which paused gate holds a task, and how to open it.
+func heldBy(g task.Gate) string {
+	if g.Collection != "" {
+		return fmt.Sprintf("the paused gate of collection %s (atf gate %s open --collection %s)", g.Collection, g.Lambda, g.Collection)
+	}
+	return fmt.Sprintf("the paused gate of lambda %s (atf gate %s open)", g.Lambda, g.Lambda)
 }
 
 // refList lists refs, the first n of them and how many in all.

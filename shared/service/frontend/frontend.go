@@ -296,7 +296,38 @@ func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error)
 	if errors.Is(err, task.ErrNotFound) {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
 	}
-	return t, err
+	if err != nil {
+		return task.Task{}, err
+	}
+	one := []task.Task{t}
+	s.markHeld(ctx, one)
+	return one[0], nil
+}
+
+// markHeld sets HeldBy on the tasks a paused gate keeps from running, from the gates as the
+// schedule path reads them: at most one read of the gates per SnapshotAge, whatever the number
+// of tasks. A task answered while its gate is being set may say what the gate was a moment ago.
+// If the gates cannot be read, the tasks are answered without it: it explains, it decides
+// nothing.
+func (s *Service) markHeld(ctx context.Context, tasks []task.Task) {
+	var gates []task.Gate
+	read := false
+	for i, t := range tasks {
+		if !t.Status.Gated() {
+			continue
+		}
+		if !read {
+			var err error
+			if gates, err = s.admission.gates.At(ctx, s.now().UTC()); err != nil {
+				s.log.Debug("frontend: no gates to tell held tasks by", "err", err)
+				return
+			}
+			read = true
+		}
+		if g, ok := task.DecidingGate(gates, t.Lambda, t.Collection); ok && g.Mode == task.GatePause {
+			tasks[i].HeldBy = &g
+		}
+	}
 }
 
 // MaxWait is the longest wait Wait takes; a longer one is cut to it.
@@ -414,7 +445,11 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 			return nil, "", err
 		}
 	}
-	return s.store.List(ctx, p)
+	tasks, next, err := s.store.List(ctx, p)
+	if err == nil {
+		s.markHeld(ctx, tasks)
+	}
+	return tasks, next, err
 }
 
 // Cancel cancels a task: one that has not started ends cancelled; a running one is marked for
