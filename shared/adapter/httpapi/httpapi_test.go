@@ -180,3 +180,22 @@ func TestScheduleBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchAnswerHasNoPayloadField: a batch's answer leaves the payloads out, as the contract
+// says, rather than answer them null, which reads as a task without one.
+func TestBatchAnswerHasNoPayloadField(t *testing.T) {
+	srv := newServer(t)
+	status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", `{"tasks":[{"id":"p1","payload":{"n":1}},{"id":"p2"}]}`)
+	tasks, _ := out["tasks"].([]any)
+	if status != 201 || len(tasks) != 2 {
+		t.Fatalf("batch: %d %v", status, out)
+	}
+	for _, tk := range tasks {
+		if p, ok := tk.(map[string]any)["payload"]; ok {
+			t.Errorf("batch answer %v: payload %v, want no payload field", tk, p)
+		}
+	}
+	if status, out := call(t, srv, "GET", "/v1/lambdas/echo/tasks/p1", ""); status != 200 || out["payload"] == nil {
+		t.Fatalf("get p1: %d %v, want its payload", status, out)
+	}
+}
