@@ -169,11 +169,11 @@ func run(args []string, out io.Writer) error {
 		// It runs until interrupted, each request on a deadline of its own.
 		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return st.stream(sctx, c, pos, opts, out, *asJSON)
+		return explain(st.stream(sctx, c, pos, opts, out, *asJSON), c)
 	}
 	v, err := cl.run(ctx, c, pos, opts)
 	if err != nil {
-		return err
+		return explain(err, c)
 	}
 	if *asJSON {
 		err = printJSON(out, v)
