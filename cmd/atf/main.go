@@ -317,7 +317,7 @@ func (o flagValues) payload() (json.RawMessage, error) {
 		return nil, nil
 	}
 	if file, ok := strings.CutPrefix(p, "@"); ok {
-		var r io.Reader = stdin
+		r := stdin
 		if file != "-" {
 			f, err := os.Open(file)
 			if err != nil {
