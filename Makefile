@@ -11,13 +11,17 @@ DB    ?= .atf/atf.db
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-run: build-handlers ## start atf dev on $(ADDR) serving the lambdas of lambdas.json (Go handlers built from functions/workers, programs from their paths)
+run: ## start atf dev on $(ADDR) serving the lambdas of lambdas.json (Go handlers built from functions/workers, programs from their paths)
+	@echo "make run: building the example lambdas (functions/workers/*) into $(BIN)/handlers and the CLI into $(BIN)/atf;"
+	@echo "make run: a first build downloads and compiles the dependencies, which takes a few minutes"
+	@$(MAKE) --no-print-directory build-handlers
 	$(GO) build -o $(BIN)/atf ./cmd/atf
+	@echo "make run: starting atf dev; it serves http://$(ADDR) once it logs \"atf dev is up\""
 	$(BIN)/atf dev --addr $(ADDR) --db $(DB) --handlers $(BIN)/handlers --registry lambdas.json
 
 build-handlers: ## build each example lambda in functions/workers into bin/handlers
 	@mkdir -p $(BIN)/handlers
-	@for d in functions/workers/*/; do n=$$(basename $$d); $(GO) build -o $(BIN)/handlers/$$n ./$$d || exit 1; done
+	@for d in functions/workers/*/; do n=$$(basename $$d); echo "  build $(BIN)/handlers/$$n"; $(GO) build -o $(BIN)/handlers/$$n ./$$d || exit 1; done
 
 # The AWS entry points: a bootstrap binary and a zip each, for the provided.al2023 runtime on arm64.
 FUNCTIONS := api consumer status executor $(patsubst functions/%/,%,$(wildcard functions/workers/*/))

@@ -108,6 +108,7 @@ func completionCommands() []completedCommand {
 		completedCommand{name: "create", flags: flagsOf(func(args []string) error { return create(args, io.Discard) })},
 		completedCommand{name: "new", flags: flagsOf(func(args []string) error { return newCommand(args, io.Discard) })},
 		completedCommand{name: "dashboard", flags: flagsOf(func(args []string) error { return dashboardCommand(args, io.Discard) })},
+		completedCommand{name: "version", flags: []string{"json"}},
 		completedCommand{name: "completion"}, completedCommand{name: "help"})
 	slices.SortFunc(cmds, func(a, b completedCommand) int { return strings.Compare(a.name, b.name) })
 	return cmds

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,8 +64,11 @@ Usage:
       at most --limit tasks each way, --depth levels if given
   atf gate LAMBDA open|pause|drop [--collection C]
   atf lambdas
+  atf version
+      atf's version, and the revision it was built from
 ` + dashboardUsage + schedulesUsage + tailUsage + newUsage + completionUsage + `
-A REF names a task: ID, of the same lambda, or LAMBDA/ID.
+A REF names a task: ID, of the same lambda, or LAMBDA/ID. A command's LAMBDA ID may also be
+given as LAMBDA/ID. --payload takes JSON, @FILE for a file's, or @- for standard input's.
 
 Client commands take --endpoint (default http://127.0.0.1:8080, or $ATF_ENDPOINT) and --token
 (default $ATF_TOKEN). Their requests to an API Gateway endpoint, such as a deployed stack's
@@ -72,7 +76,8 @@ https://ID.execute-api.REGION.amazonaws.com, are signed with SigV4 (the IAM acti
 execute-api:Invoke), with the AWS credentials of the environment, profile, SSO or instance role,
 for --region (default the endpoint's region, else $AWS_REGION); ATF_SIGV4=1 signs them for any
 endpoint. Every command takes --json: its output as JSON (atf dev: its log as JSON lines; atf
-tail: an event a line), and an error as {"error": "..."} on stderr.
+tail: an event a line), and an error as {"error": "..."} on stderr. --json, --endpoint, --token
+and --region may also come before the command, as in atf --json lambdas.
 `
 
 func main() {
@@ -87,12 +92,18 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
+	args, err := hoistFlags(args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(out, usage)
 		return nil
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
+	case "version":
+		return version(args, out)
 	case "dev":
 		return dev(args)
 	case "create":
@@ -132,6 +143,11 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if taskCommands[cmd] && len(pos) > 0 {
+		if pos, err = splitTaskRef(pos); err != nil {
+			return err
+		}
+	}
 	if len(pos) < cl.args || len(pos) > cl.args && !cl.more {
 		more := ""
 		if cl.more {
@@ -153,11 +169,11 @@ func run(args []string, out io.Writer) error {
 		// It runs until interrupted, each request on a deadline of its own.
 		sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return st.stream(sctx, c, pos, opts, out, *asJSON)
+		return explain(st.stream(sctx, c, pos, opts, out, *asJSON), c)
 	}
 	v, err := cl.run(ctx, c, pos, opts)
 	if err != nil {
-		return err
+		return explain(err, c)
 	}
 	if *asJSON {
 		err = printJSON(out, v)
@@ -191,6 +207,36 @@ func jsonWanted(args []string) bool {
 		}
 	}
 	return false
+}
+
+// clientFlags are the flags every client command takes, and whether each takes a value.
+var clientFlags = map[string]bool{"json": false, "endpoint": true, "token": true, "region": true}
+
+// hoistFlags moves the client flags given before the command (atf --json lambdas) after it,
+// where the command's own flags are read.
+func hoistFlags(args []string) ([]string, error) {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "-" && args[i] != "--" {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if name == "h" || name == "help" {
+			return args[i:], nil
+		}
+		takesValue, ok := clientFlags[name]
+		if !ok {
+			return nil, fmt.Errorf("flag %s before the command: only --json, --endpoint, --token and --region may come first; run atf help", args[i])
+		}
+		i++
+		if takesValue && !hasValue {
+			if i == len(args) {
+				return nil, fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+		}
+	}
+	if i == 0 || i == len(args) {
+		return args[i:], nil
+	}
+	return slices.Concat(args[i:i+1], args[:i], args[i+1:]), nil
 }
 
 // parse lets flags come before or after the positional arguments.
@@ -256,6 +302,48 @@ func (o flagValues) intFlag(name string, def int) (int, error) {
 	return n, nil
 }
 
+// maxPayloadFile bounds what --payload @FILE reads: well over any lambda's payload limit, which
+// the API holds each payload to.
+const maxPayloadFile = 8 << 20
+
+// stdin is what --payload @- reads.
+var stdin io.Reader = os.Stdin
+
+// payload returns --payload: JSON, @FILE for a file's content, or @- for standard input; nil
+// if it was not given.
+func (o flagValues) payload() (json.RawMessage, error) {
+	p := o.get("payload")
+	if p == "" {
+		return nil, nil
+	}
+	if file, ok := strings.CutPrefix(p, "@"); ok {
+		r := stdin
+		if file != "-" {
+			f, err := os.Open(file)
+			if err != nil {
+				return nil, fmt.Errorf("--payload: %w", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		b, err := io.ReadAll(io.LimitReader(r, maxPayloadFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("--payload %s: %w", p, err)
+		}
+		if len(b) > maxPayloadFile {
+			return nil, fmt.Errorf("--payload %s is over %d bytes", p, maxPayloadFile)
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("--payload %s is not valid JSON", p)
+		}
+		return json.RawMessage(bytes.TrimSpace(b)), nil
+	}
+	if !json.Valid([]byte(p)) {
+		return nil, fmt.Errorf("--payload is not valid JSON: %s", p)
+	}
+	return json.RawMessage(p), nil
+}
+
 // parseRef reads a REF: ID, a task of the lambda at hand, or LAMBDA/ID.
 func parseRef(s string) (task.Ref, error) {
 	lambda, id, found := strings.Cut(s, "/")
@@ -266,6 +354,22 @@ func parseRef(s string) (task.Ref, error) {
 		return task.Ref{}, fmt.Errorf("%q names no task: give ID or LAMBDA/ID", s)
 	}
 	return task.Ref{Lambda: lambda, ID: id}, nil
+}
+
+// taskCommands are the commands whose first arguments are LAMBDA ID, which may also be given as
+// one LAMBDA/ID (a lambda's name has no '/').
+var taskCommands = map[string]bool{"get": true, "cancel": true, "after": true, "graph": true, "redrive": true, "attempts": true}
+
+// splitTaskRef reads a first argument LAMBDA/ID as LAMBDA ID.
+func splitTaskRef(pos []string) ([]string, error) {
+	if !strings.Contains(pos[0], "/") {
+		return pos, nil
+	}
+	r, err := parseRef(pos[0])
+	if err != nil || r.Lambda == "" {
+		return nil, fmt.Errorf("%q names no task: give LAMBDA ID or LAMBDA/ID", pos[0])
+	}
+	return slices.Concat([]string{r.Lambda, r.ID}, pos[1:]), nil
 }
 
 func parseRefs(ss []string) ([]task.Ref, error) {
@@ -295,13 +399,10 @@ var clientCommands = map[string]clientCommand{
 				ID: o.get("id"), RunAt: o.get("at"), Delay: o.get("delay"), Priority: o.get("priority"),
 				Collection: o.get("collection"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
 			}
-			if p := o.get("payload"); p != "" {
-				if !json.Valid([]byte(p)) {
-					return nil, fmt.Errorf("--payload is not valid JSON: %s", p)
-				}
-				req.Payload = json.RawMessage(p)
-			}
 			var err error
+			if req.Payload, err = o.payload(); err != nil {
+				return nil, err
+			}
 			if req.MaxAttempts, err = o.intFlag("max-attempts", 0); err != nil {
 				return nil, err
 			}
@@ -421,6 +522,9 @@ func printTable(out io.Writer, v any) error {
 		} {
 			line(kv[0]+":", kv[1])
 		}
+		if g := v.HeldBy; g != nil {
+			line("held_by:", heldBy(*g))
+		}
 		if v.CancelRequested {
 			line("cancel_requested:", "yes: it ends cancelled once its executor has stopped it")
 		}
@@ -459,6 +563,14 @@ func printTable(out io.Writer, v any) error {
 		return printLambdas(w, v)
 	}
 	return nil
+}
+
+// heldBy says which paused gate holds a task, and how to open it.
+func heldBy(g task.Gate) string {
+	if g.Collection != "" {
+		return fmt.Sprintf("the paused gate of collection %s (atf gate %s open --collection %s)", g.Collection, g.Lambda, g.Collection)
+	}
+	return fmt.Sprintf("the paused gate of lambda %s (atf gate %s open)", g.Lambda, g.Lambda)
 }
 
 // refList lists refs, the first n of them and how many in all.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -55,14 +54,11 @@ type redriveView struct {
 // filter goes a page per request, printing its running counts to stderr after each.
 func redrive(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
 	var opts task.RedriveOptions
-	if p := o.get("payload"); p != "" {
-		if !json.Valid([]byte(p)) {
-			return nil, fmt.Errorf("--payload is not valid JSON: %s", p)
-		}
-		opts.Payload = json.RawMessage(p)
+	var err error
+	if opts.Payload, err = o.payload(); err != nil {
+		return nil, err
 	}
 	opts.Priority = o.get("priority")
-	var err error
 	if opts.MaxAttempts, err = o.intFlag("max-attempts", 0); err != nil {
 		return nil, err
 	}

@@ -17,23 +17,29 @@ import (
 // atf new lambda NAME scaffolds a Go lambda as the example workers are laid out: its handler in
 // functions/workers/NAME (built by make build-handlers for atf dev, and by make build for AWS),
 // its entry in lambdas.json, sample tasks in events/workers/NAME, and a test of the handler on
-// them that passes.
+// them that passes. It does so in atf's repository or in a team's own Go module, which imports
+// atf's packages as a dependency.
 
 const newUsage = `  atf new lambda NAME [--dir .]
-      scaffold a Go lambda in the repository at --dir: its handler (functions/workers/NAME),
-      its entry in lambdas.json, sample tasks (events/workers/NAME/tasks.jsonl, for atf
-      schedule --file) and a test of the handler on them
+      scaffold a Go lambda in atf's repository, or in a Go module of your own, at --dir: its
+      handler (functions/workers/NAME), its entry in lambdas.json (made if there is none),
+      sample tasks (events/workers/NAME/tasks.jsonl, for atf schedule --file) and a test of
+      the handler on them; then says what to run next
 `
+
+// atfModule is the module path of atf, which a scaffolded handler imports.
+const atfModule = "github.com/openatf/atf"
 
 // scaffolded is what atf new made.
 type scaffolded struct {
 	Lambda string   `json:"lambda"`
 	Files  []string `json:"files"` // created or changed, relative to the repository
+	Next   []string `json:"next"`  // the commands to run next, in --dir
 }
 
 func newCommand(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("atf new", flag.ContinueOnError)
-	dir := fs.String("dir", ".", "the repository: the folder of lambdas.json")
+	dir := fs.String("dir", ".", "the module: the folder of its go.mod and lambdas.json")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -52,22 +58,33 @@ func newCommand(args []string, out io.Writer) error {
 	for _, f := range s.Files {
 		fmt.Fprintln(out, f)
 	}
-	fmt.Fprintf(out, "next: go test ./functions/workers/%s, then make run and atf schedule %s --file events/workers/%s/tasks.jsonl\n", s.Lambda, s.Lambda, s.Lambda)
+	fmt.Fprintln(out, "next:")
+	for _, n := range s.Next {
+		fmt.Fprintln(out, "  "+n)
+	}
 	return nil
 }
 
+// emptyRegistry is the lambdas.json that a module without one starts from.
+const emptyRegistry = "{\n  \"lambdas\": []\n}\n"
+
 func scaffoldLambda(dir, name string) (scaffolded, error) {
 	regPath := filepath.Join(dir, registry.File)
+	mod, modErr := os.ReadFile(filepath.Join(dir, "go.mod"))
 	old, err := os.ReadFile(regPath)
-	if err != nil {
-		return scaffolded{}, fmt.Errorf("%w: run atf new in the repository, or give --dir", err)
-	}
-	reg, err := registry.Parse(old)
-	if err != nil {
-		return scaffolded{}, err
-	}
-	if _, taken := reg.Lambda(name); taken {
-		return scaffolded{}, fmt.Errorf("lambda %q is in %s already", name, registry.File)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && modErr == nil:
+		old = []byte(emptyRegistry) // a module of a team's own: its first lambda
+	case err != nil:
+		return scaffolded{}, fmt.Errorf("%w: run atf new in a Go module's folder (that of its go.mod), or give --dir", err)
+	default:
+		reg, err := registry.Parse(old)
+		if err != nil {
+			return scaffolded{}, err
+		}
+		if _, taken := reg.Lambda(name); taken {
+			return scaffolded{}, fmt.Errorf("lambda %q is in %s already", name, registry.File)
+		}
 	}
 	updated, err := addRegistryEntry(old, fmt.Sprintf(`{"name": %q, "timeout": "1m"}`, name))
 	if err != nil {
@@ -106,7 +123,36 @@ func scaffoldLambda(dir, name string) (scaffolded, error) {
 		return s, err
 	}
 	s.Files = append(s.Files, registry.File)
+	s.Next = nextSteps(string(mod), name)
 	return s, nil
+}
+
+// nextSteps are the commands that test, build and run a lambda scaffolded in the module whose
+// go.mod is mod: in atf's repository, make run does the build; a module of a team's own first
+// gets atf's packages, unless it requires them already.
+func nextSteps(mod, name string) []string {
+	test := "go test ./functions/workers/" + name
+	schedule := fmt.Sprintf("atf schedule %s --file events/workers/%s/tasks.jsonl", name, name)
+	if modulePath(mod) == atfModule {
+		return []string{test, "make run", schedule}
+	}
+	var steps []string
+	if !strings.Contains(mod, atfModule+" ") {
+		steps = append(steps, "go get "+atfModule+"@latest   (or, from a checkout of atf: go mod edit -replace "+atfModule+"=PATH && go mod tidy)")
+	}
+	return append(steps, test,
+		fmt.Sprintf("go build -o bin/handlers/%s ./functions/workers/%s", name, name),
+		"atf dev --handlers bin/handlers --registry lambdas.json", schedule)
+}
+
+// modulePath returns the module path a go.mod declares.
+func modulePath(mod string) string {
+	for _, l := range strings.Split(mod, "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			return strings.Trim(strings.TrimSpace(p), `"`)
+		}
+	}
+	return ""
 }
 
 // addRegistryEntry adds entry at the end of the registry's "lambdas" list, keeping the rest of

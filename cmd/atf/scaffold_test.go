@@ -86,3 +86,53 @@ func TestNewLambda(t *testing.T) {
 		t.Fatalf("go test of the scaffolded lambda: %v\n%s", err, got)
 	}
 }
+
+// TestNewLambdaInTeamModule: in a module of a team's own, without a lambdas.json yet, atf new
+// lambda makes one holding the new lambda, and says first to get atf's packages when go.mod does
+// not require them; then how to test, build and run the lambda without atf's Makefile.
+func TestNewLambdaInTeamModule(t *testing.T) {
+	for _, tc := range []struct {
+		mod    string
+		getAtf bool
+	}{
+		{"module example.com/team\n\ngo 1.26\n", true},
+		{"module example.com/team\n\ngo 1.26\n\nrequire github.com/openatf/atf v0.3.0\n", false},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(tc.mod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run([]string{"new", "lambda", "greet", "--dir", dir, "--json"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var s scaffolded
+		if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Files) != 4 {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		reg, err := os.ReadFile(filepath.Join(dir, "lambdas.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := registry.Parse(reg)
+		if err != nil {
+			t.Fatalf("the lambdas.json made: %v\n%s", err, reg)
+		}
+		if e, ok := r.Lambda("greet"); !ok || e.Handler != "greet" || len(r.Lambdas) != 1 {
+			t.Fatalf("the lambdas.json made: %s", reg)
+		}
+		next := strings.Join(s.Next, "\n")
+		if got := strings.HasPrefix(next, "go get github.com/openatf/atf"); got != tc.getAtf {
+			t.Errorf("go.mod %q: next steps\n%s\nstart with go get of atf: %v, want %v", tc.mod, next, got, tc.getAtf)
+		}
+		for _, want := range []string{"go test ./functions/workers/greet", "go build -o bin/handlers/greet ./functions/workers/greet", "atf dev --handlers bin/handlers --registry lambdas.json"} {
+			if !strings.Contains(next, want) {
+				t.Errorf("next steps\n%s\nlack %q", next, want)
+			}
+		}
+	}
+	// Neither a module nor a registry: nowhere to scaffold.
+	if err := run([]string{"new", "lambda", "greet", "--dir", t.TempDir()}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "go.mod") {
+		t.Errorf("a folder without go.mod: %v, want an error naming go.mod", err)
+	}
+}

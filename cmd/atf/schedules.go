@@ -54,13 +54,10 @@ func runSchedules(ctx context.Context, c *client.Client, pos []string, o flagVal
 			CatchUp: o.get("catch-up"), Overlap: o.get("overlap"),
 			Task: task.Template{Priority: o.get("priority"), Collection: o.get("collection")},
 		}
-		if p := o.get("payload"); p != "" {
-			if !json.Valid([]byte(p)) {
-				return nil, fmt.Errorf("--payload is not valid JSON: %s", p)
-			}
-			spec.Task.Payload = json.RawMessage(p)
-		}
 		var err error
+		if spec.Task.Payload, err = o.payload(); err != nil {
+			return nil, err
+		}
 		if spec.Task.MaxAttempts, err = o.intFlag("max-attempts", 0); err != nil {
 			return nil, err
 		}

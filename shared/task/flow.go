@@ -36,18 +36,27 @@ type Ref struct {
 
 func (r Ref) String() string { return r.Lambda + "/" + r.ID }
 
-// UnmarshalJSON takes {"lambda": ..., "id": ...} or a bare id string, which leaves Lambda empty:
-// the lambda of the task that names it (see ResolveRefs).
+// UnmarshalJSON takes {"lambda": ..., "id": ...}, a string "LAMBDA/ID" (an id has no '/'), or
+// a bare id string, which leaves Lambda empty: the lambda of the task that names it (see
+// ResolveRefs).
 func (r *Ref) UnmarshalJSON(b []byte) error {
-	var id string
-	if err := json.Unmarshal(b, &id); err == nil {
-		*r = Ref{ID: id}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		lambda, id, found := strings.Cut(s, "/")
+		if !found {
+			*r = Ref{ID: s}
+			return nil
+		}
+		if lambda == "" || id == "" {
+			return fmt.Errorf(`upstream %q: a string upstream is ID or LAMBDA/ID`, Echo(s))
+		}
+		*r = Ref{Lambda: lambda, ID: id}
 		return nil
 	}
 	type plain Ref
 	var p plain
 	if err := json.Unmarshal(b, &p); err != nil {
-		return fmt.Errorf(`an upstream is a task id or {"lambda": ..., "id": ...}`)
+		return fmt.Errorf(`an upstream is a task id, "LAMBDA/ID" or {"lambda": ..., "id": ...}`)
 	}
 	*r = Ref(p)
 	return nil

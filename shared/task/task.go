@@ -137,6 +137,16 @@ type Task struct {
 	// read back. Update records it in the task's history; recording an attempt again (by its
 	// Number) changes nothing.
 	Ended *Attempt `json:"-"`
+	// HeldBy is the paused gate, of its lambda or its collection, that keeps a task waiting to
+	// run (Gated) from running: set by the frontend on the tasks it answers, from the gates as it
+	// read them lately; never stored.
+	HeldBy *Gate `json:"held_by,omitempty"`
+}
+
+// Gated reports whether gates act on a task in status s: it waits to run, not for its upstreams,
+// and neither runs nor has ended.
+func (s Status) Gated() bool {
+	return s == StatusNew || s == StatusEnqueued || s == StatusRetriableFailure
 }
 
 // Gate modes.
@@ -157,15 +167,24 @@ type Gate struct {
 // GateMode returns how gates treat a task of lambda in collection: GateOpen, GatePause or
 // GateDrop. The lambda's own gate, if not open, decides; otherwise the collection's.
 func GateMode(gates []Gate, lambda, collection string) string {
-	mode := GateOpen
+	if g, ok := DecidingGate(gates, lambda, collection); ok {
+		return g.Mode
+	}
+	return GateOpen
+}
+
+// DecidingGate returns the gate that is not open and decides for a task of lambda in collection,
+// as GateMode tells its mode; false if the task's gates are open.
+func DecidingGate(gates []Gate, lambda, collection string) (Gate, bool) {
+	var decides Gate
 	for _, g := range gates {
 		switch {
 		case g.Lambda != lambda:
 		case g.Collection == "" && g.Mode != GateOpen:
-			return g.Mode
+			return g, true
 		case g.Collection == collection && collection != "":
-			mode = g.Mode
+			decides = g
 		}
 	}
-	return mode
+	return decides, decides.Mode != "" && decides.Mode != GateOpen
 }

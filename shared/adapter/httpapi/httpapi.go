@@ -3,7 +3,7 @@
 //
 //	POST /v1/lambdas/{lambda}/tasks               schedule: 201 new, 200 replay, 409 id reused
 //	POST /v1/lambdas/{lambda}/tasks/batch         {"tasks":[...]}: up to 100 schedules, all or none;
-//	                                              answers the tasks without their payloads
+//	                                              answers the tasks without their payload fields
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task; ?wait=25s: once it ends, or as it
 //	                                              stands after the wait (at most 25 s)
 //	GET  /v1/lambdas/{lambda}/tasks/{id}/attempts a task's latest 20 attempts: start, end,
@@ -280,13 +280,20 @@ func (a *api) scheduleBatch(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	// The caller sent the payloads. Echoed, they would make the answer up to 7 times the body
-	// (a '<' is sent as \u003c, then escaped again into the function's response), past Lambda's
-	// response limit once the tasks exist: the client would see a 502 on every retry.
-	for i := range tasks {
-		tasks[i].Payload = nil
+	answer := make([]batchTask, len(tasks))
+	for i, t := range tasks {
+		answer[i] = batchTask{Task: t}
 	}
-	a.writeJSON(w, code, map[string]any{"tasks": tasks})
+	a.writeJSON(w, code, map[string]any{"tasks": answer})
+}
+
+// batchTask is a task of a batch's answer, which has no payload field. The caller sent the
+// payloads. Echoed, they would make the answer up to 7 times the body (a '<' is sent as \u003c,
+// then escaped again into the function's response), past Lambda's response limit once the tasks
+// exist: the client would see a 502 on every retry. Answered null, they would read as none.
+type batchTask struct {
+	task.Task
+	Payload json.RawMessage `json:"payload,omitempty"` // always nil: hides the task's own
 }
 
 // addUpstreams makes a task that has not started wait for more upstreams: {"after": [...]}.

@@ -180,3 +180,49 @@ func TestScheduleBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchAnswerHasNoPayloadField: a batch's answer leaves the payloads out, as the contract
+// says, rather than answer them null, which reads as a task without one.
+func TestBatchAnswerHasNoPayloadField(t *testing.T) {
+	srv := newServer(t)
+	status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks/batch", `{"tasks":[{"id":"p1","payload":{"n":1}},{"id":"p2"}]}`)
+	tasks, _ := out["tasks"].([]any)
+	if status != 201 || len(tasks) != 2 {
+		t.Fatalf("batch: %d %v", status, out)
+	}
+	for _, tk := range tasks {
+		if p, ok := tk.(map[string]any)["payload"]; ok {
+			t.Errorf("batch answer %v: payload %v, want no payload field", tk, p)
+		}
+	}
+	if status, out := call(t, srv, "GET", "/v1/lambdas/echo/tasks/p1", ""); status != 200 || out["payload"] == nil {
+		t.Fatalf("get p1: %d %v, want its payload", status, out)
+	}
+}
+
+// TestAfterTakesLambdaSlashID: an upstream may be named "LAMBDA/ID", as the CLI names it, in a
+// schedule and in a call of after; a string with an empty lambda or id is refused, saying how to
+// name one.
+func TestAfterTakesLambdaSlashID(t *testing.T) {
+	srv := newServer(t)
+	for _, id := range []string{"up", "up2", "down2"} {
+		if status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks", `{"id":"`+id+`","delay":"1h"}`); status != 201 {
+			t.Fatalf("schedule %s: %d %v", id, status, out)
+		}
+	}
+	status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks", `{"id":"down","after":["echo/up"]}`)
+	if after, _ := json.Marshal(out["after"]); status != 201 || string(after) != `[{"id":"up","lambda":"echo"}]` {
+		t.Fatalf(`schedule after "echo/up": %d %v`, status, out)
+	}
+	status, out = call(t, srv, "POST", "/v1/lambdas/echo/tasks/down2/after", `{"after":["echo/up2"]}`)
+	if after, _ := json.Marshal(out["after"]); status != 200 || string(after) != `[{"id":"up2","lambda":"echo"}]` {
+		t.Fatalf(`after "echo/up2": %d %v`, status, out)
+	}
+	for _, bad := range []string{"/up", "echo/"} {
+		status, out := call(t, srv, "POST", "/v1/lambdas/echo/tasks", `{"after":["`+bad+`"]}`)
+		msg, _ := out["error"].(map[string]any)["message"].(string)
+		if status != 400 || !strings.Contains(msg, "LAMBDA/ID") {
+			t.Errorf("after %q: %d %v, want 400 naming LAMBDA/ID", bad, status, out)
+		}
+	}
+}

@@ -12,8 +12,9 @@
 //	handler_duration_seconds{lambda,outcome}  histogram: handler runs, by how they ended
 //	queue_messages{lambda,priority,state}     gauge: messages queued (visible, delayed, in_flight), at each scrape
 //	sweep_duration_seconds{lambda}            histogram: the consumer's passes
-//	sweep_errors_total{lambda}                counter: passes that failed
-//	store_errors_total{op,kind}               counter: store calls that failed for a reason of the store's own
+//	sweep_errors_total{lambda}                counter: passes that failed; at zero from the start for each lambda
+//	store_errors_total{op,kind}               counter: store calls that failed for a reason of the store's own;
+//	                                          at zero from the start for each op and kind
 //
 // and the Go runtime's and the process's own (go_*, process_*).
 package prommetrics
@@ -101,6 +102,16 @@ func New(c Config) *Metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atf_store_errors_total", Help: "Store calls that failed for a reason of the store's own (throttled, storage_full, timeout, other).",
 		}, []string{"op", "kind"}),
+	}
+	// The error counters of every label value known at start exist from the start, at zero, so
+	// that an alert on them tells "no error" from "no such series".
+	for _, l := range c.Lambdas {
+		m.sweepErrors.WithLabelValues(l.Name)
+	}
+	for _, op := range metrics.StoreOps {
+		for _, kind := range metrics.Kinds {
+			m.storeErrors.WithLabelValues(op, string(kind))
+		}
 	}
 	m.reg.MustRegister(m.transitions, m.events, m.delivery, m.handler, m.sweep, m.sweepErrors, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/openatf/atf/shared/service/lifecycle"
@@ -121,9 +122,34 @@ func (s *Service) lambda(ctx context.Context, name string) (task.Lambda, error) 
 		return task.Lambda{}, err
 	}
 	if !ok {
-		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered", task.Echo(name))
+		return task.Lambda{}, task.Errorf(task.ErrNotFound, "lambda %q is not registered%s", task.Echo(name), s.registered(ctx))
 	}
 	return l, nil
+}
+
+// maxNamedLambdas is how many registered lambdas the error of an unknown one names at most.
+const maxNamedLambdas = 20
+
+// registered names the registered lambdas, to add to the error of an unknown one: the first
+// maxNamedLambdas by name, and how many more. The catalog serves them as it serves one lambda (on
+// AWS, from what it read within its MaxAge); if it cannot, the error goes without them.
+func (s *Service) registered(ctx context.Context) string {
+	ls, err := s.lambdas.Lambdas(ctx)
+	switch {
+	case err != nil:
+		return ""
+	case len(ls) == 0:
+		return "; no lambda is registered"
+	}
+	names := make([]string, min(len(ls), maxNamedLambdas))
+	for i := range names {
+		names[i] = ls[i].Name
+	}
+	list := "; the registered ones: " + strings.Join(names, ", ")
+	if more := len(ls) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return list
 }
 
 // Schedule creates a task. Scheduling is idempotent on the task id: the same request again
@@ -270,7 +296,38 @@ func (s *Service) Get(ctx context.Context, lambda, id string) (task.Task, error)
 	if errors.Is(err, task.ErrNotFound) {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", task.Echo(id), lambda)
 	}
-	return t, err
+	if err != nil {
+		return task.Task{}, err
+	}
+	one := []task.Task{t}
+	s.markHeld(ctx, one)
+	return one[0], nil
+}
+
+// markHeld sets HeldBy on the tasks a paused gate keeps from running, from the gates as the
+// schedule path reads them: at most one read of the gates per SnapshotAge, whatever the number
+// of tasks. A task answered while its gate is being set may say what the gate was a moment ago.
+// If the gates cannot be read, the tasks are answered without it: it explains, it decides
+// nothing.
+func (s *Service) markHeld(ctx context.Context, tasks []task.Task) {
+	var gates []task.Gate
+	read := false
+	for i, t := range tasks {
+		if !t.Status.Gated() {
+			continue
+		}
+		if !read {
+			var err error
+			if gates, err = s.admission.gates.At(ctx, s.now().UTC()); err != nil {
+				s.log.Debug("frontend: no gates to tell held tasks by", "err", err)
+				return
+			}
+			read = true
+		}
+		if g, ok := task.DecidingGate(gates, t.Lambda, t.Collection); ok && g.Mode == task.GatePause {
+			tasks[i].HeldBy = &g
+		}
+	}
 }
 
 // Attempts returns a task's history: its latest task.MaxHistory attempts and how many before
@@ -401,7 +458,11 @@ func (s *Service) List(ctx context.Context, p task.ListParams) ([]task.Task, str
 			return nil, "", err
 		}
 	}
-	return s.store.List(ctx, p)
+	tasks, next, err := s.store.List(ctx, p)
+	if err == nil {
+		s.markHeld(ctx, tasks)
+	}
+	return tasks, next, err
 }
 
 // Cancel cancels a task: one that has not started ends cancelled; a running one is marked for

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -381,10 +382,40 @@ func TestGet(t *testing.T) {
 	for _, tc := range []struct{ lambda, id, msg string }{
 		{"echo", "b", `task "b" of lambda echo not found`},
 		{"mail", "a", `task "a" of lambda mail not found`},
-		{"nope", "a", `lambda "nope" is not registered`},
+		{"nope", "a", `lambda "nope" is not registered; the registered ones: echo, mail`},
 	} {
 		if _, err := f.svc.Get(ctx, tc.lambda, tc.id); !errors.Is(err, task.ErrNotFound) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("get %s/%s: %v, want ErrNotFound naming %q", tc.lambda, tc.id, err, tc.msg)
+		}
+	}
+}
+
+// TestUnknownLambdaNamesRegistered: the error of a lambda not registered names the registered
+// ones by name, the first 20 of them and how many more; or says that there is none.
+func TestUnknownLambdaNamesRegistered(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	var many task.FixedCatalog
+	for i := range 25 {
+		many = append(many, task.Lambda{Name: fmt.Sprintf("l%02d", 24-i)}.WithDefaults())
+	}
+	var first20 []string
+	for i := range 20 {
+		first20 = append(first20, fmt.Sprintf("l%02d", i))
+	}
+	for _, tc := range []struct {
+		catalog task.FixedCatalog
+		want    string
+	}{
+		{many, `lambda "nope" is not registered; the registered ones: ` + strings.Join(first20, ", ") + " and 5 more"},
+		{nil, `lambda "nope" is not registered; no lambda is registered`},
+	} {
+		svc := frontend.New(store, frontend.Config{Lambdas: tc.catalog})
+		if _, _, err := svc.Schedule(ctx, "nope", task.Spec{}); !errors.Is(err, task.ErrNotFound) || err.Error() != tc.want {
+			t.Errorf("schedule of an unknown lambda: %v\nwant %s", err, tc.want)
 		}
 	}
 }
@@ -625,5 +656,64 @@ func TestLambdas(t *testing.T) {
 	if len(mail.Counts) != 1 || mail.Counts[task.StatusNew] != 1 || len(mail.Gates) != 1 ||
 		mail.Gates[0].Collection != "news" || mail.Gates[0].Mode != task.GatePause || !mail.Gates[0].UpdatedAt.Equal(gate.UpdatedAt) {
 		t.Errorf("mail: %+v; want 1 new, the pause of news", mail)
+	}
+}
+
+// TestHeldBy: a task waiting to run behind a paused gate, of its lambda or of its collection,
+// names the gate that holds it, in Get and in List alike. Once the gate opens, and for a task
+// that waits for its upstreams, it names none; nor does a drop gate, which holds nothing.
+func TestHeldBy(t *testing.T) {
+	f := newFixture(t, task.Config{})
+	f.schedule("echo", task.Spec{ID: "plain"})
+	f.schedule("echo", task.Spec{ID: "bulk", Collection: "bulk"})
+	f.schedule("echo", task.Spec{ID: "down", After: []task.Ref{{ID: "plain"}}})
+	f.schedule("mail", task.Spec{ID: "other"})
+	held := func() map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		for _, ref := range []task.Ref{{Lambda: "echo", ID: "plain"}, {Lambda: "echo", ID: "bulk"}, {Lambda: "echo", ID: "down"}, {Lambda: "mail", ID: "other"}} {
+			tk, err := f.svc.Get(ctx, ref.Lambda, ref.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := tk.HeldBy; g != nil {
+				got[ref.String()] = g.Lambda + " " + g.Collection + " " + g.Mode
+			}
+		}
+		listed := map[string]string{}
+		for _, lambda := range []string{"echo", "mail"} {
+			tasks, _, err := f.svc.List(ctx, task.ListParams{Lambda: lambda})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range tasks {
+				if g := tk.HeldBy; g != nil {
+					listed[tk.Ref().String()] = g.Lambda + " " + g.Collection + " " + g.Mode
+				}
+			}
+		}
+		if !maps.Equal(got, listed) {
+			t.Errorf("Get says %v held, List %v", got, listed)
+		}
+		return got
+	}
+	if got := held(); len(got) != 0 {
+		t.Fatalf("no gate set: %v held", got)
+	}
+	for _, step := range []struct {
+		gate task.Gate
+		want map[string]string
+	}{
+		{task.Gate{Lambda: "echo", Collection: "bulk", Mode: task.GatePause}, map[string]string{"echo/bulk": "echo bulk pause"}},
+		{task.Gate{Lambda: "echo", Mode: task.GatePause}, map[string]string{"echo/bulk": "echo  pause", "echo/plain": "echo  pause"}},
+		{task.Gate{Lambda: "echo", Mode: task.GateOpen}, map[string]string{"echo/bulk": "echo bulk pause"}},
+		{task.Gate{Lambda: "echo", Collection: "bulk", Mode: task.GateDrop}, map[string]string{}},
+	} {
+		if _, err := f.svc.SetGate(ctx, step.gate); err != nil {
+			t.Fatal(err)
+		}
+		if got := held(); !maps.Equal(got, step.want) {
+			t.Errorf("after gate %+v: held %v, want %v", step.gate, got, step.want)
+		}
 	}
 }

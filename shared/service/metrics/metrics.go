@@ -52,6 +52,9 @@ const (
 	KindOther       Kind = "other"        // anything else: the store is unreachable or broken
 )
 
+// Kinds are the kinds of store errors, in the order above.
+var Kinds = []Kind{KindThrottled, KindStorageFull, KindTimeout, KindOther}
+
 // Nop is a Recorder that records nothing.
 type Nop struct{}
 

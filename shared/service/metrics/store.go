@@ -43,6 +43,15 @@ func KindOf(err error) (Kind, bool) {
 	return KindOther, true
 }
 
+// StoreOps are the ops Store records errors of (its check calls), so that a Recorder can show
+// every op's count from the start, at zero: a method that Store comes to check goes here too.
+var StoreOps = []string{
+	"AddEdges", "AddUpstreams", "Counts", "Create", "CreateBatch", "CreateSchedule", "DeleteSchedule",
+	"Downstreams", "Due", "DueSchedules", "FireSchedule", "Gates", "Get", "GetBatch", "GetMany",
+	"GetSchedule", "GetState", "List", "ListSchedules", "Redrive", "SetGate", "Triggered", "Update",
+	"UpdateMany", "UpdateSchedule", "Upstreams",
+}
+
 // check records err, if it is a store error, as one of op's, and returns it.
 func (s *Store) check(op string, err error) error {
 	if kind, ok := KindOf(err); ok {
