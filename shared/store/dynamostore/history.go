@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,11 +22,13 @@ import (
 //     a task;
 //   - each failed attempt (retriable, timed out, fatal, cancelled) writes one item, of about
 //     200 bytes and its error (at most task.MaxErrorBytes): 1 to 5 write units;
-//   - an attempt that pushes the oldest one out of the history deletes it: 1 unit more, only
-//     past task.MaxHistory attempts;
+//   - an attempt that pushes the oldest one out of the history leaves it to expire: the history
+//     reads the latest task.MaxHistory items only;
 //   - the task item that every read and transition pays for does not grow with the history.
 //
-// The item is written just after the transition that ends its attempt, with a deadline of its
+// The item is written with UpdateItem, not PutItem: every role that ends attempts (the status
+// function, the executors, the consumer, the API) may update its lambda's items, and no role
+// needs more than that for the history. The item is written just after the transition that ends its attempt, with a deadline of its
 // own: a process that dies in between loses that record (the task's state is not affected),
 // and the history shows a gap there (docs/guarantees.md). It expires, by TTL, Retention after
 // its attempt ended, like an ended task.
@@ -40,8 +44,7 @@ func attemptKey(lambda, id string, number int) map[string]types.AttributeValue {
 const attrOutcome = "o"
 
 // recordAttempt writes t.Ended, the attempt t's transition ended, if there is one and it failed
-// (a success is read from the task item), and deletes the attempt it pushes out of the history.
-// Best effort, after the transition was written: see the comment on attemptSK.
+// (a success is read from the task item). Best effort, after the transition was written: see the comment on attemptSK.
 func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 	a := t.Ended
 	if a == nil || a.Outcome == task.OutcomeSuccess {
@@ -49,32 +52,36 @@ func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	item := attemptKey(t.Lambda, t.ID, a.Number)
-	item[attrAttemptSeq] = n(int64(a.Number))
-	item[attrEndedAt] = n(a.EndedAt.UnixNano())
-	item[attrOutcome] = s(string(a.Outcome))
-	item[attrExpires] = n(a.EndedAt.Add(st.cfg.Retention).Unix())
+	set := map[string]types.AttributeValue{
+		attrAttemptSeq: n(int64(a.Number)),
+		attrEndedAt:    n(a.EndedAt.UnixNano()),
+		attrOutcome:    s(string(a.Outcome)),
+		attrExpires:    n(a.EndedAt.Add(st.cfg.Retention).Unix()),
+	}
 	if !a.StartedAt.IsZero() {
-		item[attrStartedAt] = n(a.StartedAt.UnixNano())
+		set[attrStartedAt] = n(a.StartedAt.UnixNano())
 	}
 	if a.Error != "" {
-		item[attrError] = s(a.Error)
+		set[attrError] = s(a.Error)
 	}
 	if a.Worker != "" {
-		item[attrWorker] = s(a.Worker)
+		set[attrWorker] = s(a.Worker)
 	}
-	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &st.cfg.Table, Item: item, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	expr, names, values := "SET ", map[string]string{}, map[string]types.AttributeValue{}
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		if len(names) > 0 {
+			expr += ", "
+		}
+		expr += "#" + name + " = :" + name
+		names["#"+name], values[":"+name] = name, set[name]
+	}
+	if _, err := st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &st.cfg.Table, Key: attemptKey(t.Lambda, t.ID, a.Number), UpdateExpression: &expr,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	}); err != nil {
 		st.cfg.Logger.Warn("the record of an ended attempt could not be written; the task's history misses it",
 			"lambda", t.Lambda, "task_id", t.ID, "attempt", a.Number, "err", err)
-		return
-	}
-	if a.Number > task.MaxHistory {
-		_, _ = st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: &st.cfg.Table, Key: attemptKey(t.Lambda, t.ID, a.Number-task.MaxHistory),
-			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-		})
 	}
 }
 

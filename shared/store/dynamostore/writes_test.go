@@ -34,6 +34,7 @@ type writeUnits struct {
 // writeCall is what one write call consumed: on the table, and on each index it touched.
 type writeCall struct {
 	op, pk  string
+	sk      string
 	table   float64
 	indexes map[string]float64
 }
@@ -41,12 +42,12 @@ type writeCall struct {
 func (w *writeUnits) option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("write-units", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			var op, pk string
+			var op, pk, sk string
 			switch p := in.Parameters.(type) {
 			case *dynamodb.PutItemInput:
-				op, pk, p.ReturnConsumedCapacity = "PutItem", keyString(p.Item), types.ReturnConsumedCapacityIndexes
+				op, pk, sk, p.ReturnConsumedCapacity = "PutItem", keyString(p.Item), sortKey(p.Item), types.ReturnConsumedCapacityIndexes
 			case *dynamodb.UpdateItemInput:
-				op, pk, p.ReturnConsumedCapacity = "UpdateItem", keyString(p.Key), types.ReturnConsumedCapacityIndexes
+				op, pk, sk, p.ReturnConsumedCapacity = "UpdateItem", keyString(p.Key), sortKey(p.Key), types.ReturnConsumedCapacityIndexes
 			}
 			out, md, err := next.HandleInitialize(ctx, in)
 			var cc *types.ConsumedCapacity
@@ -57,7 +58,7 @@ func (w *writeUnits) option(o *dynamodb.Options) {
 				cc = r.ConsumedCapacity
 			}
 			if cc != nil {
-				c := writeCall{op: op, pk: pk, indexes: map[string]float64{}}
+				c := writeCall{op: op, pk: pk, sk: sk, indexes: map[string]float64{}}
 				if cc.Table != nil {
 					c.table = aws.ToFloat64(cc.Table.CapacityUnits)
 				}
@@ -75,6 +76,14 @@ func (w *writeUnits) option(o *dynamodb.Options) {
 
 func keyString(item map[string]types.AttributeValue) string {
 	if v, ok := item["pk"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// sortKey is an item's sort key, "" if it has none.
+func sortKey(item map[string]types.AttributeValue) string {
+	if v, ok := item["sk"].(*types.AttributeValueMemberS); ok {
 		return v.Value
 	}
 	return ""
@@ -290,7 +299,7 @@ func TestWritesPerFailedAttempt(t *testing.T) {
 		}
 		var records []writeCall
 		for _, c := range w.take() {
-			if c.op == "PutItem" && c.pk == "task#"+l.Name+"#"+id {
+			if c.pk == "task#"+l.Name+"#"+id && strings.HasPrefix(c.sk, "attempt#") {
 				records = append(records, c)
 			}
 		}
