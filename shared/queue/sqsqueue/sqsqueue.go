@@ -499,12 +499,21 @@ func delaySeconds(m task.Message) int32 {
 // attrSeconds formats d as a queue attribute in seconds.
 func attrSeconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
-// each runs fn(0), …, fn(n-1) concurrently and joins their errors.
+// maxInFlight bounds the calls that each makes at once: creating the queues of hundreds of
+// lambdas at once opens as many connections, which SQS throttles and an emulator resets.
+const maxInFlight = 16
+
+// each runs fn(0), …, fn(n-1), at most maxInFlight at a time, and joins their errors.
 func each(n int, fn func(int) error) error {
 	errs := make([]error, n)
+	slots := make(chan struct{}, maxInFlight)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { errs[i] = fn(i) })
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = fn(i)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
