@@ -48,22 +48,7 @@ func TestNewLambda(t *testing.T) {
 		}
 	}
 
-	var out bytes.Buffer
-	if err := run([]string{"new", "lambda", "greet", "--dir", dir, "--json"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	var s scaffolded
-	if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Files) != 4 {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	updated, err := os.ReadFile(filepath.Join(dir, "lambdas.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := registry.Parse(updated)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, updated, r := scaffoldGreet(t, dir)
 	if e, ok := r.Lambda("greet"); !ok || e.Handler != "greet" {
 		t.Fatalf("greet's entry: %+v, %v", e, ok)
 	}
@@ -102,22 +87,7 @@ func TestNewLambdaInTeamModule(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(tc.mod), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var out bytes.Buffer
-		if err := run([]string{"new", "lambda", "greet", "--dir", dir, "--json"}, &out); err != nil {
-			t.Fatal(err)
-		}
-		var s scaffolded
-		if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Files) != 4 {
-			t.Fatalf("%v: %s", err, out.String())
-		}
-		reg, err := os.ReadFile(filepath.Join(dir, "lambdas.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := registry.Parse(reg)
-		if err != nil {
-			t.Fatalf("the lambdas.json made: %v\n%s", err, reg)
-		}
+		s, reg, r := scaffoldGreet(t, dir)
 		if e, ok := r.Lambda("greet"); !ok || e.Handler != "greet" || len(r.Lambdas) != 1 {
 			t.Fatalf("the lambdas.json made: %s", reg)
 		}
@@ -135,4 +105,27 @@ func TestNewLambdaInTeamModule(t *testing.T) {
 	if err := run([]string{"new", "lambda", "greet", "--dir", t.TempDir()}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "go.mod") {
 		t.Errorf("a folder without go.mod: %v, want an error naming go.mod", err)
 	}
+}
+
+// scaffoldGreet runs atf new lambda greet in dir and returns what it printed, with the
+// lambdas.json it left and that registry parsed.
+func scaffoldGreet(t *testing.T, dir string) (scaffolded, []byte, *registry.Registry) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run([]string{"new", "lambda", "greet", "--dir", dir, "--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var s scaffolded
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Files) != 4 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	reg, err := os.ReadFile(filepath.Join(dir, "lambdas.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.Parse(reg)
+	if err != nil {
+		t.Fatalf("the lambdas.json made: %v\n%s", err, reg)
+	}
+	return s, reg, r
 }
