@@ -23,6 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
+// DefaultCallTimeout bounds each SQS call of an event source, beyond a receive's long poll.
+const DefaultCallTimeout = 10 * time.Second
+
 // SQSHandler is a function handler for SQS events with partial batch responses.
 type SQSHandler func(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error)
 
@@ -40,8 +43,11 @@ type SQS struct {
 	Visibility time.Duration
 	// Abort, when it ends, cuts short the invocations in flight; until then an invocation runs to
 	// its timeout even after Run's ctx ended. Nil means never.
-	Abort  context.Context
-	Logger *slog.Logger
+	Abort context.Context
+	// CallTimeout bounds each SQS call, beyond a receive's long poll: a call that hangs would
+	// stop the queue's deliveries for good. DefaultCallTimeout if zero.
+	CallTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // Run polls until ctx ends, then returns once the batch in hand is settled. It returns only ctx's
@@ -54,6 +60,9 @@ func (m SQS) Run(ctx context.Context) error {
 		m.Wait = time.Second
 	}
 	m.Visibility = max(m.Visibility, m.Timeout)
+	if m.CallTimeout <= 0 {
+		m.CallTimeout = DefaultCallTimeout
+	}
 	if m.Logger == nil {
 		m.Logger = slog.Default()
 	}
@@ -62,12 +71,15 @@ func (m SQS) Run(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
-		out, err := m.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		// Messages that a receive cut short took come back after their visibility.
+		rctx, cancel := context.WithTimeout(ctx, m.Wait+m.CallTimeout)
+		out, err := m.Client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 			QueueUrl: &url, MaxNumberOfMessages: int32(m.BatchSize),
 			WaitTimeSeconds:             int32((m.Wait + time.Second - 1) / time.Second),
 			VisibilityTimeout:           int32((m.Visibility + time.Second - 1) / time.Second),
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				m.Logger.Warn("receive failed", "queue", m.Queue, "err", err)
@@ -83,6 +95,8 @@ func (m SQS) Run(ctx context.Context) error {
 }
 
 func (m SQS) find(ctx context.Context) (url, arn string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, m.CallTimeout)
+	defer cancel()
 	u, err := m.Client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: &m.Queue})
 	if err != nil {
 		return "", "", err
@@ -136,7 +150,9 @@ func (m SQS) invoke(ctx context.Context, url, arn string, msgs []types.Message) 
 	if len(done) == 0 {
 		return
 	}
-	out, err := m.Client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: &url, Entries: done})
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), m.CallTimeout)
+	defer dcancel()
+	out, err := m.Client.DeleteMessageBatch(dctx, &sqs.DeleteMessageBatchInput{QueueUrl: &url, Entries: done})
 	if err == nil && len(out.Failed) > 0 {
 		err = errors.New(aws.ToString(out.Failed[0].Message))
 	}

@@ -4,7 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +178,71 @@ func TestSchedule(t *testing.T) {
 	if len(times) != 3 || times[2].Sub(times[0]) < 90*time.Millisecond {
 		t.Errorf("%d invocations over %s, want 3 a period apart", len(times), times[len(times)-1].Sub(times[0]))
 	}
+}
+
+// TestSQSHungReceive: a receive that never answers is cut short after its long poll and
+// CallTimeout, and the queue's next receive delivers the message. Without the bound, the hung
+// call stopped the queue's deliveries for good.
+func TestSQSHungReceive(t *testing.T) {
+	cfg := awstest.Config(t, "SQS")
+	client := sqs.NewFromConfig(cfg)
+	name := awstest.Name("atf-es")
+	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A proxy to the emulator that holds the first ReceiveMessage until its caller gives up.
+	upstream := os.Getenv("AWS_ENDPOINT_URL_SQS")
+	if upstream == "" {
+		upstream = os.Getenv("AWS_ENDPOINT_URL")
+	}
+	target, err := url.Parse(upstream)
+	if err != nil || upstream == "" {
+		t.Fatalf("the emulator's SQS endpoint %q: %v", upstream, err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var hung atomic.Bool
+	release := make(chan struct{})
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".ReceiveMessage") && hung.CompareAndSwap(false, true) {
+			<-release
+			return
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	defer close(release) // before the proxy closes, which waits for its handlers
+	proxied := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(proxy.URL) })
+
+	got := make(chan string, 1)
+	handler := func(_ context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+		for _, r := range e.Records {
+			select {
+			case got <- r.Body:
+			default:
+			}
+		}
+		return events.SQSEventResponse{}, nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	m := eventsource.SQS{Client: proxied, Queue: name, Handler: handler, Timeout: time.Second, CallTimeout: 200 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)}
+	stopped := make(chan struct{})
+	go func() { m.Run(ctx); close(stopped) }()
+	select {
+	case body := <-got:
+		if !hung.Load() || body != "m" {
+			t.Errorf("delivered %q, a receive held: %v; want m, after a held receive", body, hung.Load())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no delivery after a receive hung")
+	}
+	cancel()
+	<-stopped
 }
