@@ -33,6 +33,7 @@ const (
 
 // Program runs an executable as a handler: the payload JSON on stdin, the result JSON on stdout,
 // the task in ATF_* environment variables. A stdout that is not JSON becomes a JSON string.
+// Its standard error is its attempt's log (LogOf), and the tail of it the error of a failure.
 //
 // A task that waited for upstreams gets an envelope on stdin instead of the bare payload, and
 // ATF_ENVELOPE=1: {"payload": <the payload, or null>, "upstreams": [{"lambda", "id", "status",
@@ -93,7 +94,7 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	for try := 0; ; try++ {
 		cmd = exec.Command(p.Path)
 		cmd.Stdin, cmd.Env = bytes.NewReader(stdin), env
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(&stderr, LogOf(ctx))
 		cmd.SysProcAttr = procAttr()
 		cmd.WaitDelay = killWaitTime
 		err := cmd.Start()
