@@ -2,6 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -34,5 +39,39 @@ func TestProgramLog(t *testing.T) {
 	// Without a log in its context a Program runs all the same.
 	if res, err := (worker.Program{Path: ok}).Handle(context.Background(), sample); err != nil || string(res) != `{"done":true}` {
 		t.Fatalf("without a log: %s, %v", res, err)
+	}
+}
+
+// mainEnv makes the test binary, started again by TestMainKeepsPrintsOutOfResult, a Go worker
+// program (worker.Main) whose handler prints to standard output, logs, and returns a result.
+const mainEnv = "ATF_TEST_WORKER_MAIN"
+
+// TestMainKeepsPrintsOutOfResult: what a Go handler run by worker.Main prints to standard output
+// goes to its log, beside its slog and log output, and its result is what it returned: standard
+// output carries the result alone.
+func TestMainKeepsPrintsOutOfResult(t *testing.T) {
+	if os.Getenv(mainEnv) == "1" {
+		worker.Main(worker.HandlerFunc(func(_ context.Context, tk worker.Task) (json.RawMessage, error) {
+			fmt.Println("processing", tk.ID)
+			fmt.Fprintln(os.Stdout, "still processing")
+			slog.Info("half way")
+			log.Print("nearly done")
+			return json.RawMessage(`{"greeting":"hello"}`), nil
+		}))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := script(t, "go-handler", mainEnv+`=1 exec '`+exe+`' -test.run='^TestMainKeepsPrintsOutOfResult$'`)
+	l := worker.NewLog()
+	res, err := worker.Program{Path: h}.Handle(worker.WithLog(context.Background(), l), sample)
+	if err != nil || string(res) != `{"greeting":"hello"}` {
+		t.Fatalf("result %s, %v; want {\"greeting\":\"hello\"} alone (log %q)", res, err, l.String())
+	}
+	for _, line := range []string{"processing t-1", "still processing", "half way", "nearly done"} {
+		if !strings.Contains(l.String(), line) {
+			t.Errorf("log %q lacks %q", l.String(), line)
+		}
 	}
 }

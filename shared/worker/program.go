@@ -243,9 +243,15 @@ func (m *Mux) HandleDir(dir string) ([]string, error) {
 // Main runs h as a program handler: a Go worker built with it can be dropped in a handlers
 // folder like any executable. It reads the payload from stdin and the task from ATF_* variables,
 // writes the result to stdout, and exits 0, ExitRetry or 1.
+//
+// Standard output carries the result alone: while h runs, os.Stdout is standard error, so what
+// h prints (fmt.Println, a command whose Stdout is os.Stdout) goes to its log with its slog and
+// log output, not into its result.
 func Main(h Handler) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := serve(ctx, h, os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	result := os.Stdout
+	os.Stdout = os.Stderr
+	code := serve(ctx, h, os.Stdin, result, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
