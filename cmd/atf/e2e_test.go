@@ -64,6 +64,7 @@ var scripts = map[string]string{
 	"record.sh": `read -r p; f=$(echo "$p" | sed 's/.*"file":"\([^"]*\)".*/\1/'); echo "$ATF_PRIORITY $ATF_TASK_ID" >> "$f"; sleep 0.05; echo '{}'`,
 	"slow.sh":   `sleep 1; echo '{"done":true}'`,
 	"gated.sh":  `echo '{}'`,
+	"logged.sh": `echo "processing $ATF_TASK_ID" >&2; echo '{"ok":true}'`,
 }
 
 func handlersDir(t *testing.T) string {
@@ -574,6 +575,29 @@ func TestCLI(t *testing.T) {
 	}
 	if out, err := cli("attempts", "echo", "cli-1", "--json"); err != nil || !strings.Contains(out, `"outcome": "success"`) || !strings.Contains(out, `"attempts_dropped": 0`) {
 		t.Fatalf("attempts --json: %v\n%s", err, out)
+	}
+	// A program that writes a line to standard error and succeeds has that line in its
+	// attempt's log, which atf logs prints.
+	if _, err := cli("schedule", "logged", "--id", "log-1"); err != nil {
+		t.Fatal(err)
+	}
+	if done := waitTerminal(t, dev.client, "logged", "log-1"); done.Status != task.StatusSuccess {
+		t.Fatalf("logged task ended %s: %s", done.Status, done.Error)
+	}
+	if h, err := dev.client.Attempts(t.Context(), "logged", "log-1"); err != nil || len(h.Attempts) != 1 || h.Attempts[0].Log != "processing log-1\n" {
+		t.Fatalf("Attempts: %+v, %v; want one attempt whose log is the line written to stderr", h, err)
+	}
+	if out, err := cli("logs", "logged", "log-1"); err != nil || out != "processing log-1\n" {
+		t.Fatalf("logs: %v\n%q", err, out)
+	}
+	if out, err := cli("logs", "logged/log-1", "--attempt", "1", "--json"); err != nil || !strings.Contains(out, `"log": "processing log-1\n"`) || !strings.Contains(out, `"attempt": 1`) {
+		t.Fatalf("logs --attempt 1 --json: %v\n%s", err, out)
+	}
+	if out, err := cli("logs", "logged", "log-1", "--attempt", "2"); err == nil || !strings.Contains(out, "keeps no attempt 2") {
+		t.Fatalf("logs --attempt 2: want an error naming the attempts kept, got %v\n%s", err, out)
+	}
+	if out, err := cli("logs", "echo", "cli-1"); err != nil || !strings.Contains(out, "attempt 1 (success) kept no log") {
+		t.Fatalf("logs of an attempt without a log: %v\n%s", err, out)
 	}
 	if out, err := cli("list", "echo", "--status", "success"); err != nil || !strings.Contains(out, "cli-1") {
 		t.Fatalf("list: %v\n%s", err, out)

@@ -44,7 +44,7 @@ Usage:
       failed lines by number
   atf get LAMBDA ID [--wait DURATION]
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
-` + attemptsUsage + `  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
+` + attemptsUsage + logsUsage + `  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
           [--created-to RFC3339] [--limit N] [--cursor C]
   atf redrive LAMBDA ID [--payload JSON] [--priority P] [--max-attempts N]
   atf redrive LAMBDA --all | [--status dead|fatal_failure] [--collection C]
@@ -358,7 +358,7 @@ func parseRef(s string) (task.Ref, error) {
 
 // taskCommands are the commands whose first arguments are LAMBDA ID, which may also be given as
 // one LAMBDA/ID (a lambda's name has no '/').
-var taskCommands = map[string]bool{"get": true, "cancel": true, "after": true, "graph": true, "redrive": true, "attempts": true}
+var taskCommands = map[string]bool{"get": true, "cancel": true, "after": true, "graph": true, "redrive": true, "attempts": true, "logs": true}
 
 // splitTaskRef reads a first argument LAMBDA/ID as LAMBDA ID.
 func splitTaskRef(pos []string) ([]string, error) {
@@ -534,6 +534,8 @@ func printTable(out io.Writer, v any) error {
 		}
 	case task.History:
 		printAttempts(w, v)
+	case attemptLog:
+		printLog(out, v) // as written: not through the table's columns
 	case taskPage:
 		line("ID", "STATUS", "PRIORITY", "COLLECTION", "ATTEMPTS", "RUN AT", "ERROR")
 		for _, t := range v.Tasks {

@@ -212,6 +212,28 @@ func (c *Client) Attempts(ctx context.Context, lambda, id string) (task.History,
 	return h, err
 }
 
+// AttemptLog returns a task's attempt number n from its history, or its latest ended attempt if
+// n is 0, with its log (task.Attempt.Log): kept by atf dev, empty on AWS.
+func (c *Client) AttemptLog(ctx context.Context, lambda, id string, n int) (task.Attempt, error) {
+	h, err := c.Attempts(ctx, lambda, id)
+	if err != nil {
+		return task.Attempt{}, err
+	}
+	if len(h.Attempts) == 0 {
+		return task.Attempt{}, fmt.Errorf("task %s of lambda %s has no ended attempt yet", id, lambda)
+	}
+	if n == 0 {
+		return h.Attempts[len(h.Attempts)-1], nil
+	}
+	for _, a := range h.Attempts {
+		if a.Number == n {
+			return a, nil
+		}
+	}
+	first, last := h.Attempts[0].Number, h.Attempts[len(h.Attempts)-1].Number
+	return task.Attempt{}, fmt.Errorf("task %s of lambda %s keeps no attempt %d: it keeps attempts %d to %d", id, lambda, n, first, last)
+}
+
 // SetGate sets a lambda's gate, or a collection's when collection is not empty.
 func (c *Client) SetGate(ctx context.Context, lambda, collection, mode string) (g task.Gate, err error) {
 	body := map[string]string{"mode": mode}

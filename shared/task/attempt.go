@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Outcome says how an attempt ended. Its words are those a worker reports (success, retriable,
@@ -32,6 +34,38 @@ type Attempt struct {
 	Error     string    `json:"error"` // as the task kept it: at most MaxErrorBytes
 	// Worker names who ran it: the executor's name, as its claim gave it.
 	Worker string `json:"worker"`
+	// Log is the tail of what its handler wrote to standard error, at most MaxLogBytes: kept by
+	// the embedded store of atf dev. DynamoDB keeps none (its logs are in CloudWatch).
+	Log string `json:"log"`
+	// LogLocation names where its logs are in CloudWatch Logs, if its worker said (a worker
+	// function does).
+	LogLocation *LogLocation `json:"log_location,omitempty"`
+}
+
+// LogLocation names where a worker's logs are in CloudWatch Logs: a log group and stream, and
+// the Lambda invocation (its request id) that ran the attempt, if one did.
+type LogLocation struct {
+	Group     string `json:"log_group"`
+	Stream    string `json:"log_stream"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// MaxLogName bounds each field of a LogLocation a claim records: CloudWatch's log group and
+// stream names are at most 512 characters, a request id is 36.
+const MaxLogName = 512
+
+// Bounded is l with each field cut to MaxLogName bytes, or nil if l is nil or names no group.
+func (l *LogLocation) Bounded() *LogLocation {
+	if l == nil || l.Group == "" {
+		return nil
+	}
+	cut := func(s string) string {
+		if len(s) > MaxLogName {
+			s = strings.ToValidUTF8(s[:MaxLogName], "")
+		}
+		return s
+	}
+	return &LogLocation{Group: cut(l.Group), Stream: cut(l.Stream), RequestID: cut(l.RequestID)}
 }
 
 // Duration is how long the attempt ran, from its claim to its end; zero if its start is not
@@ -50,6 +84,33 @@ func (a Attempt) MarshalJSON() ([]byte, error) {
 		plain
 		DurationMS int64 `json:"duration_ms"`
 	}{plain(a), a.Duration().Milliseconds()})
+}
+
+// MaxLogBytes bounds an attempt's log: its last MaxLogBytes are kept.
+const MaxLogBytes = 16 << 10
+
+// TailLog returns the last MaxLogBytes of log, cut at a UTF-8 character boundary.
+func TailLog(log string) string {
+	if len(log) <= MaxLogBytes {
+		return log
+	}
+	start := len(log) - MaxLogBytes
+	for start < len(log) && !utf8.RuneStart(log[start]) {
+		start++
+	}
+	return log[start:]
+}
+
+// Logged is t with log (its tail: TailLog) as the log of the attempt its transition ended, if it
+// ended one.
+func (t Task) Logged(log string) Task {
+	if t.Ended == nil || log == "" {
+		return t
+	}
+	a := *t.Ended
+	a.Log = TailLog(log)
+	t.Ended = &a
+	return t
 }
 
 // MaxHistory is how many attempts a task's history keeps: the latest ones. Older ones are
@@ -96,13 +157,13 @@ func (t Task) LastAttempt() (Attempt, bool) {
 	if t.Status != StatusSuccess || t.StartedAt == nil || t.EndedAt == nil {
 		return Attempt{}, false
 	}
-	return Attempt{Number: t.AttemptSeq, StartedAt: *t.StartedAt, EndedAt: *t.EndedAt, Outcome: OutcomeSuccess, Worker: t.Worker}, true
+	return Attempt{Number: t.AttemptSeq, StartedAt: *t.StartedAt, EndedAt: *t.EndedAt, Outcome: OutcomeSuccess, Worker: t.Worker, LogLocation: t.LogLocation}, true
 }
 
 // endAttempt records on t, as its transition's Ended, that its running attempt ended now with
 // outcome o and the error t keeps.
 func (t Task) endAttempt(o Outcome, now time.Time) Task {
-	a := Attempt{Number: t.AttemptSeq, EndedAt: now, Outcome: o, Error: t.Error, Worker: t.Worker}
+	a := Attempt{Number: t.AttemptSeq, EndedAt: now, Outcome: o, Error: t.Error, Worker: t.Worker, LogLocation: t.LogLocation}
 	if t.StartedAt != nil {
 		a.StartedAt = *t.StartedAt
 	}

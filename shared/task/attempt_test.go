@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // claimedBy returns an enqueued task claimed at start with lease "L", as the status controller
@@ -137,5 +138,47 @@ func TestNewHistory(t *testing.T) {
 	b, err := json.Marshal(a)
 	if err != nil || !strings.Contains(string(b), `"duration_ms":1500`) || !strings.Contains(string(b), `"error":""`) {
 		t.Errorf("attempt JSON: %s, %v; want duration_ms 1500 and an empty error", b, err)
+	}
+}
+
+// TestLoggedAttempt: Logged puts a log on the attempt a transition ended, its last MaxLogBytes cut
+// at a character boundary, without touching the record it was given; a transition that ended no
+// attempt takes none. The attempt keeps where its logs are, as its claim left them on the task,
+// and a new claim forgets the last one's.
+func TestLoggedAttempt(t *testing.T) {
+	running := claimedBy(t, "exec-1", now)
+	running.LogLocation = &LogLocation{Group: "g", Stream: "s", RequestID: "r"}
+	ended, err := Succeed(running, "L", nil, now.Add(time.Second), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "é" + strings.Repeat("x", MaxLogBytes-2) + "\n" // the cut falls inside the é
+	logged := ended.Logged(long)
+	if got := logged.Ended.Log; len(got) != MaxLogBytes-1 || !strings.HasSuffix(got, "x\n") || !utf8.ValidString(got) {
+		t.Errorf("log of %d bytes, valid %v; want the last %d bytes, cut where a character starts", len(got), utf8.ValidString(got), MaxLogBytes-1)
+	}
+	if ended.Ended.Log != "" {
+		t.Error("Logged changed the record it was given")
+	}
+	if logged.Ended.LogLocation != running.LogLocation {
+		t.Errorf("the attempt's logs are at %+v, want its claim's %+v", logged.Ended.LogLocation, running.LogLocation)
+	}
+	if last, ok := logged.LastAttempt(); !ok || last.LogLocation != running.LogLocation {
+		t.Errorf("LastAttempt: %+v, %v; want its logs' location", last, ok)
+	}
+	if TailLog("short") != "short" {
+		t.Error("a short log is kept whole")
+	}
+
+	beat, err := Heartbeat(running, "L", now, cfg)
+	if err != nil || beat.Logged("x").Ended != nil {
+		t.Errorf("a heartbeat with a log: Ended = %+v, %v; want none", beat.Logged("x").Ended, err)
+	}
+
+	enq := inStatus(StatusEnqueued)
+	enq.LogLocation = running.LogLocation
+	again, err := Claim(enq, "L2", now, cfg)
+	if err != nil || again.LogLocation != nil {
+		t.Errorf("a new claim: LogLocation = %+v, %v; want none until its claimer names one", again.LogLocation, err)
 	}
 }

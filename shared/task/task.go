@@ -132,6 +132,9 @@ type Task struct {
 	StartedAt  *time.Time `json:"-"`
 	EndedAt    *time.Time `json:"-"`
 	Worker     string     `json:"-"`
+	// LogLocation is where the latest attempt's logs are, as its claim's caller named them (a
+	// worker function: its log group and stream, and its invocation). Stored.
+	LogLocation *LogLocation `json:"-"`
 	// Ended is the attempt the latest transition ended, if it ended one (EnqueueAhead chained
 	// after it in the same write, a retry sent ahead, keeps it): never stored as such, so never
 	// read back. Update records it in the task's history; recording an attempt again (by its

@@ -199,7 +199,7 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	t.Attempts++
 	// A task claimed before AttemptSeq existed counts from its attempts.
 	t.AttemptSeq = max(t.AttemptSeq+1, t.Attempts)
-	t.StartedAt, t.EndedAt, t.Worker = at(now), nil, ""
+	t.StartedAt, t.EndedAt, t.Worker, t.LogLocation = at(now), nil, "", nil
 	return t, nil
 }
 

@@ -33,6 +33,7 @@ const (
 
 // Program runs an executable as a handler: the payload JSON on stdin, the result JSON on stdout,
 // the task in ATF_* environment variables. A stdout that is not JSON becomes a JSON string.
+// Its standard error is its attempt's log (LogOf), and the tail of it the error of a failure.
 //
 // A task that waited for upstreams gets an envelope on stdin instead of the bare payload, and
 // ATF_ENVELOPE=1: {"payload": <the payload, or null>, "upstreams": [{"lambda", "id", "status",
@@ -93,7 +94,7 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	for try := 0; ; try++ {
 		cmd = exec.Command(p.Path)
 		cmd.Stdin, cmd.Env = bytes.NewReader(stdin), env
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(&stderr, LogOf(ctx))
 		cmd.SysProcAttr = procAttr()
 		cmd.WaitDelay = killWaitTime
 		err := cmd.Start()
@@ -242,9 +243,15 @@ func (m *Mux) HandleDir(dir string) ([]string, error) {
 // Main runs h as a program handler: a Go worker built with it can be dropped in a handlers
 // folder like any executable. It reads the payload from stdin and the task from ATF_* variables,
 // writes the result to stdout, and exits 0, ExitRetry or 1.
+//
+// Standard output carries the result alone: while h runs, os.Stdout is standard error, so what
+// h prints (fmt.Println, a command whose Stdout is os.Stdout) goes to its log with its slog and
+// log output, not into its result.
 func Main(h Handler) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := serve(ctx, h, os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	result := os.Stdout
+	os.Stdout = os.Stderr
+	code := serve(ctx, h, os.Stdin, result, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }

@@ -73,6 +73,10 @@ test('searches tasks by status and shows a task with its result and graph', asyn
   // its history: the one attempt, fatal, with its error
   const attempt = page.locator('#attempts tr[data-attempt="1"]');
   await attempt.filter({ hasText: 'fatal' }).filter({ hasText: 'bad input, no retry' }).waitFor(WAIT);
+  // and its log: what the handler wrote to it during the attempt, shown open as the latest
+  const log = page.locator('#attempt-logs details[data-attempt-log="1"] pre');
+  await log.filter({ hasText: 'checking the input of fatal-1' }).waitFor(WAIT);
+  assert.equal(await log.textContent(), 'checking the input of fatal-1\nthe input is marked bad\n');
   await page.locator('#downstreams li').filter({ hasText: 'echo/orphan' }).locator('[data-status="upstream_failed"]').waitFor(WAIT);
   await shot('task');
   await page.locator('#downstreams a').filter({ hasText: 'echo/orphan' }).click();

@@ -113,6 +113,9 @@ type Env struct {
 	// Lambda. The function's name is left out: the task item keeps the worker's name, and every
 	// byte of it counts towards the write units of the task's transitions.
 	Worker string
+	// LogGroup is this function's log group (AWS_LAMBDA_LOG_GROUP_NAME), where its attempts'
+	// logs are (sqsworker.Config.LogGroup). Empty outside Lambda.
+	LogGroup string
 }
 
 // LoadEnv reads Env from the environment and names the first variable that is wrong.
@@ -125,7 +128,7 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 		Lambda: getenv(EnvLambda), StatusFunction: getenv(EnvStatusFunction), EventBus: getenv(EnvEventBus),
 		MetricsNamespace: getenv(EnvMetricsNamespace), LambdasPath: getenv(EnvLambdasPath),
 	}
-	e.Worker = getenv("AWS_LAMBDA_LOG_STREAM_NAME")
+	e.Worker, e.LogGroup = getenv("AWS_LAMBDA_LOG_STREAM_NAME"), getenv("AWS_LAMBDA_LOG_GROUP_NAME")
 	if e.Table == "" {
 		return Env{}, fmt.Errorf("%s is not set", EnvTable)
 	}

@@ -41,6 +41,21 @@ func TestEventsEnv(t *testing.T) {
 	}
 }
 
+// TestLogsEnv: on Lambda the function's log stream names its worker, and its log group is where
+// its attempts' logs are; outside Lambda both are empty.
+func TestLogsEnv(t *testing.T) {
+	env := map[string]string{awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "atf-dev", awsfn.EnvLambdas: `[{"name":"a"}]`}
+	e, err := awsfn.ParseEnv(func(k string) string { return env[k] })
+	if err != nil || e.Worker != "" || e.LogGroup != "" {
+		t.Fatalf("outside Lambda: worker %q, log group %q, %v; want none", e.Worker, e.LogGroup, err)
+	}
+	env["AWS_LAMBDA_LOG_STREAM_NAME"], env["AWS_LAMBDA_LOG_GROUP_NAME"] = "2026/11/28/[$LATEST]0abc", "/aws/lambda/atf-worker-a"
+	e, err = awsfn.ParseEnv(func(k string) string { return env[k] })
+	if err != nil || e.Worker != "2026/11/28/[$LATEST]0abc" || e.LogGroup != "/aws/lambda/atf-worker-a" {
+		t.Fatalf("on Lambda: worker %q, log group %q, %v", e.Worker, e.LogGroup, err)
+	}
+}
+
 // TestTaskStore: the store the services write through publishes lifecycle events only when the
 // function has a bus.
 func TestTaskStore(t *testing.T) {

@@ -116,7 +116,7 @@ func uiTools(t *testing.T) (node, chromium string) {
 //     (orphan, after the fatal task);
 //   - once: fails the first run of each task id, succeeds after: dead (dead-1, one attempt;
 //     redriven by the suite, it succeeds) and retriable_failure (retry-1, its retry an hour away);
-//   - fatal: fatal_failure (fatal-1);
+//   - fatal: fatal_failure (fatal-1), its attempt with a log;
 //   - block: runs until cancelled, one at a time: processing (run-1), enqueued (run-2);
 //
 // and an active schedule of echo, daily (every 24h, so it does not fire while the suite runs).
@@ -131,7 +131,8 @@ func seed(t *testing.T) *client.Client {
 		}
 		return json.RawMessage(`{"ok":true}`), nil
 	})
-	mux.HandleFunc("fatal", func(context.Context, worker.Task) (json.RawMessage, error) {
+	mux.HandleFunc("fatal", func(ctx context.Context, w worker.Task) (json.RawMessage, error) {
+		fmt.Fprintf(worker.LogOf(ctx), "checking the input of %s\nthe input is marked bad\n", w.ID)
 		return nil, fmt.Errorf("bad input, no retry: %w", worker.ErrFatal)
 	})
 	mux.HandleFunc("block", func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {

@@ -7,7 +7,8 @@
 //	GET  /v1/lambdas/{lambda}/tasks/{id}          a task; ?wait=25s: once it ends, or as it
 //	                                              stands after the wait (at most 25 s)
 //	GET  /v1/lambdas/{lambda}/tasks/{id}/attempts a task's latest 20 attempts: start, end,
-//	                                              outcome, error, duration and worker each
+//	                                              outcome, error, duration, worker and log each
+//	                                              (or where the log is in CloudWatch)
 //	GET  /v1/lambdas/{lambda}/tasks               list: ?status=&collection=&limit=&cursor=
 //	POST /v1/lambdas/{lambda}/tasks/{id}/cancel   cancel a task: a waiting one ends cancelled, a
 //	                                              running one is marked (cancel_requested) and

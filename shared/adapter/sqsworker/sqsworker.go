@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
 )
@@ -83,8 +84,13 @@ type Config struct {
 	Slack time.Duration
 	// Metrics, if set, observes the handler runs (executor.Config.Metrics).
 	Metrics executor.HandlerMetrics
-	// Worker names the executor in the attempts it runs (executor.Config.Worker).
+	// Worker names the executor in the attempts it runs (executor.Config.Worker): the function's
+	// log stream (AWS_LAMBDA_LOG_STREAM_NAME).
 	Worker string
+	// LogGroup is the function's log group (AWS_LAMBDA_LOG_GROUP_NAME). If set, each claim names
+	// where its attempt's logs are (status.WithLogLocation): this group, the Worker as its
+	// stream, and the invocation's request id.
+	LogGroup string
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -260,6 +266,13 @@ func (h *Handler) claim(ctx context.Context, id, receipt string) (executor.Claim
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-h.cfg.Margin/3))
 		defer cancel()
+	}
+	if h.cfg.LogGroup != "" {
+		logs := &task.LogLocation{Group: h.cfg.LogGroup, Stream: h.cfg.Worker}
+		if lc, ok := lambdacontext.FromContext(ctx); ok {
+			logs.RequestID = lc.AwsRequestID
+		}
+		ctx = status.WithLogLocation(ctx, logs)
 	}
 	return h.exec.Claim(ctx, h.cfg.Lambda.Name, id, receipt)
 }

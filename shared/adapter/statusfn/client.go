@@ -60,7 +60,8 @@ func NewClientLinger(inv Invoker, linger time.Duration) *Client {
 // the task returned carries its lease. A call retried with the same delivery and token gets the
 // same claim.
 func (c *Client) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
-	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token, Worker: status.WorkerOf(ctx)})
+	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token,
+		Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
 	if err != nil {
 		return task.Task{}, err
 	}

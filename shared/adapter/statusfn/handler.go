@@ -159,7 +159,8 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		t, err := h.status.Claim(status.WithWorker(ctx, req.Worker), req.Lambda, req.TaskID, req.Delivery, req.Token)
+		claimer := status.WithLogLocation(status.WithWorker(ctx, req.Worker), req.LogLocation)
+		t, err := h.status.Claim(claimer, req.Lambda, req.TaskID, req.Delivery, req.Token)
 		if err != nil {
 			return Response{}, err
 		}

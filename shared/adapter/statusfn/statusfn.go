@@ -135,8 +135,10 @@ type Request struct {
 	// the claim call that made it: see Client.Claim.
 	Delivery string `json:"delivery,omitempty"`
 	Token    string `json:"token,omitempty"`
-	// Worker names the executor that claims, for the attempt's history (status.WithWorker).
-	Worker string `json:"worker,omitempty"`
+	// Worker names the executor that claims, for the attempt's history (status.WithWorker), and
+	// LogLocation where its logs are (status.WithLogLocation).
+	Worker      string            `json:"worker,omitempty"`
+	LogLocation *task.LogLocation `json:"log_location,omitempty"`
 
 	// How the run ended, for set_result.
 	Outcome status.Outcome  `json:"outcome,omitempty"`

@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -384,12 +386,14 @@ func TestClientErrors(t *testing.T) {
 }
 
 // TestClientRunsExecutor: the Client is an executor.Status; a run over it records its result,
-// and its attempt names the executor's worker, which the claim request carries.
+// and its attempt names the executor's worker and where its logs are, which the claim request
+// carries.
 func TestClientRunsExecutor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := newClient(e)
-	ctx := context.Background()
+	logs := &task.LogLocation{Group: "/aws/lambda/fn-echo", Stream: "fn-echo/stream-1", RequestID: "req-1"}
+	ctx := status.WithLogLocation(context.Background(), logs)
 	e.fixture(t, "t1", task.StatusEnqueued, "")
 	// An interval longer than the test: no heartbeat, the claim starts the task.
 	x := executor.New(c, executor.Config{Task: task.Config{HeartbeatInterval: time.Hour, HeartbeatTimeout: 6 * time.Hour}, Logger: slog.New(slog.DiscardHandler), Worker: "fn-echo/stream-1"})
@@ -397,14 +401,19 @@ func TestClientRunsExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echoes := worker.HandlerFunc(func(_ context.Context, wt worker.Task) (json.RawMessage, error) { return wt.Payload, nil })
+	echoes := worker.HandlerFunc(func(ctx context.Context, wt worker.Task) (json.RawMessage, error) {
+		fmt.Fprintln(worker.LogOf(ctx), "echoing")
+		return wt.Payload, nil
+	})
 	x.Run(ctx, echo, echoes, claimed)
 	if got := e.get(t, "t1"); got.Status != task.StatusSuccess || string(got.Result) != `{"to":"someone"}` {
 		t.Errorf("after the run: %+v", got)
 	}
+	// Where its logs are crosses with the claim; the log itself is in CloudWatch, not sent.
 	h, err := e.store.Attempts(ctx, "echo", "t1")
-	if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Outcome != task.OutcomeSuccess || h.Attempts[0].Worker != "fn-echo/stream-1" {
-		t.Errorf("history: %+v, %v; want one success by fn-echo/stream-1", h, err)
+	if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Outcome != task.OutcomeSuccess || h.Attempts[0].Worker != "fn-echo/stream-1" ||
+		!reflect.DeepEqual(h.Attempts[0].LogLocation, logs) || h.Attempts[0].Log != "" {
+		t.Errorf("history: %+v, %v; want one success by fn-echo/stream-1, its logs at %+v, no log sent", h, err, logs)
 	}
 }
 

@@ -214,10 +214,11 @@ func (e *Executor) unclaim(ctx context.Context, lambda, id, delivery, token stri
 // errLeaseLost is the cause given to a handler's context when the executor stops it.
 var errLeaseLost = errors.New("lease lost: heartbeats failed, another worker may run the task")
 
-// outcome is how a handler returned.
+// outcome is how a handler returned, and what it wrote to its log.
 type outcome struct {
 	result []byte
 	err    error
+	log    string
 }
 
 // beat is the outcome of one heartbeat call, and when it was sent.
@@ -264,13 +265,14 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 	returned := make(chan struct{})
 	go func() {
 		started := time.Now()
-		r, err := worker.Run(hctx, h, worker.Task{
+		runLog := worker.NewLog()
+		r, err := worker.Run(worker.WithLog(hctx, runLog), h, worker.Task{
 			ID: t.ID, Lambda: t.Lambda, Collection: t.Collection, Priority: t.Priority,
 			Attempt: t.Attempts, Payload: t.Payload, Inputs: t.Inputs,
 		})
 		close(returned)
 		e.observe(hctx, t.Lambda, err, time.Since(started))
-		done <- outcome{r, err}
+		done <- outcome{r, err, runLog.String()}
 	}()
 
 	// The first tick comes an interval after the claim, as if the claim had been a heartbeat;
@@ -337,15 +339,15 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 			} else if e.stop(log, t, stop, returned, "the handler ignored its task's cancel until its lease ended") {
 				// Still within the lease, by the margin: the report ends the task now rather than
 				// at its timeout, which would end it cancelled too.
-				e.reportCancelled(ctx, log, t)
+				e.reportCancelled(ctx, log, t, "")
 			}
 			return
 		case o := <-done:
 			if cancelled {
-				e.reportCancelled(ctx, log, t)
+				e.reportCancelled(ctx, log, t, o.log)
 				return
 			}
-			e.finish(ctx, log, t, o.result, o.err)
+			e.finish(ctx, log, t, o)
 			return
 		}
 	}
@@ -408,11 +410,11 @@ func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCaus
 
 // reportCancelled reports that the handler of a task cancelled while it ran has stopped: the task
 // ends cancelled (task.CancelRunning). If the report fails, the task ends cancelled at its
-// timeout all the same.
-func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task.Task) {
+// timeout all the same. runLog is what the handler wrote to its log, if it returned.
+func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task.Task, runLog string) {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
-	stored, err := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, status.Result{Outcome: status.Cancelled})
+	stored, err := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, status.Result{Outcome: status.Cancelled, Log: runLog})
 	if err != nil {
 		log.Warn("could not report the cancelled run; the task ends cancelled at its timeout", "err", err)
 		return
@@ -420,11 +422,12 @@ func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task
 	log.Info("task ran", "outcome", status.Cancelled, "status", stored.Status)
 }
 
-// finish reports how the handler ended. It runs even when ctx is done: a shutdown releases the
-// task rather than failing it.
-func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, result []byte, err error) {
+// finish reports how the handler ended, with its log. It runs even when ctx is done: a shutdown
+// releases the task rather than failing it.
+func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o outcome) {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
+	result, err := o.result, o.err
 	if err != nil && ctx.Err() != nil {
 		e.release(ctx, log, t)
 		return
@@ -443,6 +446,7 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, re
 		// call would fail, and the task run again until dead. Ending it here says why, at once.
 		r = status.Result{Outcome: status.Fatal, Error: fmt.Sprintf("result is %d bytes; the limit is %d", len(result), e.cfg.PayloadLimit)}
 	}
+	r.Log = o.log
 	if e.results != nil {
 		e.results.Complete(t.Lambda, t.ID, t.Lease, r)
 		log.Info("task ran; its result is handed over to be recorded", "outcome", r.Outcome, "err", r.Error)

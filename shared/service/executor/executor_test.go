@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,7 +149,8 @@ func TestFencing(t *testing.T) {
 	}
 }
 
-// TestOutcomes: what a handler returns decides the task's next status.
+// TestOutcomes: what a handler returns decides the task's next status, and what it wrote to its
+// log (worker.LogOf) is its attempt's log, whatever the outcome.
 func TestOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -168,10 +170,17 @@ func TestOutcomes(t *testing.T) {
 			}
 			claimed := s.claimNext(t, "t")
 			s.executor(t, s.hsc).Run(ctx, s.l, worker.HandlerFunc(
-				func(context.Context, worker.Task) (json.RawMessage, error) { return json.RawMessage(`1`), tc.err }), claimed)
+				func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
+					fmt.Fprintln(worker.LogOf(ctx), "running towards", tc.name)
+					return json.RawMessage(`1`), tc.err
+				}), claimed)
 			got, _ := s.store.Get(ctx, s.l.Name, "t")
 			if got.Status != tc.want {
 				t.Fatalf("status %s, want %s (error %q)", got.Status, tc.want, got.Error)
+			}
+			h, err := s.store.Attempts(ctx, s.l.Name, "t")
+			if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Log != "running towards "+tc.name+"\n" {
+				t.Fatalf("history %+v, %v; want one attempt whose log is what the handler wrote", h.Attempts, err)
 			}
 		})
 	}

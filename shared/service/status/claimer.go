@@ -155,7 +155,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 			call.answer <- claimAnswer{err: task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", call.id, call.lambda)}
 			continue
 		}
-		cl := c.claim(gates, call.lambda, call.id, call.delivery, call.token, WorkerOf(call.ctx), now)
+		cl := c.claim(call.ctx, gates, call.lambda, call.id, call.delivery, call.token, now)
 		next, err := cl.transition(t)
 		if err != nil {
 			a := claimAnswer{}

@@ -37,7 +37,7 @@ func claimedTasks(t *testing.T, store task.Store, n int) ([]task.Task, *status.C
 }
 
 // TestCompleterRecords: every result handed over is recorded by Close, under its lease, with its
-// outcome: successes with their result, a fatal failure with its error, also for a task written
+// outcome: successes with their result, a fatal failure with its error and log, also for a task written
 // since its claim (a heartbeat). A result under a lease that is not the task's changes nothing.
 func TestCompleterRecords(t *testing.T) {
 	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
@@ -55,7 +55,7 @@ func TestCompleterRecords(t *testing.T) {
 		}
 		k.Complete(c.Lambda, c.ID, c.Lease, status.Result{Outcome: status.Success, Result: []byte(`{"i":` + strconv.Itoa(i) + `}`)})
 	}
-	k.Complete("l", claims[38].ID, claims[38].Lease, status.Result{Outcome: status.Fatal, Error: "boom"})
+	k.Complete("l", claims[38].ID, claims[38].Lease, status.Result{Outcome: status.Fatal, Error: "boom", Log: "checking the address\n"})
 	k.Complete("l", claims[39].ID, "not-its-lease", status.Result{Outcome: status.Success})
 	k.Close()
 	for i, c := range claims {
@@ -68,6 +68,10 @@ func TestCompleterRecords(t *testing.T) {
 			t.Errorf("task %s: status %s, result %s; want success with its result", c.ID, got.Status, got.Result)
 		case i == 38 && (got.Status != task.StatusFatalFailure || got.Error != "boom"):
 			t.Errorf("task %s: status %s, error %q; want fatal_failure, boom", c.ID, got.Status, got.Error)
+		case i == 38:
+			if h, err := store.Attempts(t.Context(), "l", c.ID); err != nil || len(h.Attempts) != 1 || h.Attempts[0].Log != "checking the address\n" {
+				t.Errorf("task %s: history %+v, %v; want its attempt with the result's log", c.ID, h.Attempts, err)
+			}
 		case i == 39 && got.Status != task.StatusProcessing:
 			t.Errorf("task %s, its result under another lease: status %s, want processing", c.ID, got.Status)
 		}

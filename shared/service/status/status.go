@@ -36,6 +36,10 @@ type Result struct {
 	Outcome Outcome         `json:"outcome"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   string          `json:"error,omitempty"`
+	// Log is what the handler wrote to its log (worker.LogOf), kept with the attempt it ended
+	// (task.Attempt.Log) by a store that keeps logs. Never sent to the status function: on AWS
+	// the logs are in CloudWatch.
+	Log string `json:"-"`
 }
 
 // Controller claims tasks for workers and records their progress.
@@ -122,7 +126,7 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	if err != nil {
 		return task.Task{}, unwritten(err)
 	}
-	cl := c.claim(gates, lambda, id, delivery, token, WorkerOf(ctx), now)
+	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
 	return c.claimed(ctx, cl, t, err)
 }
@@ -131,7 +135,8 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 type claimOf struct {
 	lambda, id, delivery string
 	token                string
-	worker               string // who claims: the attempt's worker (WithWorker)
+	worker               string            // who claims: the attempt's worker (WithWorker)
+	logs                 *task.LogLocation // where its logs are (WithLogLocation)
 	gates                []task.Gate
 	now                  time.Time
 	cfg                  task.Config
@@ -140,8 +145,8 @@ type claimOf struct {
 	cancelled            bool   // cancelled before the claim's answer got through
 }
 
-func (c *Controller) claim(gates []task.Gate, lambda, id, delivery, token, worker string, now time.Time) *claimOf {
-	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: worker, gates: gates, now: now, cfg: c.cfg}
+func (c *Controller) claim(ctx context.Context, gates []task.Gate, lambda, id, delivery, token string, now time.Time) *claimOf {
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: WorkerOf(ctx), logs: LogLocationOf(ctx), gates: gates, now: now, cfg: c.cfg}
 }
 
 // transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
@@ -167,10 +172,10 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 	return cl.named(task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg))
 }
 
-// named names the claim's worker on the task it claimed.
+// named names the claim's worker, and where its logs are, on the task it claimed.
 func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 	if err == nil {
-		t.Worker = cl.worker
+		t.Worker, t.LogLocation = cl.worker, cl.logs
 	}
 	return t, err
 }
@@ -284,8 +289,21 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 	return t, err
 }
 
-// resultTransition is the transition that records r under lease.
+// resultTransition is the transition that records r under lease, with r's log on the attempt it
+// ends.
 func (c *Controller) resultTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
+	end, err := c.endTransition(lease, r)
+	if err != nil {
+		return nil, err
+	}
+	return func(t task.Task) (task.Task, error) {
+		next, err := end(t)
+		return next.Logged(r.Log), err
+	}, nil
+}
+
+// endTransition is the transition that ends the run under lease with r's outcome.
+func (c *Controller) endTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
 	switch r.Outcome {
 	case Cancelled:
 		return func(t task.Task) (task.Task, error) { return task.CancelRunning(t, lease, c.now().UTC()) }, nil

@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"strings"
+
+	"github.com/openatf/atf/shared/task"
 )
 
 // MaxWorkerName bounds the name a claim records for its worker: longer ones are cut to it.
@@ -25,4 +27,20 @@ func WorkerOf(ctx context.Context) string {
 		name = strings.ToValidUTF8(name[:MaxWorkerName], "")
 	}
 	return name
+}
+
+type logLocationKey struct{}
+
+// WithLogLocation returns ctx carrying where the logs of the worker that makes the calls under it
+// are (a worker function's log group and stream, and its invocation), which a claim records
+// with its attempt (task.Attempt.LogLocation). A claim that crosses a process carries it in its
+// request (statusfn).
+func WithLogLocation(ctx context.Context, l *task.LogLocation) context.Context {
+	return context.WithValue(ctx, logLocationKey{}, l)
+}
+
+// LogLocationOf is the log location ctx carries, each field cut to task.MaxLogName bytes, or nil.
+func LogLocationOf(ctx context.Context) *task.LogLocation {
+	l, _ := ctx.Value(logLocationKey{}).(*task.LogLocation)
+	return l.Bounded()
 }

@@ -24,7 +24,10 @@ import (
 //     200 bytes and its error (at most task.MaxErrorBytes): 1 to 5 write units;
 //   - an attempt that pushes the oldest one out of the history leaves it to expire: the history
 //     reads the latest task.MaxHistory items only;
-//   - the task item that every read and transition pays for does not grow with the history.
+//   - the task item that every read and transition pays for does not grow with the history;
+//   - an attempt's log (task.Attempt.Log, up to task.MaxLogBytes) is not kept: it would cost up
+//     to 16 write units more per failed attempt, and on AWS the handler's logs are in
+//     CloudWatch already.
 //
 // The item is written with UpdateItem, not PutItem: every role that ends attempts (the status
 // function, the executors, the consumer, the API) may update its lambda's items, and no role
@@ -67,6 +70,7 @@ func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 	if a.Worker != "" {
 		set[attrWorker] = s(a.Worker)
 	}
+	logAttrs(set, a.LogLocation, a.Worker)
 	expr, names, values := "SET ", map[string]string{}, map[string]types.AttributeValue{}
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		if len(names) > 0 {
@@ -123,6 +127,7 @@ func (st *Store) Attempts(ctx context.Context, lambda, id string) (task.History,
 			Number: attrInt(item, attrAttemptSeq), EndedAt: nanosAttr(item, attrEndedAt), StartedAt: nanosAttr(item, attrStartedAt),
 			Outcome: task.Outcome(str(item, attrOutcome)), Error: str(item, attrError), Worker: str(item, attrWorker),
 		}
+		a.LogLocation = logLocation(item, a.Worker)
 		if a.Number > 0 {
 			kept = append(kept, a)
 		}

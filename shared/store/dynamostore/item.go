@@ -51,6 +51,11 @@ const (
 	attrStartedAt  = "st"   // N, unix nanoseconds
 	attrEndedAt    = "en"   // N, unix nanoseconds
 	attrWorker     = "wk"   // S
+	// Where the latest attempt's logs are (task.Task.LogLocation; logAttrs), each present only
+	// when known; an attempt item has them too.
+	attrLogGroup  = "lgg" // S
+	attrLogStream = "lgs" // S, absent when it is the worker's name, as a worker function's is
+	attrRequestID = "rid" // S
 	// Task flows (see flow.go); each present only on a task that has it.
 	attrAfterCount   = "after_n" // N: how many upstreams the task waits for (Task.AfterCount)
 	attrAfterRef     = "aref"    // S: names the task's after-list chunk items, random per write of the list
@@ -169,6 +174,7 @@ var stateAttrs = []string{
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
+	attrLogGroup, attrLogStream, attrRequestID,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -210,6 +216,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if t.AttemptSeq != 0 {
 		item[attrAttemptSeq] = n(int64(t.AttemptSeq))
 	}
+	logAttrs(item, t.LogLocation, t.Worker)
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
 	}
@@ -322,6 +329,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	}
 	t.HandBacks = int(num(attrHandBacks))
 	t.AttemptSeq, t.StartedAt, t.EndedAt, t.Worker = int(num(attrAttemptSeq)), tm(attrStartedAt), tm(attrEndedAt), str(attrWorker)
+	t.LogLocation = logLocation(item, t.Worker)
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)
 	if t.ID == "" || t.Lambda == "" {
 		return task.Task{}, "", fmt.Errorf("item %s is not a task", str(attrPK))
@@ -338,4 +346,33 @@ func parseStamp(sk string) (nanos int64, id string, ok bool) {
 	id = parts[len(parts)-1]
 	nanos, err := strconv.ParseInt(parts[len(parts)-2], 10, 64)
 	return nanos, id, err == nil && len(parts[len(parts)-2]) == 19 && id != ""
+}
+
+// logAttrs sets the attributes of l, where the logs of an attempt by worker are, on item: the
+// stream only if it is not the worker's name, which a worker function's is, so that the item
+// does not carry it twice.
+func logAttrs(item map[string]types.AttributeValue, l *task.LogLocation, worker string) {
+	if l == nil || l.Group == "" {
+		return
+	}
+	item[attrLogGroup] = s(l.Group)
+	if l.Stream != "" && l.Stream != worker {
+		item[attrLogStream] = s(l.Stream)
+	}
+	if l.RequestID != "" {
+		item[attrRequestID] = s(l.RequestID)
+	}
+}
+
+// logLocation reads back what logAttrs set on item for worker, or nil.
+func logLocation(item map[string]types.AttributeValue, worker string) *task.LogLocation {
+	group := str(item, attrLogGroup)
+	if group == "" {
+		return nil
+	}
+	l := &task.LogLocation{Group: group, Stream: str(item, attrLogStream), RequestID: str(item, attrRequestID)}
+	if l.Stream == "" {
+		l.Stream = worker
+	}
+	return l
 }

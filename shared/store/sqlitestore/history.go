@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,8 +12,8 @@ import (
 )
 
 // recordSQL records an ended attempt; recording it again (its number) replaces it with itself.
-const recordSQL = `INSERT OR REPLACE INTO attempts (lambda, id, attempt, started_at, ended_at, outcome, error, worker)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+const recordSQL = `INSERT OR REPLACE INTO attempts (lambda, id, attempt, started_at, ended_at, outcome, error, worker, log, log_location)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // dropSQL deletes the attempts of a task up to a number: those a new one pushed out of its
 // history.
@@ -20,18 +21,18 @@ const dropSQL = `DELETE FROM attempts WHERE lambda = ? AND id = ? AND attempt <=
 
 // historySQL reads a task's history, and whether the task exists: a task without attempts
 // gives one row of NULLs, a missing task none.
-var historySQL = `SELECT a.attempt, a.started_at, a.ended_at, a.outcome, a.error, a.worker
+var historySQL = `SELECT a.attempt, a.started_at, a.ended_at, a.outcome, a.error, a.worker, a.log, a.log_location
 	FROM tasks t LEFT JOIN attempts a ON a.lambda = t.lambda AND a.id = t.id
 	WHERE t.lambda = ? AND t.id = ? ORDER BY a.attempt DESC LIMIT ` + strconv.Itoa(task.MaxHistory)
 
-// recordAttempt records t.Ended, if t's transition ended an attempt, in the transaction of the
-// transition's write, and drops the attempts it pushes out of the history.
+// recordAttempt records t.Ended, if t's transition ended an attempt, with its log, in the
+// transaction of the transition's write, and drops the attempts it pushes out of the history.
 func recordAttempt(ctx context.Context, stmts updateStmts, t task.Task) error {
 	a := t.Ended
 	if a == nil {
 		return nil
 	}
-	if _, err := stmts.record.ExecContext(ctx, t.Lambda, t.ID, a.Number, nanos(a.StartedAt), a.EndedAt.UnixNano(), string(a.Outcome), a.Error, a.Worker); err != nil {
+	if _, err := stmts.record.ExecContext(ctx, t.Lambda, t.ID, a.Number, nanos(a.StartedAt), a.EndedAt.UnixNano(), string(a.Outcome), a.Error, a.Worker, a.Log, logLocationArg(a.LogLocation)); err != nil {
 		return fmt.Errorf("sqlitestore: record attempt %d of %s/%s: %w", a.Number, t.Lambda, t.ID, err)
 	}
 	if a.Number > task.MaxHistory {
@@ -54,17 +55,21 @@ func (s *Store) Attempts(ctx context.Context, lambda, id string) (task.History, 
 	for rows.Next() {
 		found = true
 		var number, started, ended sql.NullInt64
-		var outcome, msg, worker sql.NullString
-		if err := rows.Scan(&number, &started, &ended, &outcome, &msg, &worker); err != nil {
+		var outcome, msg, worker, log, logs sql.NullString
+		if err := rows.Scan(&number, &started, &ended, &outcome, &msg, &worker, &log, &logs); err != nil {
 			return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
 		}
 		if !number.Valid {
 			continue // the task, without attempts
 		}
-		kept = append(kept, task.Attempt{
+		a := task.Attempt{
 			Number: int(number.Int64), StartedAt: fromNanos(started), EndedAt: fromNanos(ended),
-			Outcome: task.Outcome(outcome.String), Error: msg.String, Worker: worker.String,
-		})
+			Outcome: task.Outcome(outcome.String), Error: msg.String, Worker: worker.String, Log: log.String,
+		}
+		if a.LogLocation, err = scanLogLocation(logs); err != nil {
+			return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
+		}
+		kept = append(kept, a)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return task.History{}, fmt.Errorf("sqlitestore: attempts of %s/%s: %w", lambda, id, err)
@@ -73,4 +78,25 @@ func (s *Store) Attempts(ctx context.Context, lambda, id string) (task.History, 
 		return task.History{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
 	}
 	return task.NewHistory(kept), nil
+}
+
+// logLocationArg is the log_location column of l: its JSON, or NULL.
+func logLocationArg(l *task.LogLocation) any {
+	if l == nil {
+		return nil
+	}
+	b, _ := json.Marshal(l) // strings only: it cannot fail
+	return string(b)
+}
+
+// scanLogLocation reads back a log_location column.
+func scanLogLocation(col sql.NullString) (*task.LogLocation, error) {
+	if !col.Valid || col.String == "" {
+		return nil, nil
+	}
+	var l task.LogLocation
+	if err := json.Unmarshal([]byte(col.String), &l); err != nil {
+		return nil, fmt.Errorf("log_location: %w", err)
+	}
+	return &l, nil
 }

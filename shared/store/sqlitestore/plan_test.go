@@ -525,3 +525,52 @@ func ids(tasks []task.Task) []string {
 	}
 	return out
 }
+
+// TestMigrateAttemptLogs: a file written before attempts kept their logs (no log columns) gets
+// them when opened, and its tasks' attempts then keep their logs and where they are.
+func TestMigrateAttemptLogs(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	tk, err := task.New(task.Spec{ID: "t"}, task.Lambda{Name: "old"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `ALTER TABLE attempts DROP COLUMN log; ALTER TABLE attempts DROP COLUMN log_location;
+		ALTER TABLE tasks DROP COLUMN log_location`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, path)
+	defer s.Close()
+	enq, err := task.Enqueue(tk, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := task.Claim(enq, "L", now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed.LogLocation = &task.LogLocation{Group: "g", Stream: "s"}
+	done, err := task.Succeed(claimed, "L", nil, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ next, prev task.Task }{{enq, tk}, {claimed, enq}, {done.Logged("ran\n"), claimed}} {
+		if err := s.Update(ctx, w.next, w.prev.Version); err != nil {
+			t.Fatalf("Update to %s after migrating: %v", w.next.Status, err)
+		}
+	}
+	h, err := s.Attempts(ctx, "old", "t")
+	if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Log != "ran\n" || h.Attempts[0].LogLocation == nil || h.Attempts[0].LogLocation.Group != "g" {
+		t.Fatalf("history after migrating: %+v, %v; want its attempt with its log and where its logs are", h.Attempts, err)
+	}
+}

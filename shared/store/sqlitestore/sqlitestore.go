@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	started_at      INTEGER,
 	ended_at        INTEGER,
 	worker          TEXT    NOT NULL DEFAULT '',
+	log_location    TEXT,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -141,6 +142,8 @@ CREATE TABLE IF NOT EXISTS attempts (
 	outcome    TEXT    NOT NULL,
 	error      TEXT    NOT NULL,
 	worker     TEXT    NOT NULL,
+	log        TEXT    NOT NULL DEFAULT '',
+	log_location TEXT,
 	PRIMARY KEY (lambda, id, attempt)
 );
 CREATE TRIGGER IF NOT EXISTS attempts_of_deleted AFTER DELETE ON tasks BEGIN
@@ -185,7 +188,7 @@ func laneOf(s task.Status, priority string) string {
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
 	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
-	attempt_seq, started_at, ended_at, worker`
+	attempt_seq, started_at, ended_at, worker, log_location`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -342,7 +345,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -387,7 +390,7 @@ const updateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
@@ -400,7 +403,7 @@ const updateStateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?
 	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
 // updateStateArgs are updateStateSQL's arguments for t written over version prev.
@@ -409,7 +412,7 @@ func updateStateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation),
 		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
@@ -419,7 +422,7 @@ func updateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation),
 		t.Lambda, t.ID, prev}
 }
 
@@ -694,7 +697,7 @@ func insertArgs(t task.Task) []any {
 		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation),
 	}
 }
 
@@ -1203,11 +1206,12 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var status string
 	var payload, result, settled []byte
 	var runAt, deadline, trigger, created, updated, notBefore, started, ended sql.NullInt64
+	var logs sql.NullString
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
 		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
-		&t.AttemptSeq, &started, &ended, &t.Worker)
+		&t.AttemptSeq, &started, &ended, &t.Worker, &logs)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -1215,6 +1219,9 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
 	t.Deadline, t.NextTriggerAt, t.NotBefore = ptrFromNanos(deadline), ptrFromNanos(trigger), ptrFromNanos(notBefore)
 	t.StartedAt, t.EndedAt = ptrFromNanos(started), ptrFromNanos(ended)
+	if t.LogLocation, err = scanLogLocation(logs); err != nil {
+		return task.Task{}, err
+	}
 	return t, nil
 }
 
@@ -1277,7 +1284,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
-// attempt's), and the counts table filled from the tasks, before the schema's indexes and
+// attempt's, the attempts' log), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1308,12 +1315,33 @@ func migrate(w *sql.DB) error {
 		{"started_at", "INTEGER"},
 		{"ended_at", "INTEGER"},
 		{"worker", "TEXT NOT NULL DEFAULT ''"},
+		{"log_location", "TEXT"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err
 		} else if !present {
 			if _, err := tx.Exec(`ALTER TABLE tasks ADD COLUMN ` + c.name + ` ` + c.def); err != nil {
 				return fmt.Errorf("add column %s: %w", c.name, err)
+			}
+		}
+	}
+	// The attempts' logs came after their history: a file without attempts gets them whole.
+	histories, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'attempts'`)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct{ name, def string }{
+		{"log", "TEXT NOT NULL DEFAULT ''"},
+		{"log_location", "TEXT"},
+	} {
+		if !histories {
+			break
+		}
+		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('attempts') WHERE name = ?`, c.name); err != nil {
+			return err
+		} else if !present {
+			if _, err := tx.Exec(`ALTER TABLE attempts ADD COLUMN ` + c.name + ` ` + c.def); err != nil {
+				return fmt.Errorf("add column %s to attempts: %w", c.name, err)
 			}
 		}
 	}

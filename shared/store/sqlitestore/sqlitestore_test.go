@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 		s := open(t, filepath.Join(t.TempDir(), "atf.db"))
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}, storetest.KeepsLogs())
 }
 
 // TestDurable checks that what was written is there after the store is closed and reopened,

@@ -23,7 +23,7 @@ func TestUnsyncedConformance(t *testing.T) {
 		s := open(t, filepath.Join(t.TempDir(), "atf.db"))
 		t.Cleanup(func() { s.Close() })
 		return s.Unsynced()
-	})
+	}, storetest.KeepsLogs())
 }
 
 // TestUnsyncedLeavesOthersSynced: after an unsynced group, the writer's connection syncs again,

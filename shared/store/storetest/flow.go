@@ -26,8 +26,13 @@ import (
 type Option func(*config)
 
 type config struct {
-	fan int // upstreams of one task in FlowFanIn, downstreams of one task in FlowFanOut
+	fan  int  // upstreams of one task in FlowFanIn, downstreams of one task in FlowFanOut
+	logs bool // the store keeps the attempts' logs (KeepsLogs)
 }
+
+// KeepsLogs says the store keeps each attempt's log (task.Attempt.Log), as the embedded store
+// does; a store without it keeps none, and the rest of the attempt all the same.
+func KeepsLogs() Option { return func(c *config) { c.logs = true } }
 
 // Fan sets how many upstreams one task has in the fan-in test, and how many downstreams one task
 // has in the fan-out test: task.MaxAfter unless set. A store on an emulator may take fewer.

@@ -3,17 +3,21 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
 
-// attemptRun is one attempt to write: claimed by worker at start, ended by end at start + took.
+// attemptRun is one attempt to write: claimed by worker at start, with its logs at logs, ended
+// by end at start + took.
 type attemptRun struct {
 	worker string
 	took   time.Duration
 	end    func(running task.Task, now time.Time) (task.Task, error)
+	logs   *task.LogLocation
 }
 
 // runAttempt enqueues the due task t, claims it for run.worker at now and ends the attempt with
@@ -29,7 +33,7 @@ func runAttempt(t *testing.T, s task.Store, tk task.Task, now time.Time, run att
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	claimed.Worker = run.worker
+	claimed.Worker, claimed.LogLocation = run.worker, run.logs
 	ended, err := run.end(claimed, now.Add(run.took))
 	if err != nil {
 		t.Fatalf("ending attempt %d: %v", claimed.AttemptSeq, err)
@@ -62,17 +66,17 @@ func testHistory(t *testing.T, s task.Store) {
 	retried, once, waiting := plain(l, "retried", now), plain(l, "once", now), plain(l, "waiting", now)
 	create(t, s, retried, once, waiting)
 
-	tk := runAttempt(t, s, retried, now, attemptRun{"worker-a", 2 * time.Second, failWith("boom 1")}, update)
+	tk := runAttempt(t, s, retried, now, attemptRun{"worker-a", 2 * time.Second, failWith("boom 1"), nil}, update)
 	start2 := *tk.NextTriggerAt
 	timeout := func(r task.Task, _ time.Time) (task.Task, error) {
 		return task.Timeout(r, *r.NextTriggerAt, cfg, 0)
 	}
-	tk = runAttempt(t, s, tk, start2, attemptRun{"worker-b", 0, timeout}, updateMany)
+	tk = runAttempt(t, s, tk, start2, attemptRun{"worker-b", 0, timeout, nil}, updateMany)
 	start3 := *tk.NextTriggerAt
 	succeed := func(r task.Task, now time.Time) (task.Task, error) {
 		return task.Succeed(r, "lease", []byte(`{"ok":true}`), now, cfg)
 	}
-	runAttempt(t, s, tk, start3, attemptRun{"worker-c", 1500 * time.Millisecond, succeed}, update)
+	runAttempt(t, s, tk, start3, attemptRun{"worker-c", 1500 * time.Millisecond, succeed, nil}, update)
 
 	want := []task.Attempt{
 		{Number: 1, StartedAt: now, EndedAt: now.Add(2 * time.Second), Outcome: task.OutcomeRetriable, Error: "boom 1", Worker: "worker-a"},
@@ -81,7 +85,7 @@ func testHistory(t *testing.T, s task.Store) {
 	}
 	checkHistory(t, s, l, "retried", task.History{Attempts: want})
 
-	runAttempt(t, s, once, now, attemptRun{"worker-a", time.Second, succeed}, update)
+	runAttempt(t, s, once, now, attemptRun{"worker-a", time.Second, succeed, nil}, update)
 	checkHistory(t, s, l, "once", task.History{Attempts: []task.Attempt{
 		{Number: 1, StartedAt: now, EndedAt: now.Add(time.Second), Outcome: task.OutcomeSuccess, Worker: "worker-a"},
 	}})
@@ -105,7 +109,7 @@ func testHistoryBounded(t *testing.T, s task.Store) {
 	var want []task.Attempt
 	for i := 1; i <= task.MaxHistory+1; i++ {
 		msg := fmt.Sprintf("boom %d", i)
-		tk = runAttempt(t, s, tk, at, attemptRun{"w", time.Second, failWith(msg)}, update)
+		tk = runAttempt(t, s, tk, at, attemptRun{"w", time.Second, failWith(msg), nil}, update)
 		want = append(want, task.Attempt{Number: i, StartedAt: at, EndedAt: at.Add(time.Second), Outcome: task.OutcomeRetriable, Error: msg, Worker: "w"})
 		if tk.NextTriggerAt != nil {
 			at = *tk.NextTriggerAt
@@ -127,9 +131,46 @@ func testHistoryBounded(t *testing.T, s task.Store) {
 	at = at.Add(time.Hour)
 	runAttempt(t, s, redriven, at, attemptRun{"w2", time.Second, func(r task.Task, now time.Time) (task.Task, error) {
 		return task.Fail(r, "lease", "fatal", false, now, cfg, 0)
-	}}, update)
+	}, nil}, update)
 	want = append(want, task.Attempt{Number: task.MaxHistory + 2, StartedAt: at, EndedAt: at.Add(time.Second), Outcome: task.OutcomeFatal, Error: "fatal", Worker: "w2"})
 	checkHistory(t, s, l, "t", task.History{Attempts: want[2:], Dropped: 2})
+}
+
+// testHistoryLog: an attempt ended with a log (task.Task.Logged) keeps it in the history, a
+// failure's as a success's, if the store keeps logs (KeepsLogs); one that does not keeps the
+// attempts without their logs. Every store keeps where each attempt's logs are, as its claim
+// named them (its stream the worker's name, as a worker function's, or another).
+func testHistoryLog(t *testing.T, s task.Store, keepsLogs bool) {
+	l, now := lambdaName(), base()
+	cfg := task.Config{}.WithDefaults()
+	update := func(next task.Task, prev int64) error { return s.Update(t.Context(), next, prev) }
+	tk := plain(l, "logged", now)
+	create(t, s, tk)
+	failLog, successLog := "fetching page 1\nconnection reset\n", strings.Repeat("é", task.MaxLogBytes/2)+"processing Pat\n"
+	locations := []*task.LogLocation{
+		{Group: "/aws/lambda/worker-echo", Stream: "w", RequestID: "req-1"},
+		{Group: "/ecs/executor-echo", Stream: "echo/executor/0a1b2c"},
+	}
+	logged := func(end func(r task.Task, now time.Time) (task.Task, error), log string) func(task.Task, time.Time) (task.Task, error) {
+		return func(r task.Task, now time.Time) (task.Task, error) {
+			next, err := end(r, now)
+			return next.Logged(log), err
+		}
+	}
+	tk = runAttempt(t, s, tk, now, attemptRun{"w", time.Second, logged(failWith("boom"), failLog), locations[0]}, update)
+	start2 := *tk.NextTriggerAt
+	runAttempt(t, s, tk, start2, attemptRun{"w", time.Second, logged(func(r task.Task, now time.Time) (task.Task, error) {
+		return task.Succeed(r, "lease", nil, now, cfg)
+	}, successLog), locations[1]}, update)
+
+	wantLogs := []string{"", ""}
+	if keepsLogs {
+		wantLogs = []string{failLog, task.TailLog(successLog)}
+	}
+	checkHistory(t, s, l, "logged", task.History{Attempts: []task.Attempt{
+		{Number: 1, StartedAt: now, EndedAt: now.Add(time.Second), Outcome: task.OutcomeRetriable, Error: "boom", Worker: "w", Log: wantLogs[0], LogLocation: locations[0]},
+		{Number: 2, StartedAt: start2, EndedAt: start2.Add(time.Second), Outcome: task.OutcomeSuccess, Worker: "w", Log: wantLogs[1], LogLocation: locations[1]},
+	}})
 }
 
 func checkHistory(t *testing.T, s task.Store, lambda, id string, want task.History) {
@@ -147,7 +188,8 @@ func checkHistory(t *testing.T, s task.Store, lambda, id string, want task.Histo
 	for i, w := range want.Attempts {
 		g := got.Attempts[i]
 		if g.Number != w.Number || !g.StartedAt.Equal(w.StartedAt) || !g.EndedAt.Equal(w.EndedAt) ||
-			g.Outcome != w.Outcome || g.Error != w.Error || g.Worker != w.Worker {
+			g.Outcome != w.Outcome || g.Error != w.Error || g.Worker != w.Worker || g.Log != w.Log ||
+			!reflect.DeepEqual(g.LogLocation, w.LogLocation) {
 			t.Errorf("attempt %d of %s/%s:\n  got  %+v\n  want %+v", i, lambda, id, g, w)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"Redrive", testRedrive},
 		{"History", testHistory},
 		{"HistoryBounded", testHistoryBounded},
+		{"HistoryLog", func(t *testing.T, s task.Store) { testHistoryLog(t, s, c.logs) }},
 	}
 	cases = append(cases, flowCases(c)...)
 	cases = append(cases, scheduleCases()...)
@@ -81,6 +83,7 @@ func full(lambda, id string, now time.Time) task.Task {
 		CreatedAt: now.Add(-2 * time.Minute), UpdatedAt: now, Version: 5,
 		Lease: "lease-abc", Spec: "spec-fingerprint",
 		AttemptSeq: 3, StartedAt: ptr(now.Add(-10 * time.Second)), EndedAt: ptr(now.Add(-5 * time.Second)), Worker: "executor-1",
+		LogLocation: &task.LogLocation{Group: "/aws/lambda/worker-echo", Stream: "executor-1", RequestID: "req-1"},
 	}
 }
 
@@ -146,6 +149,7 @@ func diff(want, got task.Task) []string {
 	ptrEq("StartedAt", want.StartedAt, got.StartedAt)
 	ptrEq("EndedAt", want.EndedAt, got.EndedAt)
 	check("Worker", want.Worker == got.Worker, want.Worker, got.Worker)
+	check("LogLocation", reflect.DeepEqual(want.LogLocation, got.LogLocation), want.LogLocation, got.LogLocation)
 	return d
 }
 

@@ -198,6 +198,17 @@ function TaskTable({ tasks, act }) {
 
 const json = (v) => JSON.stringify(v, null, 2);
 
+// AttemptLogs shows the log of each attempt that kept one (atf dev keeps the last 16 KiB of its
+// handler's standard error), or where it is in CloudWatch Logs (on AWS), the latest open.
+function AttemptLogs({ attempts }) {
+  const logged = attempts.filter((a) => a.log || a.log_location);
+  if (!logged.length) return html`<p class="muted">No attempt kept a log (atf dev keeps each attempt's standard error; on AWS the logs are in CloudWatch).</p>`;
+  const where = (l) => html`<p class="log-location">In CloudWatch Logs: log group <code>${l.log_group}</code>, stream <code>${l.log_stream}</code>
+    ${l.request_id && html`, request id <code>${l.request_id}</code>`} (<code>atf logs</code> prints a Logs Insights query).</p>`;
+  return logged.map((a, i) => html`<details class="log" data-attempt-log=${a.attempt} open=${i === logged.length - 1}>
+    <summary>attempt ${a.attempt} (${a.outcome})</summary>${a.log ? html`<pre>${a.log}</pre>` : where(a.log_location)}</details>`);
+}
+
 function TaskDetail({ lambda, id }) {
   const [t, error, reload] = usePoll(() => api(taskPath(lambda, id)), [lambda, id]);
   const [downs] = usePoll(() => api(taskPath(lambda, id) + '/downstreams?limit=50'), [lambda, id]);
@@ -221,7 +232,8 @@ function TaskDetail({ lambda, id }) {
       ${hist.attempts.length ? html`<table id="attempts"><thead><tr><th class="num">#</th><th>started</th><th class="num">ms</th><th>outcome</th><th>worker</th><th>error</th></tr></thead>
         <tbody>${hist.attempts.map((a) => html`<tr data-attempt=${a.attempt}><td class="num">${a.attempt}</td><td><${When} t=${a.started_at} /></td><td class="num">${a.duration_ms}</td>
           <td>${a.outcome}</td><td>${a.worker}</td><td class="error">${a.error}</td></tr>`)}</tbody></table>`
-      : html`<p class="muted">No attempt has ended yet.</p>`}`}
+      : html`<p class="muted">No attempt has ended yet.</p>`}
+      ${hist.attempts.length > 0 && html`<h3>Logs</h3><div id="attempt-logs"><${AttemptLogs} attempts=${hist.attempts} /></div>`}`}
     <h3>Error</h3>${t.error ? html`<pre class="error">${t.error}</pre>` : html`<p class="muted">none</p>`}
     <h3>Result</h3>${t.result != null ? html`<pre>${json(t.result)}</pre>` : html`<p class="muted">none</p>`}
     <h3>Payload</h3>${t.payload != null ? html`<pre>${json(t.payload)}</pre>` : html`<p class="muted">none</p>`}

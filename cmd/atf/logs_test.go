@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// TestPrintLog: atf logs prints a kept log as it was written; for an attempt whose log is in
+// CloudWatch Logs (on AWS), where it is, with a Logs Insights query over the attempt's stream
+// and time range and the AWS CLI command that runs it; and otherwise says there is none.
+func TestPrintLog(t *testing.T) {
+	start := time.Date(2026, 11, 28, 1, 2, 3, 0, time.UTC)
+	a := task.Attempt{Number: 2, StartedAt: start, EndedAt: start.Add(3 * time.Second), Outcome: task.OutcomeRetriable}
+	print := func(a task.Attempt) string {
+		var out bytes.Buffer
+		printLog(&out, attemptLog{Attempt: a, id: "w1"})
+		return out.String()
+	}
+
+	logged := a
+	logged.Log = "fetching\nconnection reset"
+	if got := print(logged); got != "fetching\nconnection reset\n" {
+		t.Errorf("a kept log: %q", got)
+	}
+
+	onAWS := a
+	onAWS.LogLocation = &task.LogLocation{Group: "/aws/lambda/atf-worker-echo", Stream: "2026/11/28/[$LATEST]0abc", RequestID: "req-1"}
+	got := print(onAWS)
+	for _, want := range []string{
+		"attempt 2 (retriable) of task w1 logged to CloudWatch Logs",
+		"log group:   /aws/lambda/atf-worker-echo", "log stream:  2026/11/28/[$LATEST]0abc", "request id:  req-1",
+		"time range:  2026-11-28T01:01:03Z to 2026-11-28T01:03:06Z",
+		`| filter @logStream = "2026/11/28/[$LATEST]0abc"`,
+		"aws logs start-query --log-group-name '/aws/lambda/atf-worker-echo' --start-time 1795827663 --end-time 1795827786 --query-string 'fields @timestamp",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("a log in CloudWatch: output lacks %q:\n%s", want, got)
+		}
+	}
+
+	if got := print(a); !strings.Contains(got, "attempt 2 (retriable) kept no log") {
+		t.Errorf("no log: %q", got)
+	}
+}
