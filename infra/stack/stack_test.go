@@ -502,7 +502,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestStore: the table is dynamostore.TableInput's: keys, the due and list indexes with their
+// TestStore: the table is dynamostore.TableInput's: keys, the due, list and failed indexes with their
 // projections; on demand, TTL on "expires"; PITR, deletion protection and retention as each
 // environment says.
 func TestStore(t *testing.T) {
@@ -512,10 +512,14 @@ func TestStore(t *testing.T) {
 		var gsis []any
 		for _, g := range in.GlobalSecondaryIndexes {
 			pk, sk := keys(g.KeySchema)
+			projection := map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": g.Projection.NonKeyAttributes}
+			if g.Projection.ProjectionType == "KEYS_ONLY" {
+				projection = map[string]any{"ProjectionType": "KEYS_ONLY"}
+			}
 			gsis = append(gsis, map[string]any{
 				"IndexName":  *g.IndexName,
 				"KeySchema":  []any{map[string]any{"AttributeName": pk, "KeyType": "HASH"}, map[string]any{"AttributeName": sk, "KeyType": "RANGE"}},
-				"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": g.Projection.NonKeyAttributes},
+				"Projection": projection,
 			})
 		}
 		e := envs[name]
@@ -532,9 +536,12 @@ func TestStore(t *testing.T) {
 			"DeletionPolicy": map[bool]string{true: "Retain", false: "Delete"}[e.Retain],
 		})
 	}
-	// The due index by name, as the issue asks.
+	// The due index by name, as the issue asks, and the failed one, keys only.
 	environments(t)["dev"].template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
-		"GlobalSecondaryIndexes": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.DueIndex})}),
+		"GlobalSecondaryIndexes": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.DueIndex}),
+			assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.FailedIndex, "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}}),
+		}),
 	})
 }
 

@@ -50,6 +50,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Redrive", testRedrive},
+		{"ListFailed", testListFailed},
 		{"History", testHistory},
 		{"HistoryBounded", testHistoryBounded},
 	}
