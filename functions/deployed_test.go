@@ -335,6 +335,15 @@ func TestDeployedStack(t *testing.T) {
 				t.Errorf("list %s %s: %v, %v; want %v", w.lambda, w.status, ids, err, w.ids)
 			}
 		}
+		// The failed tasks of every lambda, through the API function's role (audited below).
+		failed, _, err := c.ListFailed(ctx, task.FailedParams{})
+		var refs []string
+		for _, tk := range failed {
+			refs = append(refs, tk.Lambda+"/"+tk.ID+" "+string(tk.Status))
+		}
+		if err != nil || !slices.Contains(refs, "flaky/dead dead") || !slices.Contains(refs, "flaky/fatal fatal_failure") {
+			t.Errorf("the failed tasks of every lambda: %v, %v; want flaky/dead and flaky/fatal among them", refs, err)
+		}
 	})
 	t.Run("sigv4", func(t *testing.T) { signedClients(t, c) })
 	t.Run("iam", func(t *testing.T) {

@@ -46,6 +46,9 @@ Usage:
       with --wait, once the task has ended, or as it stands after DURATION (such as 2m)
 ` + attemptsUsage + logsUsage + `  atf list LAMBDA [--status S[,S]...] [--collection C] [--created-from RFC3339]
           [--created-to RFC3339] [--limit N] [--cursor C]
+  atf failed [--status dead|fatal_failure] [--limit N] [--cursor C]
+      the tasks of every lambda that failed for good, the latest first: the dead letters
+      that atf redrive takes
   atf redrive LAMBDA ID [--payload JSON] [--priority P] [--max-attempts N]
   atf redrive LAMBDA --all | [--status dead|fatal_failure] [--collection C]
           [--created-from RFC3339] [--created-to RFC3339] [--limit N] [--payload JSON] ...
@@ -437,6 +440,26 @@ var clientCommands = map[string]clientCommand{
 			}
 			return taskPage{Tasks: tasks, NextCursor: next}, nil
 		}},
+	"failed": {0, false, "", []string{"status", "limit", "cursor"}, func(ctx context.Context, c *client.Client, _ []string, o flagValues) (any, error) {
+		var p task.FailedParams
+		for _, v := range o["status"] {
+			for _, st := range strings.Split(v, ",") {
+				if st != "" {
+					p.Statuses = append(p.Statuses, task.Status(st))
+				}
+			}
+		}
+		var err error
+		if p.Limit, err = o.intFlag("limit", 0); err != nil {
+			return nil, err
+		}
+		p.Cursor = o.get("cursor")
+		tasks, next, err := c.ListFailed(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		return failedPage{Tasks: tasks, NextCursor: next}, nil
+	}},
 	"cancel": {1, true, "LAMBDA ID, or LAMBDA with --collection or --status", []string{"collection", "status", "cursor"}, runCancel},
 	"after": {3, true, "LAMBDA ID REF...", nil, func(ctx context.Context, c *client.Client, pos []string, _ flagValues) (any, error) {
 		refs, err := parseRefs(pos[2:])
@@ -502,6 +525,9 @@ type taskPage struct {
 	NextCursor string      `json:"next_cursor"`
 }
 
+// failedPage is a page of `atf failed`: tasks of any lambda, so its table names theirs.
+type failedPage taskPage
+
 func printTable(out io.Writer, v any) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer w.Flush()
@@ -544,6 +570,15 @@ func printTable(out io.Writer, v any) error {
 		if v.NextCursor != "" {
 			w.Flush()
 			fmt.Fprintf(out, "more: --cursor %s\n", v.NextCursor)
+		}
+	case failedPage:
+		line("LAMBDA", "ID", "STATUS", "ATTEMPTS", "UPDATED", "ERROR")
+		for _, t := range v.Tasks {
+			line(t.Lambda, t.ID, string(t.Status), fmt.Sprint(t.Attempts), when(&t.UpdatedAt), firstLine(t.Error))
+		}
+		if v.NextCursor != "" {
+			w.Flush()
+			fmt.Fprintf(out, "more: atf failed --cursor %s\n", v.NextCursor)
 		}
 	case graphView:
 		printGraph(w, v)

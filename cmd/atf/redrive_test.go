@@ -9,7 +9,8 @@ import (
 	"github.com/openatf/atf/shared/client"
 )
 
-// TestCLIRedrive: atf list shows the dead letters by both failed statuses; atf redrive takes one
+// TestCLIRedrive: atf list shows the dead letters by both failed statuses, and atf failed those of
+// every lambda, with their lambda, a page at a time; atf redrive takes one
 // task, or a filter, or --all, with progress, and refuses to guess which.
 func TestCLIRedrive(t *testing.T) {
 	dev := startDev(t, handlersDir(t), embedded(t))
@@ -27,6 +28,17 @@ func TestCLIRedrive(t *testing.T) {
 	}
 	if out, err := cli("list", "fail", "--status", "dead,fatal_failure"); err != nil || strings.Count(out, "fatal_failure") != 3 {
 		t.Fatalf("list of failed tasks: %v\n%s", err, out)
+	}
+	// atf failed: the same across lambdas, each row naming its lambda, a page at a time.
+	if out, err := cli("failed"); err != nil || !regexp.MustCompile(`(?m)^LAMBDA\s+ID\s+STATUS`).MatchString(out) ||
+		len(regexp.MustCompile(`(?m)^fail\s+f[123]\s+fatal_failure\s`).FindAllString(out, -1)) != 3 {
+		t.Fatalf("atf failed: %v\n%s", err, out)
+	}
+	if out, err := cli("failed", "--limit", "2"); err != nil || strings.Count(out, "fatal_failure") != 2 || !strings.Contains(out, "more: atf failed --cursor ") {
+		t.Fatalf("atf failed --limit 2: %v\n%s", err, out)
+	}
+	if out, err := cli("failed", "--status", "success"); err == nil || !strings.Contains(out, "failed for good") {
+		t.Fatalf("atf failed --status success: want an error, got %v\n%s", err, out)
 	}
 	if out, err := cli("redrive", "fail"); err == nil || !strings.Contains(out, "--all") {
 		t.Fatalf("redrive without an id or filters: want an error naming --all, got %v\n%s", err, out)

@@ -41,6 +41,9 @@ var apiRoutes = []struct{ path, method string }{
 	{"/v1/lambdas/{lambda}/tasks/{id}/downstreams", "GET"},
 	{"/v1/lambdas/{lambda}/tasks/{id}/attempts", "GET"},
 	{"/v1/lambdas/{lambda}/gate", "PUT"},
+	// The failed tasks of every lambda: no lambda in its path, so a policy that allows a client
+	// its own lambdas' paths does not allow it.
+	{"/v1/tasks", "GET"},
 	// The live feed of lifecycle events: atf dev's; the API function answers 501 (subscribe on
 	// EventBridge), a route all the same so that the answer says so rather than a bare 404.
 	{"/v1/lambdas/{lambda}/events", "GET"},

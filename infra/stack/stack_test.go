@@ -271,7 +271,8 @@ func TestFunctions(t *testing.T) {
 }
 
 // TestAPI: the API is an HTTP API (no REST API): every route authorizes with AWS_IAM and has
-// the lambda in its path (but the contract's, GET /v1/openapi.json); the function gets payload format 1.0 (the REST proxy event apifn
+// the lambda in its path (but the contract's, GET /v1/openapi.json, and the failed tasks of every
+// lambda, GET /v1/tasks, which a policy of one lambda's paths does not allow); the function gets payload format 1.0 (the REST proxy event apifn
 // reads); the $default stage throttles every route and writes access logs.
 func TestAPI(t *testing.T) {
 	for name, s := range environments(t) {
@@ -289,7 +290,7 @@ func TestAPI(t *testing.T) {
 				t.Errorf("%s: route %v: authorization %v, want AWS_IAM", name, p["RouteKey"], a)
 			}
 			key, _ := p["RouteKey"].(string)
-			if _, path, _ := strings.Cut(key, " "); !strings.HasPrefix(path, "/v1/lambdas") && path != "/v1/openapi.json" {
+			if _, path, _ := strings.Cut(key, " "); !strings.HasPrefix(path, "/v1/lambdas") && path != "/v1/openapi.json" && path != "/v1/tasks" {
 				t.Errorf("%s: route %s outside /v1/lambdas", name, key)
 			}
 			keys = append(keys, key)
@@ -502,7 +503,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestStore: the table is dynamostore.TableInput's: keys, the due and list indexes with their
+// TestStore: the table is dynamostore.TableInput's: keys, the due, list and failed indexes with their
 // projections; on demand, TTL on "expires"; PITR, deletion protection and retention as each
 // environment says.
 func TestStore(t *testing.T) {
@@ -512,10 +513,14 @@ func TestStore(t *testing.T) {
 		var gsis []any
 		for _, g := range in.GlobalSecondaryIndexes {
 			pk, sk := keys(g.KeySchema)
+			projection := map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": g.Projection.NonKeyAttributes}
+			if g.Projection.ProjectionType == "KEYS_ONLY" {
+				projection = map[string]any{"ProjectionType": "KEYS_ONLY"}
+			}
 			gsis = append(gsis, map[string]any{
 				"IndexName":  *g.IndexName,
 				"KeySchema":  []any{map[string]any{"AttributeName": pk, "KeyType": "HASH"}, map[string]any{"AttributeName": sk, "KeyType": "RANGE"}},
-				"Projection": map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": g.Projection.NonKeyAttributes},
+				"Projection": projection,
 			})
 		}
 		e := envs[name]
@@ -532,9 +537,12 @@ func TestStore(t *testing.T) {
 			"DeletionPolicy": map[bool]string{true: "Retain", false: "Delete"}[e.Retain],
 		})
 	}
-	// The due index by name, as the issue asks.
+	// The due index by name, as the issue asks, and the failed one, keys only.
 	environments(t)["dev"].template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
-		"GlobalSecondaryIndexes": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.DueIndex})}),
+		"GlobalSecondaryIndexes": assertions.Match_ArrayWith(&[]any{
+			assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.DueIndex}),
+			assertions.Match_ObjectLike(&map[string]any{"IndexName": dynamostore.FailedIndex, "Projection": map[string]any{"ProjectionType": "KEYS_ONLY"}}),
+		}),
 	})
 }
 

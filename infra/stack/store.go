@@ -64,16 +64,16 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	})
 	for _, g := range in.GlobalSecondaryIndexes {
 		pk, sk := keys(g.KeySchema)
-		if g.Projection.ProjectionType != types.ProjectionTypeInclude {
-			panic(fmt.Errorf("dynamostore.TableInput: index %s projects %s; the stack knows INCLUDE", *g.IndexName, g.Projection.ProjectionType))
+		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName, PartitionKey: attr(pk), SortKey: attr(sk)}
+		switch g.Projection.ProjectionType {
+		case types.ProjectionTypeInclude:
+			props.ProjectionType, props.NonKeyAttributes = awsdynamodb.ProjectionType_INCLUDE, jsii.Strings(g.Projection.NonKeyAttributes...)
+		case types.ProjectionTypeKeysOnly:
+			props.ProjectionType = awsdynamodb.ProjectionType_KEYS_ONLY
+		default:
+			panic(fmt.Errorf("dynamostore.TableInput: index %s projects %s; the stack knows INCLUDE and KEYS_ONLY", *g.IndexName, g.Projection.ProjectionType))
 		}
-		table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-			IndexName:        g.IndexName,
-			PartitionKey:     attr(pk),
-			SortKey:          attr(sk),
-			ProjectionType:   awsdynamodb.ProjectionType_INCLUDE,
-			NonKeyAttributes: jsii.Strings(g.Projection.NonKeyAttributes...),
-		})
+		table.AddGlobalSecondaryIndex(props)
 	}
 	if !d.env.PITR {
 		suppress(table, "AwsSolutions-DDB3", "Point-in-time recovery is off by this environment's configuration (pitr): its tasks are disposable.")
@@ -151,7 +151,7 @@ func (s *store) grantGateReads(role awsiam.IRole) {
 // and the consumer, which serve every lambda.
 func (s *store) grant(role awsiam.IRole, actions ...string) {
 	s.table.Grant(role, *jsii.Strings(actions...)...)
-	suppress(role, "AwsSolutions-IAM5", "The wildcard stands for the indexes of the task table (due and list), which the store queries; no other table.",
+	suppress(role, "AwsSolutions-IAM5", "The wildcard stands for the indexes of the task table (due, list and failed), which the store queries; no other table.",
 		`/^Resource::<StoreTable[0-9A-F]{8}\.Arn>\/index\/\*$/`)
 }
 

@@ -109,3 +109,30 @@ func (c *Client) RedriveAll(ctx context.Context, p task.ListParams, o task.Redri
 		p.Cursor = r.Next
 	}
 }
+
+// ListFailed returns a page of the tasks of every lambda that failed for good (p.Statuses, some
+// of task.Failed, or both), the latest updated first, and the cursor of the next page, empty
+// after the last: GET /v1/tasks. A page may come short of p.Limit, and still have a cursor, where
+// the store's index still listed a task that was redriven meanwhile.
+func (c *Client) ListFailed(ctx context.Context, p task.FailedParams) ([]task.Task, string, error) {
+	q := url.Values{}
+	var statuses []string
+	for _, st := range p.Statuses {
+		statuses = append(statuses, string(st))
+	}
+	if len(statuses) > 0 {
+		q.Set("status", strings.Join(statuses, ","))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	var page struct {
+		Tasks      []task.Task `json:"tasks"`
+		NextCursor string      `json:"next_cursor"`
+	}
+	_, err := c.do(ctx, retry, http.MethodGet, "/v1/tasks?"+q.Encode(), nil, &page)
+	return page.Tasks, page.NextCursor, err
+}

@@ -104,7 +104,8 @@ type FlowStore interface {
 	AddUpstreams(ctx context.Context, t Task, prev int64, from int) error
 }
 
-// RedriveStore writes redriven tasks (see Redrive).
+// RedriveStore writes redriven tasks (see Redrive) and lists those that failed for good, the
+// tasks a redrive takes, across lambdas.
 type RedriveStore interface {
 	// Redrive writes t, the result of task.Redrive from a task at version prev, like Update, and
 	// its Payload too (which may be new), so that the task lives again with its payload and its
@@ -112,6 +113,14 @@ type RedriveStore interface {
 	// ErrConflict if the version moved, or if the task's payload is gone (a store's retention
 	// removed it) and t carries none: a new payload is then needed.
 	Redrive(ctx context.Context, t Task, prev int64) error
+	// ListFailed returns tasks of every lambda that failed for good (p.StatusSet(), some of
+	// Failed), the latest updated first (then by lambda and id, descending), a page at a time,
+	// and the cursor of the next page, empty after the last. A page reads about as many entries
+	// as it holds, per status and per shard of a store that shards its index, whatever the
+	// number of lambdas, of failed tasks and of others. A task redriven (or removed by a store's
+	// retention) leaves it; the cursor is past every task returned, so none comes twice unless
+	// it was updated meanwhile.
+	ListFailed(ctx context.Context, p FailedParams) (tasks []Task, next string, err error)
 }
 
 // MaxBatch is how many tasks one CreateBatch takes: as many as one DynamoDB transaction holds.

@@ -109,6 +109,42 @@ test('pauses a schedule from the Operations page, sees it paused, and resumes it
   assert.equal((await apiGet('/v1/lambdas/echo/schedules/daily')).state, 'active');
 });
 
+test('lists the failed tasks of every lambda, the latest first, and filters them by status', async () => {
+  await page.goto(url + '/#/tasks');
+  await page.locator('header nav a[href="#/failed"]').click();
+  const dead = page.locator('#failed tr[data-lambda="once"][data-task="dead-1"]');
+  const fatal = page.locator('#failed tr[data-lambda="fatal"][data-task="fatal-1"]');
+  await dead.locator('[data-status="dead"]').waitFor(WAIT);
+  await fatal.locator('[data-status="fatal_failure"]').waitFor(WAIT);
+  assert.equal(await fatal.locator('td').first().textContent(), 'fatal'); // the lambda's column
+  // Exactly the API's page: the two that failed for good, not the retriable nor the
+  // upstream_failed, the latest updated first.
+  const listed = (await apiGet('/v1/tasks?limit=50')).tasks;
+  assert.deepEqual(listed.map((t) => t.lambda + '/' + t.id).sort(), ['fatal/fatal-1', 'once/dead-1']);
+  assert.ok(Date.parse(listed[0].updated_at) >= Date.parse(listed[1].updated_at), 'the API lists the latest first');
+  const shown = await page.locator('#failed table.tasks tbody tr').evaluateAll((trs) => trs.map((tr) => tr.dataset.lambda + '/' + tr.dataset.task));
+  assert.deepEqual(shown, listed.map((t) => t.lambda + '/' + t.id));
+  await shot('failed');
+  await page.locator('#failed-filter select[name=status]').selectOption('dead');
+  await fatal.waitFor({ state: 'detached', ...WAIT });
+  await dead.waitFor(WAIT);
+  assert.equal(await page.locator('#failed table.tasks tbody tr').count(), 1);
+});
+
+test('says which paused gate holds a task, in its list and on its page', async () => {
+  const says = 'held by the paused gate of collection hold of echo';
+  await page.goto(url + '/#/tasks?lambda=echo&collection=hold');
+  // new, or enqueued if it was sent ahead: either way it waits for the gate
+  await page.locator('table.tasks tr[data-task="held-1"] .held').filter({ hasText: says }).waitFor(WAIT);
+  await page.goto(url + '/#/task/echo/held-1');
+  await page.locator('#held-by').filter({ hasText: says }).waitFor(WAIT);
+  await shot('held');
+  // A task no gate holds says nothing of one.
+  await page.goto(url + '/#/task/echo/ok-1');
+  await page.locator('#task-detail h2 [data-status="success"]').waitFor(WAIT);
+  assert.equal(await page.locator('#held-by, .held').count(), 0);
+});
+
 test('redrives a dead task from the dead letters, and it succeeds', async () => {
   await page.goto(url + '/#/ops?lambda=once');
   const dead = page.locator('#dead-letters tr[data-task="dead-1"]');

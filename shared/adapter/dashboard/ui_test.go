@@ -111,9 +111,9 @@ func uiTools(t *testing.T) (node, chromium string) {
 }
 
 // seed starts atf dev with a token and four lambdas, and leaves tasks in every status:
-//   - echo: success (ok-1..3), new (later: due in an hour), pending (waits-later), cancelled
-//     (cancelled-1), dropped (spam-1, by a drop gate on the collection spam), upstream_failed
-//     (orphan, after the fatal task);
+//   - echo: success (ok-1..3), new (later: due in an hour; held-1, held by a paused gate on the
+//     collection hold), pending (waits-later), cancelled (cancelled-1), dropped (spam-1, by a
+//     drop gate on the collection spam), upstream_failed (orphan, after the fatal task);
 //   - once: fails the first run of each task id, succeeds after: dead (dead-1, one attempt;
 //     redriven by the suite, it succeeds) and retriable_failure (retry-1, its retry an hour away);
 //   - fatal: fatal_failure (fatal-1), its attempt with a log;
@@ -157,6 +157,9 @@ func seed(t *testing.T) *client.Client {
 	if _, err := c.SetGate(ctx, "echo", "spam", "drop"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.SetGate(ctx, "echo", "hold", "pause"); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := c.CreateSchedule(ctx, "echo", task.ScheduleSpec{ID: "daily", Rate: "24h"}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +173,7 @@ func seed(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	schedule("echo", client.ScheduleRequest{ID: "spam-1", Collection: "spam"})
+	schedule("echo", client.ScheduleRequest{ID: "held-1", Collection: "hold"})
 	schedule("once", client.ScheduleRequest{ID: "dead-1", MaxAttempts: 1})
 	schedule("once", client.ScheduleRequest{ID: "retry-1"})
 	schedule("fatal", client.ScheduleRequest{ID: "fatal-1", Payload: json.RawMessage(`{"bad":true}`)})

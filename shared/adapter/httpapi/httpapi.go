@@ -22,6 +22,8 @@
 //	                                              filters and cursor; answers counts and a cursor
 //	PUT  /v1/lambdas/{lambda}/gate                {"mode":"open|pause|drop","collection":"..."}
 //	GET  /v1/lambdas                              lambdas, gates and task counts
+//	GET  /v1/tasks?status=dead,fatal_failure      the tasks of every lambda that failed for good,
+//	                                              latest updated first: ?status=&limit=&cursor=
 //	     /v1/lambdas/{lambda}/schedules            periodic schedules (see schedule.go)
 //	GET  /v1/lambdas/{lambda}/events              the live feed of lifecycle events, atf dev only
 //	                                              (see events.go)
@@ -42,6 +44,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -116,6 +119,7 @@ func New(svc *frontend.Service, log *slog.Logger, opts ...Option) http.Handler {
 	a.mux.HandleFunc("GET /v1/lambdas/{lambda}/tasks/{id}/attempts", a.attempts)
 	a.mux.HandleFunc("PUT /v1/lambdas/{lambda}/gate", a.gate)
 	a.mux.HandleFunc("GET /v1/lambdas", a.lambdas)
+	a.mux.HandleFunc("GET /v1/tasks", a.listFailed)
 	a.routeSchedules()
 	a.routeEvents()
 	a.mux.HandleFunc("GET /v1/openapi.json", a.openAPI)
@@ -390,15 +394,36 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			a.fail(w, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", task.Echo(s), task.MaxListLimit))
-			return
-		}
-		p.Limit = n
+	var err error
+	if p.Limit, err = limitOf(q); err != nil {
+		a.fail(w, err)
+		return
 	}
-	tasks, next, err := a.svc.List(r.Context(), p)
+	a.writePage(w, func(limit int) ([]task.Task, string, error) {
+		if limit > 0 {
+			p.Limit = limit
+		}
+		return a.svc.List(r.Context(), p)
+	})
+}
+
+// limitOf reads a list's limit: 0 if absent, for the default.
+func limitOf(q url.Values) (int, error) {
+	s := q.Get("limit")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, task.Errorf(task.ErrInvalid, "limit %q is not a number in 1..%d", task.Echo(s), task.MaxListLimit)
+	}
+	return n, nil
+}
+
+// writePage answers a page of tasks that list reads: list(0) is the page asked for, and
+// list(n) the same page cut to n tasks, with the cursor after them.
+func (a *api) writePage(w http.ResponseWriter, list func(limit int) ([]task.Task, string, error)) {
+	tasks, next, err := list(0)
 	for refits := 0; err == nil; refits++ {
 		var encoded [][]byte
 		if encoded, err = encodeTasks(tasks); err != nil {
@@ -412,11 +437,10 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		// Over the byte budget: ask again for the tasks that fit, so that the store gives the
 		// cursor after the last of them. The page it gives is the same or a prefix, unless tasks
 		// changed meanwhile; then try again, and at last take a single task, which always fits.
-		p.Limit = fit
 		if refits == maxListRefits {
-			p.Limit = 1
+			fit = 1
 		}
-		tasks, next, err = a.svc.List(r.Context(), p)
+		tasks, next, err = list(fit)
 	}
 	a.fail(w, err)
 }

@@ -14,6 +14,29 @@ import (
 // time, or a page of a filtered list per request (RedriveMatching), so that a request's reads
 // and writes are bounded by its page, never by the backlog of dead tasks.
 
+// ListFailed returns a page of the tasks of every registered lambda that failed for good (the
+// dead letters, which a redrive takes), latest updated first. It reads about as much as the page
+// holds, however many lambdas and tasks there are (task.RedriveStore.ListFailed). The tasks of a
+// lambda no longer registered are left out, as the API answers 404 for everything about it: a
+// page may then be short, with its cursor.
+func (s *Service) ListFailed(ctx context.Context, p task.FailedParams) ([]task.Task, string, error) {
+	if err := p.Validate(); err != nil {
+		return nil, "", err
+	}
+	tasks, next, err := s.store.ListFailed(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	lambdas, err := s.lambdas.Lambdas(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	tasks = slices.DeleteFunc(tasks, func(t task.Task) bool {
+		return !slices.ContainsFunc(lambdas, func(l task.Lambda) bool { return l.Name == t.Lambda })
+	})
+	return tasks, next, nil
+}
+
 // Redrive gives one dead or fatally failed task a second life. A task sent ahead of the sweep
 // when the schedule path would send it (ahead.go): it runs at once.
 func (s *Service) Redrive(ctx context.Context, lambda, id string, o task.RedriveOptions) (task.Task, error) {

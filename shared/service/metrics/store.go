@@ -48,7 +48,7 @@ func KindOf(err error) (Kind, bool) {
 var StoreOps = []string{
 	"AddEdges", "AddUpstreams", "Counts", "Create", "CreateBatch", "CreateSchedule", "DeleteSchedule",
 	"Downstreams", "Due", "DueSchedules", "FireSchedule", "Gates", "Get", "GetBatch", "GetMany",
-	"GetSchedule", "GetState", "List", "ListSchedules", "Redrive", "SetGate", "Triggered", "Update",
+	"GetSchedule", "GetState", "List", "ListFailed", "ListSchedules", "Redrive", "SetGate", "Triggered", "Update",
 	"UpdateMany", "UpdateSchedule", "Upstreams",
 }
 
@@ -200,6 +200,11 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	tasks, next, err := s.Store.List(ctx, p)
 	return tasks, next, s.check("List", err)
+}
+
+func (s *Store) ListFailed(ctx context.Context, p task.FailedParams) ([]task.Task, string, error) {
+	tasks, next, err := s.Store.ListFailed(ctx, p)
+	return tasks, next, s.check("ListFailed", err)
 }
 
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {

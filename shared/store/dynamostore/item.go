@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ const (
 	attrDueSK       = "due_sk"
 	attrListPK      = "list_pk"
 	attrListSK      = "list_sk"
+	attrFailedPK    = "fail_pk" // present only on a task that failed for good (task.Failed)
+	attrFailedSK    = "fail_sk"
 	attrExpires     = "expires" // TTL, epoch seconds; set on terminal tasks only
 	attrLambda      = "lambda"
 	attrID          = "id"
@@ -77,6 +80,9 @@ const (
 	// a projection cannot change in place, and a new name makes a store and a table of
 	// different versions fail loudly rather than list by a status the index does not hold.
 	ListIndex = "list2"
+	// FailedIndex holds one entry per task that failed for good (sparse: task.Failed only), of
+	// every lambda, latest updated first: the dead letters across lambdas (ListFailed).
+	FailedIndex = "failed"
 )
 
 var (
@@ -86,6 +92,9 @@ var (
 	// The list entry projects the collection alone, which never changes: the id is in the sort
 	// key, and a status filter reads the task items (List).
 	listProjection = []string{attrCollection}
+	// The failed entry projects nothing but its keys: its status is in its partition key, its
+	// lambda and id in its sort key, and a page reads its task items anyway.
+	failedProjection []string
 )
 
 // Key values. '#' separates the parts: lambda and priority names, ids and collections never hold
@@ -169,7 +178,7 @@ const InlinePayload = 400
 // stateAttrs are the attributes of a task item that transitions write: all but the keys and the
 // payload, which never changes after Create. Update removes those a task does not have.
 var stateAttrs = []string{
-	attrDuePK, attrDueSK, attrListPK, attrListSK, attrExpires, attrLambda, attrID,
+	attrDuePK, attrDueSK, attrListPK, attrListSK, attrFailedPK, attrFailedSK, attrExpires, attrLambda, attrID,
 	attrCollection, attrPriority, attrStatus, attrResult, attrError, attrAttempts,
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
@@ -223,6 +232,10 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if t.NextTriggerAt != nil {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
 		item[attrDueSK] = s(dueSK(t))
+	}
+	if slices.Contains(task.Failed, t.Status) {
+		item[attrFailedPK] = s(failedPK(t.Status, t.Lambda, t.ID))
+		item[attrFailedSK] = s(failedSK(t))
 	}
 	if t.Status.Terminal() {
 		item[attrExpires] = n(st.expires(t))

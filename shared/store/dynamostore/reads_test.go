@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -355,5 +356,56 @@ func TestListByStatusPayloads(t *testing.T) {
 	// 5 index entries, 5 task items, and the 2 payload items of the page.
 	if n := reads.Load(); n != 12 {
 		t.Errorf("the page read %d items, want 12: 5 entries, 5 task items, 2 payload items", n)
+	}
+}
+
+// TestListFailedReads: a page of the failed tasks of every lambda reads at most limit+1 index
+// entries from each partition of the statuses asked for and the page's task items, whatever the
+// backlog: 400 failed tasks of 40 lambdas beside 400 that succeeded.
+func TestListFailedReads(t *testing.T) {
+	now := time.Now().UTC()
+	var reads atomic.Int64
+	db, table := newTable(t, nil, itemsRead(&reads))
+	s := newStore(t, db, dynamostoreConfig(table))
+	for i := range 40 {
+		l := task.Lambda{Name: fmt.Sprint("failing-", i)}.WithDefaults()
+		backlog(t, s, l, "t", 20, now, func(tk *task.Task) {
+			n, _ := strconv.Atoi(strings.TrimPrefix(tk.ID, "t-"))
+			tk.Status, tk.NextTriggerAt, tk.UpdatedAt = task.StatusSuccess, nil, now.Add(time.Duration(20*i+n)*time.Millisecond)
+			if n%2 == 0 {
+				tk.Status = task.Failed[n/2%2]
+			}
+		})
+	}
+	const limit = 10
+	for _, p := range []task.FailedParams{{Limit: limit}, {Limit: limit, Statuses: []task.Status{task.StatusDead}}} {
+		var seen []string
+		for page := range 3 {
+			reads.Store(0)
+			tasks, next, err := s.ListFailed(t.Context(), p)
+			if err != nil || len(tasks) != limit || next == "" {
+				t.Fatalf("ListFailed %+v, page %d: %d tasks, next %q, %v; want %d and a cursor", p, page, len(tasks), next, err, limit)
+			}
+			for _, tk := range tasks {
+				seen = append(seen, tk.Lambda+"/"+tk.ID)
+			}
+			bound := int64(len(p.StatusSet())*dynamostore.FailedShards*(limit+1) + limit)
+			if n := reads.Load(); n > bound {
+				t.Errorf("ListFailed %+v, page %d read %d items, want at most %d", p, page, n, bound)
+			}
+			p.Cursor = next
+		}
+		// The latest first: lambda 39's, t-18 down to t-0, then lambda 38's.
+		var want []string
+		for i := 39; len(want) < 3*limit; i-- {
+			for n := 18; n >= 0 && len(want) < 3*limit; n -= 2 {
+				if p.Statuses == nil || task.Failed[n/2%2] == task.StatusDead {
+					want = append(want, fmt.Sprintf("failing-%d/t-%d", i, n))
+				}
+			}
+		}
+		if !slices.Equal(seen, want) {
+			t.Errorf("ListFailed %+v: %v, want %v", p, seen, want)
+		}
 	}
 }

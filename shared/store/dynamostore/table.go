@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// TableInput describes the table: on-demand, keys pk and sk, the due and list indexes. The CDK
+// TableInput describes the table: on-demand, keys pk and sk, the due, list and failed indexes. The CDK
 // stack declares the same table; `atf dev --backend aws --create` and tests create it with this.
 func TableInput(table string) *dynamodb.CreateTableInput {
 	attr := func(name string) types.AttributeDefinition {
@@ -25,21 +25,24 @@ func TableInput(table string) *dynamodb.CreateTableInput {
 		}
 	}
 	index := func(name, pk, sk string, projected []string) types.GlobalSecondaryIndex {
-		return types.GlobalSecondaryIndex{
-			IndexName: aws.String(name), KeySchema: key(pk, sk),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: projected},
+		projection := &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: projected}
+		if len(projected) == 0 {
+			projection = &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly} // INCLUDE takes one attribute at least
 		}
+		return types.GlobalSecondaryIndex{IndexName: aws.String(name), KeySchema: key(pk, sk), Projection: projection}
 	}
 	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			attr(attrPK), attr(attrSK), attr(attrDuePK), attr(attrDueSK), attr(attrListPK), attr(attrListSK),
+			attr(attrFailedPK), attr(attrFailedSK),
 		},
 		KeySchema: key(attrPK, attrSK),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			index(DueIndex, attrDuePK, attrDueSK, dueProjection),
 			index(ListIndex, attrListPK, attrListSK, listProjection),
+			index(FailedIndex, attrFailedPK, attrFailedSK, failedProjection),
 		},
 	}
 }

@@ -49,6 +49,21 @@ func trace(t *testing.T, s *Store) *[]tracedQuery {
 // It returns the plan's steps.
 func checkPlan(t *testing.T, s *Store, q string, args ...any) []string {
 	t.Helper()
+	plan := planOf(t, s, q, args...)
+	shown := strings.Join(strings.Fields(strings.Replace(q, columns, "*", 1)), " ")
+	for _, step := range plan {
+		// A scan of json_each reads the list of ids the caller gave (getManySQL), not the table.
+		if (strings.HasPrefix(step, "SCAN ") && !strings.HasPrefix(step, "SCAN json_each ")) || strings.Contains(step, "TEMP B-TREE") {
+			t.Errorf("%s %v\n  runs as %q: %q scans or sorts", shown, args, plan, step)
+		}
+	}
+	t.Logf("%s\n  runs as %q", shown, plan)
+	return plan
+}
+
+// planOf returns the steps of SQLite's plan for q.
+func planOf(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
 	rows, err := s.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+q, args...)
 	if err != nil {
 		t.Fatalf("EXPLAIN QUERY PLAN %s: %v", q, err)
@@ -66,14 +81,6 @@ func checkPlan(t *testing.T, s *Store, q string, args ...any) []string {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	shown := strings.Join(strings.Fields(strings.Replace(q, columns, "*", 1)), " ")
-	for _, step := range plan {
-		// A scan of json_each reads the list of ids the caller gave (getManySQL), not the table.
-		if (strings.HasPrefix(step, "SCAN ") && !strings.HasPrefix(step, "SCAN json_each ")) || strings.Contains(step, "TEMP B-TREE") {
-			t.Errorf("%s %v\n  runs as %q: %q scans or sorts", shown, args, plan, step)
-		}
-	}
-	t.Logf("%s\n  runs as %q", shown, plan)
 	return plan
 }
 
@@ -291,7 +298,7 @@ func TestMigrateDueIndex(t *testing.T) {
 		indexes = append(indexes, name)
 	}
 	rows.Close()
-	if want := []string{"tasks_by_collection", "tasks_by_created", "tasks_by_status", "tasks_due_lane", "tasks_expiry", "tasks_parked"}; !slices.Equal(indexes, want) {
+	if want := []string{"tasks_by_collection", "tasks_by_created", "tasks_by_status", "tasks_dead", "tasks_due_lane", "tasks_expiry", "tasks_fatal_failure", "tasks_parked"}; !slices.Equal(indexes, want) {
 		t.Errorf("indexes after reopening: got %v, want %v", indexes, want)
 	}
 	queries := trace(t, s)
@@ -572,5 +579,58 @@ func TestMigrateAttemptLogs(t *testing.T) {
 	h, err := s.Attempts(ctx, "old", "t")
 	if err != nil || len(h.Attempts) != 1 || h.Attempts[0].Log != "ran\n" || h.Attempts[0].LogLocation == nil || h.Attempts[0].LogLocation.Group != "g" {
 		t.Fatalf("history after migrating: %+v, %v; want its attempt with its log and where its logs are", h.Attempts, err)
+	}
+}
+
+// TestFailedPlans: a page of the failed tasks of every lambda, first or next, of one status or
+// both, reads each status's index backwards, from its end or from the cursor, and stops at its
+// page: it reads nothing but that index (which holds the status's tasks alone, so the first
+// page's scan of it, in its order, stops at the limit too) and sorts nothing, so a page costs its
+// limit, not the tasks failed or not.
+func TestFailedPlans(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	cfg := task.Config{}.WithDefaults()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var tasks []task.Task
+	for i := range 300 {
+		l := task.Lambda{Name: fmt.Sprint("l", i%3)}.WithDefaults()
+		tk, err := task.New(task.Spec{}, l, now.Add(time.Duration(i)*time.Millisecond), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // half failed for good, the rest new
+			tk.Status, tk.NextTriggerAt = task.Failed[i%4/2], nil
+		}
+		tasks = append(tasks, tk)
+	}
+	for b := range slices.Chunk(tasks, task.MaxBatch) {
+		if err := s.CreateBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := trace(t, s)
+	for _, p := range []task.FailedParams{{}, {Statuses: []task.Status{task.StatusDead}}} {
+		p.Limit = 10
+		for range 2 { // the first page, then the next
+			_, next, err := s.ListFailed(ctx, p)
+			if err != nil || next == "" {
+				t.Fatalf("ListFailed %+v: next %q, %v", p, next, err)
+			}
+			p.Cursor = next
+		}
+	}
+	if len(*queries) != 6 {
+		t.Fatalf("the store traced %d queries for 4 pages of 3 statuses in all, want 6", len(*queries))
+	}
+	for _, q := range *queries {
+		plan := planOf(t, s, q.q, q.args...)
+		status := q.q[strings.Index(q.q, "status = '")+len("status = '"):]
+		status = status[:strings.Index(status, "'")]
+		scan, search := "SCAN tasks USING INDEX tasks_"+status, "SEARCH tasks USING INDEX tasks_"+status+" ((updated_at,lambda,id)<(?,?,?))"
+		if len(plan) != 1 || plan[0] != scan && plan[0] != search {
+			t.Errorf("%s\n  runs as %q, want %q or %q alone", q.q, plan, scan, search)
+		}
 	}
 }

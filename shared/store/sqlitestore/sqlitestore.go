@@ -83,6 +83,8 @@ DROP INDEX IF EXISTS tasks_due;
 -- Parked tasks by collection: the consumer reads one collection's, or jumps over a held one.
 CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigger_at, id) WHERE parked = 1;
 
+-- The dead letters across lambdas (ListFailed): one index per status of task.Failed (failedSchema).
+
 -- Counts by status, kept by triggers in the transaction of every write: reading them costs one
 -- row per status, whatever the number of tasks.
 CREATE TABLE IF NOT EXISTS task_counts (
@@ -268,7 +270,7 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	if _, err := w.Exec(schema); err != nil {
+	if _, err := w.Exec(schema + failedSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
 	}

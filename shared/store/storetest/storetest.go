@@ -51,6 +51,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Redrive", testRedrive},
+		{"ListFailed", testListFailed},
 		{"History", testHistory},
 		{"HistoryBounded", testHistoryBounded},
 		{"HistoryLog", func(t *testing.T, s task.Store) { testHistoryLog(t, s, c.logs) }},

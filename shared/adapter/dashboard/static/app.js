@@ -68,6 +68,11 @@ const go = (path, params = {}) => { const q = query(params); location.hash = pat
 // --- small pieces ---------------------------------------------------------------------------
 
 const Status = ({ s }) => html`<span class="status ${s}" data-status=${s}>${s}</span>`;
+// heldBy says which paused gate holds a task that waits to run (the API's held_by), and where
+// to open it.
+const heldBy = (g) => `held by the paused gate of ${g.collection ? 'collection ' + g.collection + ' of ' : 'lambda '}${g.lambda}`;
+const Held = ({ t }) => t.held_by && html` <a class="held" href="#/lambdas" data-held-by=${t.held_by.collection || t.held_by.lambda}
+  title="open the gate on the Lambdas page">${heldBy(t.held_by)}</a>`;
 // The API's times carry nanoseconds in UTC; the page shows them in this browser's zone, with
 // their date and zone, to the second (to the millisecond with ms), and the API's value on hover.
 const pad = (n, w = 2) => String(n).padStart(w, '0');
@@ -184,13 +189,14 @@ function TaskActions({ t, act }) {
       onClick=${() => act(`redrive ${t.id}`, () => api(taskPath(t.lambda, t.id) + '/redrive', { method: 'POST' }).then((r) => r.status))}>redrive</button>`}`;
 }
 
-function TaskTable({ tasks, act }) {
+// TaskTable lists tasks; withLambda adds their lambda, for a list of several lambdas' tasks.
+function TaskTable({ tasks, act, withLambda }) {
   if (!tasks) return null;
   if (!tasks.length) return html`<p class="muted">No tasks on this page.</p>`;
-  return html`<table class="tasks"><thead><tr><th>id</th><th>status</th><th>priority</th><th>collection</th>
+  return html`<table class="tasks"><thead><tr>${withLambda && html`<th>lambda</th>`}<th>id</th><th>status</th><th>priority</th><th>collection</th>
     <th class="num">attempts</th><th>run at</th><th>updated</th><th>error</th><th></th></tr></thead>
-    <tbody>${tasks.map((t) => html`<tr data-task=${t.id}>
-      <td><a href="#/task/${enc(t.lambda)}/${enc(t.id)}">${t.id}</a></td><td><${Status} s=${t.status} /></td>
+    <tbody>${tasks.map((t) => html`<tr data-task=${t.id} data-lambda=${t.lambda}>${withLambda && html`<td>${t.lambda}</td>`}
+      <td><a href="#/task/${enc(t.lambda)}/${enc(t.id)}">${t.id}</a></td><td><${Status} s=${t.status} /><${Held} t=${t} /></td>
       <td>${t.priority}</td><td>${t.collection}</td><td class="num">${t.attempts}/${t.max_attempts}</td>
       <td><${When} t=${t.run_at} /></td><td><${When} t=${t.updated_at} /></td><td class="err">${firstLine(t.error)}</td>
       <td><${TaskActions} t=${t} act=${act} /></td></tr>`)}</tbody></table>`;
@@ -221,6 +227,8 @@ function TaskDetail({ lambda, id }) {
   const ref = (r) => html`<li><a href="#/task/${enc(r.lambda)}/${enc(r.id)}">${r.lambda}/${r.id}</a> <${Status} s=${r.status} /></li>`;
   return html`<section id="task-detail"><h2>${lambda}/${id} ${t && html`<${Status} s=${t.status} />`}</h2>
     <${Err} error=${error} />${notice}
+    ${t && t.held_by && html`<p class="held" id="held-by">This task is ${heldBy(t.held_by)}: it runs once the gate opens
+      (<a href="#/lambdas">Lambdas</a>).</p>`}
     ${t && html`<p><${TaskActions} t=${t} act=${act} /></p>
     <dl><dt>attempts</dt><dd>${t.attempts} of ${t.max_attempts}</dd>
       <dt>priority</dt><dd>${t.priority}</dd><dt>collection</dt><dd>${t.collection || '—'}</dd>
@@ -243,6 +251,27 @@ function TaskDetail({ lambda, id }) {
     <p>downstreams (they wait for it):</p>
     <ul id="downstreams">${downs && downs.downstreams.map(ref)}${downs && !downs.downstreams.length && html`<li class="muted">none</li>`}
       ${downs && downs.next_cursor && html`<li class="muted">… more</li>`}</ul>`}
+  </section>`;
+}
+
+// --- Failed: the dead letters of every lambda -------------------------------------------------
+
+function Failed({ params }) {
+  const status = params.status || '';
+  const [cursors, setCursors] = useState(['']); // the cursors of the pages seen, to page back
+  const cursor = cursors[cursors.length - 1];
+  useEffect(() => setCursors(['']), [status]);
+  const [page, error, reload] = usePoll(() => api('/v1/tasks?' + query({ status, cursor, limit: 50 })), [status, cursor]);
+  const [act, notice] = useAction(reload);
+  return html`<section id="failed"><h2>Failed tasks</h2>
+    <p class="muted">The tasks of every lambda that failed for good, the latest first: each may be redriven, to run again.</p>
+    <form class="inline" id="failed-filter" onSubmit=${(e) => e.preventDefault()}>
+      <select name="status" value=${status} onChange=${(e) => go('/failed', { status: e.target.value })}>
+        <option value="">dead and fatal_failure</option>${FAILED.map((s) => html`<option value=${s}>${s}</option>`)}</select></form>
+    <${Err} error=${error} />${notice}
+    <${TaskTable} tasks=${page && page.tasks} act=${act} withLambda />
+    <p>${cursors.length > 1 && html`<button onClick=${() => setCursors(cursors.slice(0, -1))}>previous page</button> `}
+      ${page && page.next_cursor && html`<button onClick=${() => setCursors([...cursors, page.next_cursor])}>next page</button>`}</p>
   </section>`;
 }
 
@@ -352,11 +381,12 @@ function App() {
     return () => { removeEventListener('hashchange', f); clearInterval(t); };
   }, []);
   const [page, a, b] = route.parts;
-  const nav = [['lambdas', 'Lambdas'], ['tasks', 'Tasks'], ['ops', 'Operations'], ['charts', 'Charts']];
+  const nav = [['lambdas', 'Lambdas'], ['tasks', 'Tasks'], ['failed', 'Failed'], ['ops', 'Operations'], ['charts', 'Charts']];
   let view;
   if (needToken) view = html`<${Login} onDone=${() => setNeedToken(false)} />`;
   else if (page === 'task' && a && b) view = html`<${TaskDetail} key=${a + '/' + b} lambda=${a} id=${b} />`;
   else if (page === 'tasks') view = html`<${Tasks} params=${route.params} />`;
+  else if (page === 'failed') view = html`<${Failed} params=${route.params} />`;
   else if (page === 'ops') view = html`<${Operations} params=${route.params} />`;
   else if (page === 'charts') view = html`<${Charts} params=${route.params} />`;
   else view = html`<${Lambdas} />`;
