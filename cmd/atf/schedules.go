@@ -122,11 +122,10 @@ func scheduleUpdate(ctx context.Context, c *client.Client, lambda, id string, o 
 	}
 	u.FireIDTag = sc.FireIDTag // a schedule deleted and created again restarts its revisions
 	tmpl := sc.Task
-	if p := o.get("payload"); p != "" {
-		if !json.Valid([]byte(p)) {
-			return u, fmt.Errorf("--payload is not valid JSON: %s", p)
-		}
-		tmpl.Payload = json.RawMessage(p)
+	if p, err := o.payload(); err != nil {
+		return u, err
+	} else if p != nil {
+		tmpl.Payload = p
 	}
 	if p := o.get("priority"); p != "" {
 		tmpl.Priority = p
