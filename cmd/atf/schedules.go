@@ -100,8 +100,9 @@ func runSchedules(ctx context.Context, c *client.Client, pos []string, o flagVal
 }
 
 // scheduleUpdate is the update the flags give. The API replaces a task template whole, so a
-// template flag changes the schedule's template as read, conditional on the revision read: an
-// update made in between is refused rather than overwritten.
+// template flag changes the schedule's template as read, conditional on the revision and the
+// fire_id_tag read: an update made in between, or a schedule created again, is refused rather
+// than overwritten.
 func scheduleUpdate(ctx context.Context, c *client.Client, lambda, id string, o flagValues) (task.ScheduleUpdate, error) {
 	u := task.ScheduleUpdate{Cron: o.get("cron"), TimeZone: o.get("tz"), Rate: o.get("rate"), CatchUp: o.get("catch-up"), Overlap: o.get("overlap")}
 	revision, err := o.intFlag("revision", 0)
@@ -119,12 +120,12 @@ func scheduleUpdate(ctx context.Context, c *client.Client, lambda, id string, o 
 	if u.Revision == 0 {
 		u.Revision = sc.Revision
 	}
+	u.FireIDTag = sc.FireIDTag // a schedule deleted and created again restarts its revisions
 	tmpl := sc.Task
-	if p := o.get("payload"); p != "" {
-		if !json.Valid([]byte(p)) {
-			return u, fmt.Errorf("--payload is not valid JSON: %s", p)
-		}
-		tmpl.Payload = json.RawMessage(p)
+	if p, err := o.payload(); err != nil {
+		return u, err
+	} else if p != nil {
+		tmpl.Payload = p
 	}
 	if p := o.get("priority"); p != "" {
 		tmpl.Priority = p

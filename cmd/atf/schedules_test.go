@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,6 +44,14 @@ func TestSchedulesCommand(t *testing.T) {
 	}
 	if out := atf("schedules", "echo", "update", "nightly", "--priority", "high", "--json"); !strings.Contains(out, `"priority": "high"`) || !strings.Contains(out, `"payload": {`) || !strings.Contains(out, `"revision": 3`) {
 		t.Fatalf("update the priority:\n%s", out)
+	}
+	// --payload @FILE, as every command that takes --payload reads it.
+	file := filepath.Join(t.TempDir(), "payload.json")
+	if err := os.WriteFile(file, []byte(`{"b": 2}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := atf("schedules", "echo", "update", "nightly", "--payload", "@"+file, "--json"); !strings.Contains(out, `"b": 2`) || !strings.Contains(out, `"priority": "high"`) {
+		t.Fatalf("update the payload from a file:\n%s", out)
 	}
 	if err := run([]string{"schedules", "echo", "update", "nightly", "--rate", "1m", "--revision", "2", "--endpoint", srv.URL}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "412") {
 		t.Fatalf("update against a stale revision: %v, want 412", err)

@@ -54,7 +54,9 @@ func (c *Client) ListSchedules(ctx context.Context, lambda, cursor string, limit
 // (see task.ScheduleUpdate). With u.Revision (the Revision of a schedule read before), it fails
 // with 412 precondition_failed if another update changed the schedule since, and is sent once: a
 // second try after a first that went in would find its own revision moved. Without, it is sent
-// again like a pause, and a retry makes the same change again.
+// again like a pause, and a retry makes the same change again. With u.FireIDTag (the FireIDTag
+// of the schedule read) too, it fails with 412 if that schedule was deleted and created again,
+// whose revision restarts at 1.
 func (c *Client) UpdateSchedule(ctx context.Context, lambda, id string, u task.ScheduleUpdate) (sc task.Schedule, err error) {
 	safe := retry
 	if u.Revision != 0 {

@@ -84,8 +84,9 @@ func TestEndedAttempt(t *testing.T) {
 }
 
 // TestEndedAttemptKept: a retry sent ahead in the write of the failure keeps the failure's
-// record; the transitions that end no attempt (a heartbeat, a hand-back) name none, and a
-// hand-back takes its number back; a redrive keeps the count.
+// record; the transitions that end no attempt (a heartbeat, a hand-back, a hand-back of a claim
+// whose task was cancelled meanwhile) name none, and a hand-back takes its number back; a redrive
+// keeps the count.
 func TestEndedAttemptKept(t *testing.T) {
 	running := claimedBy(t, "exec-1", now)
 	failed, err := Fail(running, "L", "boom", true, now, cfg, 0)
@@ -107,6 +108,18 @@ func TestEndedAttemptKept(t *testing.T) {
 	back, err := Release(claimedBy(t, "exec-1", now), "L", now)
 	if err != nil || back.Ended != nil || back.AttemptSeq != 4 {
 		t.Errorf("release: Ended = %+v, AttemptSeq %d, %v; want none, and 4 again", back.Ended, back.AttemptSeq, err)
+	}
+
+	// A claim handed back after its task's cancel was accepted: nothing ran under it, so the
+	// task ends cancelled with no attempt counted or named.
+	marked, err := Cancel(claimedBy(t, "exec-1", now), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unclaimed, err := Unclaim(marked, "L", now)
+	if err != nil || unclaimed.Status != StatusCancelled || unclaimed.Ended != nil || unclaimed.Attempts != 1 || unclaimed.AttemptSeq != 4 {
+		t.Errorf("hand-back of a cancelled claim: %s, Ended = %+v, attempts %d, AttemptSeq %d, %v; want cancelled, none, 1 and 4 again",
+			unclaimed.Status, unclaimed.Ended, unclaimed.Attempts, unclaimed.AttemptSeq, err)
 	}
 
 	dead, err := Fail(claimedBy(t, "exec-1", now), "L", "bad", false, now, cfg, 0)

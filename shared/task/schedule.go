@@ -551,6 +551,10 @@ type ScheduleUpdate struct {
 	// Revision, unless 0, is the revision of the schedule the update was made against: the
 	// update fails with ErrPrecondition if the schedule's definition changed since.
 	Revision int64 `json:"revision,omitempty"`
+	// FireIDTag, unless empty, is the fire_id_tag of the schedule the update was made against:
+	// the update fails with ErrPrecondition if that schedule was deleted and another created
+	// under its id since, whose revision restarts at 1 and may match Revision.
+	FireIDTag string `json:"fire_id_tag,omitempty"`
 }
 
 // UpdateSchedule returns s changed by u, validated as a create is (NewSchedule).
@@ -564,6 +568,9 @@ func UpdateSchedule(s Schedule, u ScheduleUpdate, l Lambda, now time.Time, c Con
 	revision := max(s.Revision, 1)
 	if u.Revision != 0 && u.Revision != revision {
 		return Schedule{}, Errorf(ErrPrecondition, "schedule %s is at revision %d, not %d: it was changed since; read it again", s, revision, u.Revision)
+	}
+	if u.FireIDTag != "" && u.FireIDTag != FireIDTag(s.Incarnation) {
+		return Schedule{}, Errorf(ErrPrecondition, "schedule %s was deleted and created again since (its fire_id_tag is %s, not %s); read it again", s, FireIDTag(s.Incarnation), Echo(u.FireIDTag))
 	}
 	if u.Cron == "" && u.TimeZone == "" && u.Rate == "" && u.Task == nil && u.CatchUp == "" && u.Overlap == "" {
 		return Schedule{}, Errorf(ErrInvalid, "give what to change: cron, time_zone, rate, task, catch_up or overlap")

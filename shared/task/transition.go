@@ -323,16 +323,24 @@ const MaxHandBacks = 3
 // Unclaim hands back, as Release does, a running task whose claim's answer never reached its
 // worker, which runs nothing under it: the attempt does not count. Once MaxHandBacks claims of
 // the attempt were handed back it fails with ErrConflict and changes nothing: the attempt then
-// counts, at the task's heartbeat timeout.
+// counts, at the task's heartbeat timeout. A task whose cancel was accepted ends cancelled, and
+// that attempt does not count either: no handler ran, so its history has no attempt for it.
 func Unclaim(t Task, lease string, now time.Time) (Task, error) {
 	if err := checkLease(t, lease, "hand back"); err != nil {
 		return t, err
 	}
-	if t.HandBacks >= MaxHandBacks && !t.CancelRequested {
+	if t.CancelRequested {
+		t = t.next(StatusCancelled, now, nil)
+		t.Error = "cancelled before it ran; its claim was handed back"
+		t.Attempts--
+		t.AttemptSeq--
+		return t, nil
+	}
+	if t.HandBacks >= MaxHandBacks {
 		return t, Errorf(ErrConflict, "task %s: %d claims of attempt %d were handed back already (MaxHandBacks); this one counts at its heartbeat timeout", t.ID, t.HandBacks, t.Attempts)
 	}
 	t, err := Release(t, lease, now)
-	if err == nil && t.Status == StatusNew {
+	if err == nil {
 		t.HandBacks++
 	}
 	return t, err

@@ -112,3 +112,44 @@ func TestUpdateScheduleRevision(t *testing.T) {
 		t.Fatalf("update of a paused schedule: %+v, %v", got, err)
 	}
 }
+
+// TestUpdateScheduleCreatedAgain: a schedule deleted and created again under its id restarts at
+// revision 1, so a revision does not tell the two apart; an update that names the fire_id_tag it
+// read is refused (412) on the new one, and writes nothing, whether the new one was there before
+// the update came or was made between its read and its write.
+func TestUpdateScheduleCreatedAgain(t *testing.T) {
+	now := t0.UTC()
+	store, svc := newInterleaved(t, &now)
+	spec := task.ScheduleSpec{ID: "nightly", Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}
+	recreate := func() task.Schedule {
+		t.Helper()
+		if err := svc.DeleteSchedule(ctx, "echo", "nightly"); err != nil {
+			t.Fatal(err)
+		}
+		sc, _, err := svc.CreateSchedule(ctx, "echo", spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	old, _, err := svc.CreateSchedule(ctx, "echo", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := task.ScheduleUpdate{Cron: "0 3 * * *", Revision: old.Revision, FireIDTag: old.FireIDTag}
+	again := recreate()
+	if again.Revision != old.Revision || again.FireIDTag == old.FireIDTag {
+		t.Fatalf("created again: revision %d, tag %q; want revision %d again and a new tag", again.Revision, again.FireIDTag, old.Revision)
+	}
+	if _, err := svc.UpdateSchedule(ctx, "echo", "nightly", stale); !errors.Is(err, task.ErrPrecondition) {
+		t.Fatalf("update of the schedule created again, with the deleted one's revision and tag: %v, want ErrPrecondition", err)
+	}
+	stale.FireIDTag = again.FireIDTag
+	store.between = func() { recreate() }
+	if _, err := svc.UpdateSchedule(ctx, "echo", "nightly", stale); !errors.Is(err, task.ErrPrecondition) {
+		t.Fatalf("update whose schedule was created again between its read and its write: %v, want ErrPrecondition", err)
+	}
+	if got, err := svc.GetSchedule(ctx, "echo", "nightly"); err != nil || got.Cron != spec.Cron || got.Revision != 1 {
+		t.Fatalf("stored: cron %q revision %d, %v; want the schedule as created", got.Cron, got.Revision, err)
+	}
+}

@@ -49,7 +49,8 @@ func TestUnclaim(t *testing.T) {
 }
 
 // TestUnclaimCancelled: a task cancelled after its claim was written, whose answer was lost,
-// ends cancelled when the claim is handed back: its handler never ran.
+// ends cancelled when the claim is handed back: its handler never ran, so no attempt is spent
+// and its history has none.
 func TestUnclaimCancelled(t *testing.T) {
 	store, _ := enqueuedTask(t)
 	lost := &chaostest.LostClaimAnswers{Store: store}
@@ -63,7 +64,10 @@ func TestUnclaimCancelled(t *testing.T) {
 	if err := hsc.Unclaim(t.Context(), "l", "d1", "receipt-1", "token-1"); err != nil {
 		t.Fatalf("unclaim: %v", err)
 	}
-	if tk, _ := store.Get(t.Context(), "l", "d1"); tk.Status != task.StatusCancelled {
-		t.Fatalf("after the unclaim: %s, want cancelled", tk.Status)
+	if tk, _ := store.Get(t.Context(), "l", "d1"); tk.Status != task.StatusCancelled || tk.Attempts != 0 {
+		t.Fatalf("after the unclaim: %s, %d attempts; want cancelled, none spent", tk.Status, tk.Attempts)
+	}
+	if h, err := store.Attempts(t.Context(), "l", "d1"); err != nil || len(h.Attempts) != 0 {
+		t.Errorf("history after the unclaim: %+v, %v; want no attempt", h.Attempts, err)
 	}
 }

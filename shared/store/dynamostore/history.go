@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,17 +38,21 @@ import (
 // its attempt ended, like an ended task.
 const attemptSK = "attempt#"
 
-// attemptKey is the key of attempt number of a task. The number is zero-padded so that keys
-// sort as numbers.
+// attemptKey is the key of attempt number of a task.
 func attemptKey(lambda, id string, number int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: s(taskPK(lambda, id)), attrSK: s(fmt.Sprintf("%s%010d", attemptSK, number))}
+	return map[string]types.AttributeValue{attrPK: s(taskPK(lambda, id)), attrSK: s(attemptSortKey(number))}
 }
+
+// attemptSortKey is the sort key of attempt number, zero-padded so that keys sort as numbers.
+func attemptSortKey(number int) string { return fmt.Sprintf("%s%010d", attemptSK, number) }
 
 // attrOutcome is an attempt item's outcome (task.Outcome).
 const attrOutcome = "o"
 
 // recordAttempt writes t.Ended, the attempt t's transition ended, if there is one and it failed
-// (a success is read from the task item). Best effort, after the transition was written: see the comment on attemptSK.
+// (a success is read from the task item). Best effort, after the transition was written: see the
+// comment on attemptSK. It writes the whole record, removing what the attempt has not: the item
+// may be one left by an earlier task of the same id (TTL deletes items one by one, late).
 func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 	a := t.Ended
 	if a == nil || a.Outcome == task.OutcomeSuccess {
@@ -71,13 +76,21 @@ func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 		set[attrWorker] = s(a.Worker)
 	}
 	logAttrs(set, a.LogLocation, a.Worker)
-	expr, names, values := "SET ", map[string]string{}, map[string]types.AttributeValue{}
+	var assign, remove []string
+	names, values := map[string]string{}, map[string]types.AttributeValue{}
 	for _, name := range slices.Sorted(maps.Keys(set)) {
-		if len(names) > 0 {
-			expr += ", "
-		}
-		expr += "#" + name + " = :" + name
+		assign = append(assign, "#"+name+" = :"+name)
 		names["#"+name], values[":"+name] = name, set[name]
+	}
+	for _, name := range []string{attrStartedAt, attrError, attrWorker, attrLogGroup, attrLogStream, attrRequestID} {
+		if _, ok := set[name]; !ok {
+			remove = append(remove, "#"+name)
+			names["#"+name] = name
+		}
+	}
+	expr := "SET " + strings.Join(assign, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
 	if _, err := st.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &st.cfg.Table, Key: attemptKey(t.Lambda, t.ID, a.Number), UpdateExpression: &expr,
@@ -93,6 +106,12 @@ func (st *Store) recordAttempt(ctx context.Context, t task.Task) {
 // task's state (1 read unit), and, for a task with more than one attempt or a failed one, its
 // latest attempt items with one strongly consistent Query: a read unit per 4 KB of them, at most
 // task.MaxHistory × (task.MaxErrorBytes + 200 bytes), 22 units.
+//
+// It reads only this task's records: those numbered up to its count (AttemptSeq), and not
+// expired before it was created. A task created again under the id of one that TTL removed may
+// find that one's items still there (TTL deletes each item on its own, up to days late): they
+// expired no later than the old task item, so before the new task was created, and those
+// numbered past the new task's count would fill the Query's page.
 func (st *Store) Attempts(ctx context.Context, lambda, id string) (task.History, error) {
 	t, err := st.GetState(ctx, lambda, id)
 	if err != nil {
@@ -108,10 +127,10 @@ func (st *Store) Attempts(ctx context.Context, lambda, id string) (task.History,
 	}
 	out, err := st.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                &st.cfg.Table,
-		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :att)"),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :first AND :last"),
 		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": s(taskPK(lambda, id)), ":att": s(attemptSK),
+			":pk": s(taskPK(lambda, id)), ":first": s(attemptSortKey(1)), ":last": s(attemptSortKey(t.AttemptSeq)),
 		},
 		ScanIndexForward:       aws.Bool(false),
 		Limit:                  aws.Int32(task.MaxHistory),
@@ -123,6 +142,9 @@ func (st *Store) Attempts(ctx context.Context, lambda, id string) (task.History,
 	}
 	kept := make([]task.Attempt, 0, len(out.Items)+1)
 	for _, item := range out.Items {
+		if expires := attrInt(item, attrExpires); expires > 0 && int64(expires) <= t.CreatedAt.Unix() {
+			continue // expired before this task was created: an earlier task's of the same id
+		}
 		a := task.Attempt{
 			Number: attrInt(item, attrAttemptSeq), EndedAt: nanosAttr(item, attrEndedAt), StartedAt: nanosAttr(item, attrStartedAt),
 			Outcome: task.Outcome(str(item, attrOutcome)), Error: str(item, attrError), Worker: str(item, attrWorker),
