@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	started_at      INTEGER,
 	ended_at        INTEGER,
 	worker          TEXT    NOT NULL DEFAULT '',
+	snoozes         INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -185,7 +186,7 @@ func laneOf(s task.Status, priority string) string {
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
 	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
-	attempt_seq, started_at, ended_at, worker`
+	attempt_seq, started_at, ended_at, worker, snoozes`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -342,7 +343,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -387,7 +388,7 @@ const updateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, snoozes = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
@@ -400,7 +401,7 @@ const updateStateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, snoozes = ?
 	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
 // updateStateArgs are updateStateSQL's arguments for t written over version prev.
@@ -409,7 +410,7 @@ func updateStateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, t.Snoozes,
 		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
@@ -419,7 +420,7 @@ func updateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, t.Snoozes,
 		t.Lambda, t.ID, prev}
 }
 
@@ -694,7 +695,7 @@ func insertArgs(t task.Task) []any {
 		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, t.Snoozes,
 	}
 }
 
@@ -1207,7 +1208,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
 		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
-		&t.AttemptSeq, &started, &ended, &t.Worker)
+		&t.AttemptSeq, &started, &ended, &t.Worker, &t.Snoozes)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -1277,7 +1278,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
-// attempt's), and the counts table filled from the tasks, before the schema's indexes and
+// attempt's, snoozes), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1308,6 +1309,7 @@ func migrate(w *sql.DB) error {
 		{"started_at", "INTEGER"},
 		{"ended_at", "INTEGER"},
 		{"worker", "TEXT NOT NULL DEFAULT ''"},
+		{"snoozes", "INTEGER NOT NULL DEFAULT 0"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err
