@@ -61,7 +61,9 @@ var (
 	epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	// collections a task may belong to; as gate targets, "" is the whole lambda.
 	collections = []string{"", "a", "b"}
-	outcomes    = []status.Outcome{status.Success, status.Retriable, status.Fatal}
+	outcomes    = []status.Outcome{status.Success, status.Retriable, status.Fatal, status.Snoozed}
+	// delays a handler may ask to run again after (worker.Snooze, worker.RetryAfter).
+	delays = []time.Duration{0, 30 * time.Second, 2 * time.Minute, time.Hour}
 )
 
 // TestModel checks the guarantees on random histories of the real components. The store is
@@ -585,6 +587,16 @@ func (m *machine) drawResult(t *rapid.T) status.Result {
 			r.Result = []byte(`"` + strings.Repeat("x", payloadLimit) + `"`)
 		}
 		return r
+	case status.Snoozed:
+		d := rapid.SampledFrom(delays).Draw(t, "delay")
+		return status.Result{Outcome: o, Delay: &d}
+	case status.Retriable:
+		r := status.Result{Outcome: o, Error: "handler failed"}
+		if rapid.Bool().Draw(t, "retry_after") {
+			d := rapid.SampledFrom(delays).Draw(t, "delay")
+			r.Delay = &d
+		}
+		return r
 	default:
 		return status.Result{Outcome: o, Error: "handler failed"}
 	}
@@ -895,6 +907,9 @@ func (m *machine) complete(w *worker, r status.Result, predict bool) {
 		}
 		return
 	}
+	if r.Outcome == status.Snoozed && got.Status == task.StatusNew {
+		m.claims[w.task]-- // a snooze gives its attempt back
+	}
 	m.hist.accepted(w.task, w.lease, string(r.Outcome), m.sys.now, true)
 	m.logf("%s reports %s of %s: accepted, task is %s", w.name, r.Outcome, w.task, got.Status)
 	if predict {
@@ -916,6 +931,12 @@ func (m *machine) after(pre task.Task, r status.Result) []task.Status {
 		return []task.Status{task.StatusFatalFailure}
 	case r.Outcome == status.Success:
 		return []task.Status{task.StatusSuccess}
+	// A snooze waits as new, unless the deadline comes first; past task.MaxSnoozes it counts as
+	// an attempt, as a retry does.
+	case r.Outcome == status.Snoozed && pre.Snoozes < task.MaxSnoozes && pre.Deadline == nil:
+		return []task.Status{task.StatusNew}
+	case r.Outcome == status.Snoozed && pre.Snoozes < task.MaxSnoozes:
+		return []task.Status{task.StatusNew, task.StatusDead}
 	case pre.Attempts >= pre.MaxAttempts:
 		return []task.Status{task.StatusDead}
 	// A retry within task.MaxSendAhead that no gate holds is enqueued by the same write.
