@@ -34,7 +34,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	abort, cut := context.WithCancel(context.Background())
 	s.stopLoops, s.abortLoops = stop, cut
 
-	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger, Queue: c.aheadQueue(c.Queue)}), c.Logger)})
+	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger, Queue: c.aheadQueue(c.Queue), Lambdas: task.FixedCatalog(lambdas)}), c.Logger)})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Task: c.Task, Metrics: s.metrics, Logger: c.Logger})
