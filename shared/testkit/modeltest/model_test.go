@@ -251,6 +251,7 @@ type machine struct {
 	specs  map[string]task.Spec // their requests
 	seen   map[string]task.Task // each task as last read
 	claims map[string]int       // accepted claims less accepted releases: the attempts a task must count
+	asked  map[string]time.Time // when the latest accepted result with a delay asked its task to run again
 	// cancelled holds the tasks a cancel was accepted for: each must end cancelled, never otherwise.
 	cancelled map[string]bool
 	inbox     []task.Delivery // received messages whose claim is not settled
@@ -263,7 +264,7 @@ type machine struct {
 }
 
 func newMachine(t *rapid.T, s *system, c *tally) *machine {
-	m := &machine{t: t, sys: s, tally: c, specs: map[string]task.Spec{}, seen: map[string]task.Task{}, claims: map[string]int{},
+	m := &machine{t: t, sys: s, tally: c, specs: map[string]task.Spec{}, seen: map[string]task.Task{}, claims: map[string]int{}, asked: map[string]time.Time{},
 		gates: map[string]string{}, cancelled: map[string]bool{}}
 	m.hist = newHistory(task.MaxMissedHeartbeats*s.cfg.HeartbeatInterval, m.problem)
 	return m
@@ -910,6 +911,9 @@ func (m *machine) complete(w *worker, r status.Result, predict bool) {
 	if r.Outcome == status.Snoozed && got.Status == task.StatusNew {
 		m.claims[w.task]-- // a snooze gives its attempt back
 	}
+	if r.Delay != nil {
+		m.asked[w.task] = m.sys.now.Add(*r.Delay)
+	}
 	m.hist.accepted(w.task, w.lease, string(r.Outcome), m.sys.now, true)
 	m.logf("%s reports %s of %s: accepted, task is %s", w.name, r.Outcome, w.task, got.Status)
 	if predict {
@@ -1125,6 +1129,9 @@ func (m *machine) look(tk task.Task) {
 		}
 		if tk.RunAt.After(limit) {
 			limit = tk.RunAt
+		}
+		if asked := m.asked[id]; asked.After(limit) {
+			limit = asked // the handler's own delay (a snooze, a retry after)
 		}
 		if tk.NextTriggerAt.After(limit) {
 			m.problem("a next trigger lies past every timeout: task %s is %s with its next trigger %s away", id, tk.Status, tk.NextTriggerAt.Sub(m.sys.now))
