@@ -13,7 +13,7 @@ import (
 // attemptsUsage is the usage of atf attempts.
 const attemptsUsage = `  atf attempts LAMBDA ID
       the task's latest 20 attempts, oldest first: when each started, how long it ran, how it
-      ended (success, retriable, fatal, timeout, cancelled), the worker that ran it, its error
+      ended (success, retriable, fatal, timeout, cancelled, snoozed), the worker that ran it, its error
 `
 
 func init() {

@@ -18,7 +18,7 @@ func main() {
 	if env.Lambda == "" {
 		log.Fatalf("%s must name the lambda whose tasks this status function serves", awsfn.EnvLambda)
 	}
-	hsc := status.New(clients.TaskStore(), status.Config{Task: env.Task, Logger: logger, Queue: clients.Queue})
+	hsc := status.New(clients.TaskStore(), status.Config{Task: env.Task, Logger: logger, Queue: clients.Queue, Lambdas: clients.Catalog})
 	handler := statusfn.NewLambdaHandler(hsc, env.Lambda, logger).Handle
 	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
 }

@@ -37,7 +37,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 	// As the worker function does, hide a record whose claim failed for seconds, not the
 	// queue's visibility timeout of minutes.
 	visibility, _ := c.Queue.(sqsworker.Visibility)
-	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger, Queue: c.aheadQueue(c.Queue)}), c.Logger)})
+	hsc := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(status.New(c.Store, status.Config{Task: c.Task, Logger: c.Logger, Queue: c.aheadQueue(c.Queue), Lambdas: task.FixedCatalog(lambdas)}), c.Logger)})
 	for _, l := range lambdas {
 		h, _ := c.Mux.Handler(l.Name)
 		fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Queue: visibility, Task: c.Task, Metrics: s.metrics, Logger: c.Logger})

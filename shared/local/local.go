@@ -239,7 +239,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			c.Logger.Info("recovered tasks left in flight by a previous run", "tasks", n)
 		}
 	}
-	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue)})
+	hsc := status.New(runs, status.Config{Task: c.Task, Logger: c.Logger, Gates: gates, Queue: c.aheadQueue(queue), Lambdas: task.FixedCatalog(lambdas)})
 	ecfg := executor.Config{Task: c.Task, Logger: c.Logger, Metrics: s.metrics}
 	signal := claimSignal{Controller: hsc, claimed: cons.Claimed, activity: s.activity}
 	if c.Store == nil {

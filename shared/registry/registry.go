@@ -27,6 +27,10 @@
 //	  "max_attempts": 0,                          // 0: the framework's default (task.Config)
 //	  "max_enqueued": 0,                          // tasks in its queues at once; 0: the default,
 //	                                              //   2 × (enqueue quota + concurrency)
+//	  "backoff": {                                // its retries' delays; left out: the framework's
+//	    "base": "1s", "factor": 2, "max": "10m",  //   (task.Config). The first retry waits base,
+//	    "jitter": 0.5                             //   each next factor (1..10) times more, at most
+//	  },                                          //   max; jitter (0..1) is the random share
 //	  "function": {                               // kind function only
 //	    "memory_mb":       256,
 //	    "batch_size":      the concurrency, at most 10,
@@ -161,6 +165,8 @@ type Entry struct {
 	Concurrency int
 	MaxAttempts int // zero: task.Config's MaxAttempts
 	MaxEnqueued int // zero: task.Lambda's DefaultMaxEnqueued
+	// Backoff is its retries' backoff; nil: task.Config's.
+	Backoff *task.BackoffPolicy
 	// Function is set for KindFunction, ECS for KindECS.
 	Function *Function
 	ECS      *ECS
@@ -191,7 +197,7 @@ type ECS struct {
 func (e Entry) Lambda() task.Lambda {
 	return task.Lambda{
 		Name: e.Name, Priorities: slices.Clone(e.Priorities), Concurrency: e.Concurrency,
-		Timeout: e.Timeout, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued,
+		Timeout: e.Timeout, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued, Backoff: e.Backoff,
 	}
 }
 
@@ -238,12 +244,13 @@ func (r *Registry) TaskLambdas() []task.Lambda {
 // framework's defaults are left out, to keep the variable small: AWS Lambda allows 4 KB for all
 // of a function's environment.
 type spec struct {
-	Name        string   `json:"name"`
-	Priorities  []string `json:"priorities,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Timeout     string   `json:"timeout,omitempty"`
-	MaxAttempts int      `json:"max_attempts,omitempty"`
-	MaxEnqueued int      `json:"max_enqueued,omitempty"`
+	Name        string            `json:"name"`
+	Priorities  []string          `json:"priorities,omitempty"`
+	Concurrency int               `json:"concurrency,omitempty"`
+	Timeout     string            `json:"timeout,omitempty"`
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	MaxEnqueued int               `json:"max_enqueued,omitempty"`
+	Backoff     *task.BackoffSpec `json:"backoff,omitempty"`
 }
 
 // LambdasJSON returns the ATF_LAMBDAS value of the entries named (every entry if none is): a
@@ -263,6 +270,10 @@ func (r *Registry) LambdasJSON(names ...string) (string, error) {
 		}
 		if e.Timeout != task.DefaultHandlerTimeout {
 			s.Timeout = e.Timeout.String()
+		}
+		if e.Backoff != nil {
+			b := e.Backoff.Spec()
+			s.Backoff = &b
 		}
 		specs = append(specs, s)
 	}
@@ -297,19 +308,20 @@ type (
 		Lambdas []entryJSON `json:"lambdas"`
 	}
 	entryJSON struct {
-		Name        string        `json:"name"`
-		Team        *string       `json:"team"`
-		Stack       *string       `json:"stack"`
-		Kind        Kind          `json:"kind"`
-		Handler     string        `json:"handler"`
-		Program     string        `json:"program"`
-		Priorities  []string      `json:"priorities"`
-		Timeout     string        `json:"timeout"`
-		Concurrency *int          `json:"concurrency"`
-		MaxAttempts int           `json:"max_attempts"`
-		MaxEnqueued int           `json:"max_enqueued"`
-		Function    *functionJSON `json:"function"`
-		ECS         *ecsJSON      `json:"ecs"`
+		Name        string            `json:"name"`
+		Team        *string           `json:"team"`
+		Stack       *string           `json:"stack"`
+		Kind        Kind              `json:"kind"`
+		Handler     string            `json:"handler"`
+		Program     string            `json:"program"`
+		Priorities  []string          `json:"priorities"`
+		Timeout     string            `json:"timeout"`
+		Concurrency *int              `json:"concurrency"`
+		MaxAttempts int               `json:"max_attempts"`
+		MaxEnqueued int               `json:"max_enqueued"`
+		Backoff     *task.BackoffSpec `json:"backoff"`
+		Function    *functionJSON     `json:"function"`
+		ECS         *ecsJSON          `json:"ecs"`
 	}
 	functionJSON struct {
 		MemoryMB       int            `json:"memory_mb"`
@@ -428,6 +440,13 @@ func (ej entryJSON) entry() (Entry, error) {
 			return Entry{}, fmt.Errorf("concurrency must be in 1..%d, got %d", MaxConcurrency, *ej.Concurrency)
 		}
 		e.Concurrency = *ej.Concurrency
+	}
+	if ej.Backoff != nil {
+		b, err := ej.Backoff.Policy()
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Backoff = &b
 	}
 	// The framework's defaults and rules for the rest.
 	l := e.Lambda().WithDefaults()

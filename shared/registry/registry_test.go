@@ -92,6 +92,11 @@ func TestBadEntries(t *testing.T) {
 		"program absolute":    {`{"lambdas": [{"name": "a", "kind": "ecs", "program": "/bin/a.sh"}]}`, `program "/bin/a.sh": want`},
 		"program unclean":     {`{"lambdas": [{"name": "a", "kind": "ecs", "program": "p//a.sh"}]}`, `program "p//a.sh": want`},
 		"second entry":        {`{"lambdas": [{"name": "a"}, {"name": "b", "timeout": "x"}]}`, `lambdas[1] "b": timeout "x"`},
+		"backoff base":        {`{"lambdas": [{"name": "a", "backoff": {"base": "soon"}}]}`, `lambdas[0] "a": backoff base "soon": want a Go duration`},
+		"backoff max":         {`{"lambdas": [{"name": "a", "backoff": {"base": "1m", "max": "30s"}}]}`, `lambdas[0] "a": backoff max must be within base (1m0s) and 8784h0m0s, got 30s`},
+		"backoff factor":      {`{"lambdas": [{"name": "a", "backoff": {"factor": 0}}]}`, `lambdas[0] "a": backoff factor must be in 1..10, got 0`},
+		"backoff jitter":      {`{"lambdas": [{"name": "a", "backoff": {"jitter": 2}}]}`, `lambdas[0] "a": backoff jitter must be in 0..1`},
+		"backoff field":       {`{"lambdas": [{"name": "a", "backoff": {"bse": "1s"}}]}`, `unknown field "bse"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -202,7 +207,8 @@ func TestLambdasJSON(t *testing.T) {
 	t.Parallel()
 	r, err := registry.Parse([]byte(`{"lambdas": [
 		{"name": "a"},
-		{"name": "b", "priorities": ["x", "y"], "timeout": "90s", "concurrency": 7, "max_attempts": 3, "max_enqueued": 50, "function": {"batch_size": 7}},
+		{"name": "b", "priorities": ["x", "y"], "timeout": "90s", "concurrency": 7, "max_attempts": 3, "max_enqueued": 50, "function": {"batch_size": 7},
+		 "backoff": {"base": "2s", "factor": 3}},
 		{"name": "c", "kind": "ecs", "timeout": "2h"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +217,7 @@ func TestLambdasJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3,"max_enqueued":50},{"name":"c","timeout":"2h0m0s"}]`; js != want {
+	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3,"max_enqueued":50,"backoff":{"base":"2s","factor":3,"max":"10m0s","jitter":0.5}},{"name":"c","timeout":"2h0m0s"}]`; js != want {
 		t.Errorf("LambdasJSON() = %s\nwant %s", js, want)
 	}
 	env := map[string]string{awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "atf-dev", awsfn.EnvLambdas: js}
@@ -221,6 +227,9 @@ func TestLambdasJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(e.Lambdas, r.TaskLambdas()) {
 		t.Errorf("awsfn reads %+v\nthe registry has %+v", e.Lambdas, r.TaskLambdas())
+	}
+	if b, _ := r.Lambda("b"); b.Backoff == nil || *b.Backoff != (task.BackoffPolicy{Base: 2 * time.Second, Factor: 3, Max: task.DefaultBackoffMax, Jitter: task.DefaultBackoffJitter}) {
+		t.Errorf("b's backoff: %+v; want base 2s, factor 3, and the defaults", b.Backoff)
 	}
 
 	one, err := r.LambdasJSON("c")

@@ -11,7 +11,8 @@ import (
 )
 
 // Outcome says how an attempt ended. Its words are those a worker reports (success, retriable,
-// fatal, cancelled), and timeout for an attempt whose worker went silent (its lease was lost).
+// fatal, cancelled, snoozed), and timeout for an attempt whose worker went silent (its lease was
+// lost).
 type Outcome string
 
 // The outcomes of an attempt.
@@ -21,12 +22,16 @@ const (
 	OutcomeFatal     Outcome = "fatal"
 	OutcomeTimeout   Outcome = "timeout"
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeSnoozed is a run whose handler asked to run again later without counting an attempt
+	// (Snooze).
+	OutcomeSnoozed Outcome = "snoozed"
 )
 
 // Attempt is one run of a task, as its history keeps it.
 type Attempt struct {
-	// Number counts the task's attempts over all its lives, from 1: a redrive sets Task.Attempts
-	// back to zero, but its next attempt goes on from the last number.
+	// Number counts the task's runs over all its lives, from 1, snoozed ones included (Snooze
+	// gives the attempt back, not the number): a redrive sets Task.Attempts back to zero, but
+	// its next attempt goes on from the last number.
 	Number    int       `json:"attempt"`
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at"`

@@ -68,6 +68,9 @@ type Config struct {
 	PayloadLimit int
 	BackoffBase  time.Duration
 	BackoffMax   time.Duration
+	// Backoff, if set, replaces BackoffBase and BackoffMax: the backoff of the lambda whose tasks
+	// the config is applied to (Lambda.Config sets it, from Lambda.Backoff).
+	Backoff      *BackoffPolicy
 	EnqueueQuota int
 }
 
@@ -126,6 +129,11 @@ func (c Config) Validate() error {
 	}
 	if c.EnqueueQuota < 1 {
 		return fmt.Errorf("task config: EnqueueQuota must be positive, got %d", c.EnqueueQuota)
+	}
+	if c.Backoff != nil {
+		if err := c.Backoff.Validate(); err != nil {
+			return fmt.Errorf("task config: %w", err)
+		}
 	}
 	return nil
 }

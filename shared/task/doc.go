@@ -16,11 +16,12 @@
 //
 //	status             next trigger                          meaning
 //	pending            none                                  waits for upstream tasks
-//	new                run_at                                scheduled, not yet enqueued
+//	new                run_at (snoozed: snoozed_at + delay)  scheduled, not yet enqueued
 //	enqueued           enqueued_at + enqueue timeout         in its queue; re-enqueued if never claimed
 //	processing         heartbeat_at + heartbeat timeout      a worker owns it (from its claim on);
 //	                                                         re-enqueued if heartbeats stop
-//	retriable_failure  failed_at + backoff(attempt)          will run again
+//	retriable_failure  failed_at + backoff(attempt), or the  will run again
+//	                   handler's delay (RetryAfter)
 //	success, fatal_failure, dead, cancelled, dropped: terminal, no trigger
 //
 // claimed (claimed_at + claim timeout) is no longer written: a claim starts its task. Older

@@ -33,6 +33,17 @@ type Lambda struct {
 	// leaves further due tasks waiting in the store. Zero means DefaultMaxEnqueued. It is a soft
 	// bound, read from the store's kept counts (docs/guarantees.md).
 	MaxEnqueued int
+	// Backoff, if set, shapes the delays between its retries; nil means Config's (BackoffBase,
+	// BackoffMax, doubling, equal jitter). See Config.
+	Backoff *BackoffPolicy
+}
+
+// Config returns c as it applies to the lambda's tasks: with the lambda's backoff, if it sets one.
+func (l Lambda) Config(c Config) Config {
+	if l.Backoff != nil {
+		c.Backoff = l.Backoff
+	}
+	return c
 }
 
 // DefaultMaxEnqueued is a lambda's MaxEnqueued unless it sets one: twice the enqueue quota and
@@ -90,6 +101,11 @@ func (l Lambda) Validate() error {
 	}
 	if l.MaxAttempts < 0 || l.MaxAttempts > MaxAttemptsLimit {
 		return Errorf(ErrInvalid, "lambda %s: max attempts must be in 0..%d, got %d", l.Name, MaxAttemptsLimit, l.MaxAttempts)
+	}
+	if l.Backoff != nil {
+		if err := l.Backoff.Validate(); err != nil {
+			return Errorf(ErrInvalid, "lambda %s: %v", l.Name, err)
+		}
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func Redrive(t Task, o RedriveOptions, now time.Time, c Config) (Task, error) {
 		return t, Errorf(ErrTooLarge, "payload is %d bytes; the limit is %d", len(o.Payload), c.PayloadLimit)
 	}
 	t = t.next(StatusNew, now, at(now))
-	t.Attempts, t.Result, t.NotifyCursor = 0, nil, ""
+	t.Attempts, t.Snoozes, t.Result, t.NotifyCursor = 0, 0, nil, ""
 	if o.MaxAttempts > 0 {
 		t.MaxAttempts = o.MaxAttempts
 	}

@@ -124,10 +124,13 @@ type Task struct {
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.
 	HandBacks int `json:"-"`
+	// Snoozes counts the runs of the task's current life that its handler snoozed (Snooze): at
+	// MaxSnoozes a snooze counts as an attempt. A redrive sets it back to zero. Stored.
+	Snoozes int `json:"-"`
 	// AttemptSeq numbers the task's attempts over all its lives (Attempt.Number): a claim counts
-	// one, a hand-back takes it back, a redrive keeps it. StartedAt and EndedAt are when the
-	// latest attempt started (its claim) and ended, and Worker who ran it (the claim's caller).
-	// Stored; the history (HistoryStore) keeps the attempts before.
+	// one, a hand-back takes it back, a snooze and a redrive keep it. StartedAt and EndedAt are
+	// when the latest attempt started (its claim) and ended, and Worker who ran it (the claim's
+	// caller). Stored; the history (HistoryStore) keeps the attempts before.
 	AttemptSeq int        `json:"-"`
 	StartedAt  *time.Time `json:"-"`
 	EndedAt    *time.Time `json:"-"`

@@ -266,18 +266,92 @@ func Fail(t Task, lease, msg string, retriable bool, now time.Time, c Config, ji
 	return fail(t, msg, o, now, c, jitter), nil
 }
 
-// fail ends the running attempt with outcome o, which retries it unless it is OutcomeFatal.
+// fail ends the running attempt with outcome o, which retries it after its backoff (c's) unless
+// it is OutcomeFatal.
 func fail(t Task, msg string, o Outcome, now time.Time, c Config, jitter float64) Task {
-	t.Error = TruncateError(msg)
-	t.HandBacks = 0 // the attempt counted
 	if o == OutcomeFatal {
+		t.Error = TruncateError(msg)
+		t.HandBacks = 0 // the attempt counted
 		return t.next(StatusFatalFailure, now, nil).endAttempt(o, now)
 	}
-	retryAt := now.Add(Backoff(t.Attempts, c.BackoffBase, c.BackoffMax, jitter))
+	return retry(t, msg, o, now, now.Add(c.retryDelay(t.Attempts, jitter)))
+}
+
+// retry ends the running attempt, which counted, with outcome o, and makes the task due again at
+// retryAt; unless its attempts are used up, or its deadline comes before retryAt: then it is dead.
+func retry(t Task, msg string, o Outcome, now, retryAt time.Time) Task {
+	t.Error = TruncateError(msg)
+	t.HandBacks = 0 // the attempt counted
 	if t.Attempts >= t.MaxAttempts || t.pastDeadline(retryAt) {
 		return t.next(StatusDead, now, nil).endAttempt(o, now)
 	}
 	return t.next(StatusRetriableFailure, now, at(retryAt)).endAttempt(o, now)
+}
+
+// CheckLater returns ErrInvalid unless delay is one a handler may ask to run again after
+// (RetryAfter, Snooze): from zero up to MaxDelay, as far ahead as a task may be scheduled.
+func CheckLater(delay time.Duration) error {
+	if delay < 0 || delay > MaxDelay {
+		return Errorf(ErrInvalid, "a delay to run again after must be within 0s..%s, got %s", MaxDelay, delay)
+	}
+	return nil
+}
+
+// RetryAfter records a run that failed retriably, as Fail does, and whose handler asked for the
+// next attempt after delay instead of the backoff. The attempt counts: a task whose attempts are
+// used up, or whose deadline comes before the delay is over, is dead. A task whose cancel was
+// accepted before ends cancelled instead: see CancelRunning.
+func RetryAfter(t Task, lease, msg string, delay time.Duration, now time.Time) (Task, error) {
+	if err := checkLease(t, lease, "retry"); err != nil {
+		return t, err
+	}
+	if err := CheckLater(delay); err != nil {
+		return t, err
+	}
+	if t.CancelRequested {
+		return t.endCancelled(now, TruncateError("cancelled while running; the run then failed: "+msg)), nil
+	}
+	return retry(t, msg, OutcomeRetriable, now, now.Add(delay)), nil
+}
+
+// MaxSnoozes is how many times a task may be snoozed (Snooze) in one life: each further snooze
+// counts as an attempt, so a handler that snoozes forever ends its task dead once its attempts
+// are used up, rather than keeping it waiting unnoticed. A redrive starts the count again.
+const MaxSnoozes = 100
+
+// Snooze records a run whose handler asked to run again after delay, with no attempt counted:
+// the claim's attempt is given back, and the task is new, due at now + delay, with its lease
+// released, as Release leaves it. The run is in the history all the same, as snoozed (its
+// Number is the run's; the next run's Attempt is the same as this one's). Task.Snoozes counts the
+// snoozes: past MaxSnoozes one counts as an attempt, as RetryAfter does. A task whose deadline
+// comes before the delay is over is dead, as a retry's would be. A task whose cancel was accepted
+// before ends cancelled instead: see CancelRunning.
+func Snooze(t Task, lease string, delay time.Duration, now time.Time) (Task, error) {
+	if err := checkLease(t, lease, "snooze"); err != nil {
+		return t, err
+	}
+	if err := CheckLater(delay); err != nil {
+		return t, err
+	}
+	if t.CancelRequested {
+		return t.endCancelled(now, "cancelled while running; the run then asked to snooze"), nil
+	}
+	wake := now.Add(delay)
+	if t.Snoozes >= MaxSnoozes {
+		msg := fmt.Sprintf("snoozed for %s, after %d snoozes (task.MaxSnoozes): this one counts as an attempt", delay, t.Snoozes)
+		return retry(t, msg, OutcomeRetriable, now, wake), nil
+	}
+	note := fmt.Sprintf("snoozed for %s by its handler", delay)
+	t.HandBacks = 0 // it ran: no claim of it was handed back
+	if t.pastDeadline(wake) {
+		t.Error = TruncateError(fmt.Sprintf("%s, past its deadline %s", note, t.Deadline.Format(time.RFC3339)))
+		return t.next(StatusDead, now, nil).endAttempt(OutcomeSnoozed, now), nil
+	}
+	t.Attempts--
+	t.Snoozes++
+	t = t.next(StatusNew, now, at(wake)).endAttempt(OutcomeSnoozed, now)
+	t.Ended.Error = note // the task keeps the error of its last failure, if any
+	return t, nil
 }
 
 // Timeout handles a claimed or processing task whose worker went silent past its trigger. It

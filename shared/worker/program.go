@@ -21,8 +21,19 @@ import (
 )
 
 // ExitRetry is the exit code (EX_TEMPFAIL) by which a program asks for another attempt. Exit 0
-// is success; any other code is a fatal failure.
+// is success; any other code is a fatal failure. A program that exits ExitRetry may say when to
+// run again on stdout (LaterOutput).
 const ExitRetry = 75
+
+// LaterOutput is what a program that exits ExitRetry may print on stdout, alone, to say when to
+// run again, a Go duration: {"snooze": "5m"} snoozes the task (Snooze: no attempt counted), and
+// {"retry_after": "30s"} runs its next attempt then instead of after the backoff (RetryAfter,
+// with the stderr tail as its error). Any other stdout of such a program is ignored, as before
+// snoozes: its exit is a retriable failure.
+type LaterOutput struct {
+	Snooze     string `json:"snooze,omitempty"`
+	RetryAfter string `json:"retry_after,omitempty"`
+}
 
 // Limits of what is kept of a program's output.
 const (
@@ -138,10 +149,36 @@ func (p Program) Handle(ctx context.Context, t Task) (json.RawMessage, error) {
 	case err == nil:
 		return result(stdout.Bytes()), nil
 	case errors.As(err, &exit) && exit.ExitCode() == ExitRetry:
-		return nil, errors.New(stderr.message(err))
+		return nil, laterOf(stdout.Bytes(), errors.New(stderr.message(err)))
 	default:
 		return nil, Fatal(errors.New(stderr.message(err)))
 	}
+}
+
+// laterOf is the error of a program that exited ExitRetry and printed out on stdout: the Later it
+// asks for if out is a LaterOutput, else failure, a retriable failure.
+func laterOf(out []byte, failure error) error {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	var o LaterOutput
+	if dec.Decode(&o) != nil || (o.Snooze == "") == (o.RetryAfter == "") {
+		return failure
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return failure // more than the one object
+	}
+	key, v := "snooze", o.Snooze
+	if o.RetryAfter != "" {
+		key, v = "retry_after", o.RetryAfter
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%w (the program printed %s %q, which is not a Go duration such as \"30s\")", failure, key, v)
+	}
+	if o.Snooze != "" {
+		return Snooze(d)
+	}
+	return RetryAfter(d, failure)
 }
 
 // terminate sends SIGTERM to the process group of pid and reports whether the program exited
@@ -298,6 +335,17 @@ func serve(ctx context.Context, h Handler, stdin io.Reader, stdout, stderr io.Wr
 		return 0
 	case Retriable(err):
 		fmt.Fprintln(stderr, err)
+		if later, ok := LaterOf(err); ok {
+			// As a program says it (LaterOutput): the process that runs this one reads it back.
+			o := LaterOutput{Snooze: later.Delay.String()}
+			if later.Counted {
+				o = LaterOutput{RetryAfter: later.Delay.String()}
+			}
+			b, _ := json.Marshal(o)
+			if _, err := stdout.Write(b); err != nil {
+				fmt.Fprintln(stderr, "write when to run again:", err) // then retried after the backoff
+			}
+		}
 		return ExitRetry
 	default:
 		fmt.Fprintln(stderr, err)

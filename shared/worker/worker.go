@@ -7,7 +7,9 @@
 //
 // A handler's error decides the task's fate: wrap ErrFatal (or call Fatal) to end the task as
 // fatal_failure; any other error is retriable, and the task runs again after a backoff until its
-// attempts are used up. A panic is a retriable failure too. The task keeps the error's text, cut
+// attempts are used up. A panic is a retriable failure too. Return Snooze(d) to run again after
+// d with no attempt counted, or RetryAfter(d, err) for a retriable failure whose next attempt
+// comes after d instead of the backoff. The task keeps the error's text, cut
 // to its first task.MaxErrorBytes (4 KiB) with a marker: put long diagnostics in the logs.
 package worker
 

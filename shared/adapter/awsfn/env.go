@@ -77,6 +77,8 @@ type LambdaSpec struct {
 	Timeout     string   `json:"timeout,omitempty"` // a Go duration, such as "5m"
 	MaxAttempts int      `json:"max_attempts,omitempty"`
 	MaxEnqueued int      `json:"max_enqueued,omitempty"`
+	// Backoff is the lambda's own backoff; absent: the task config's.
+	Backoff *task.BackoffSpec `json:"backoff,omitempty"`
 }
 
 // Lambda returns the task.Lambda of s, with defaults, validated.
@@ -88,6 +90,13 @@ func (s LambdaSpec) Lambda() (task.Lambda, error) {
 			return task.Lambda{}, fmt.Errorf("lambda %s: timeout %q: %w", s.Name, s.Timeout, err)
 		}
 		l.Timeout = d
+	}
+	if s.Backoff != nil {
+		b, err := s.Backoff.Policy()
+		if err != nil {
+			return task.Lambda{}, fmt.Errorf("lambda %s: %w", s.Name, err)
+		}
+		l.Backoff = &b
 	}
 	l = l.WithDefaults()
 	return l, l.Validate()
@@ -321,7 +330,7 @@ func Status(e Env, c Clients, log *slog.Logger) executor.Status {
 	if e.StatusFunction != "" {
 		return statusfn.NewClient(statusfn.LambdaInvoker{Client: awslambda.NewFromConfig(c.AWS), Function: e.StatusFunction})
 	}
-	local := status.New(c.TaskStore(), status.Config{Task: e.Task, Logger: log, Queue: c.Queue})
+	local := status.New(c.TaskStore(), status.Config{Task: e.Task, Logger: log, Queue: c.Queue, Lambdas: c.Catalog})
 	h := statusfn.NewHandler(local, log)
 	if e.Lambda != "" {
 		h = statusfn.NewLambdaHandler(local, e.Lambda, log)

@@ -91,7 +91,7 @@ func New(c Config) *Metrics {
 			Name: "atf_delivery_latency_seconds", Help: "How long after its run time a task's first attempt was claimed.", Buckets: deliveryBuckets,
 		}, []string{"lambda"}),
 		handler: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "atf_handler_duration_seconds", Help: "How long handlers ran, by outcome (success, retriable, fatal, cancelled, stopped).", Buckets: handlerBuckets,
+			Name: "atf_handler_duration_seconds", Help: "How long handlers ran, by outcome (success, retriable, fatal, cancelled, snoozed, stopped).", Buckets: handlerBuckets,
 		}, []string{"lambda", "outcome"}),
 		sweep: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "atf_sweep_duration_seconds", Help: "How long the consumer's passes over a lambda took.", Buckets: sweepBuckets,

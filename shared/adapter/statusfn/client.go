@@ -87,6 +87,9 @@ func (c *Client) SetResult(ctx context.Context, lambda, id, lease string, r stat
 		Op: OpSetResult, Lambda: lambda, TaskID: id, Lease: lease,
 		Outcome: r.Outcome, Result: r.Result, Error: r.Error,
 	}
+	if r.Delay != nil {
+		req.Delay = r.Delay.String() // exact: ParseDuration reads it back to the nanosecond
+	}
 	resp, err := c.call(ctx, req)
 	if size := (*requestTooLarge)(nil); errors.As(err, &size) {
 		req.Result, req.Error = nil, fmt.Sprintf("the %s is too large for the status call: the request is %d bytes, over Lambda's invoke limit of %d", what(r), size.bytes, MaxRequestBytes)

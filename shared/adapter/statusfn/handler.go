@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
@@ -169,6 +170,13 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 		return Response{}, h.status.Heartbeat(ctx, req.Lambda, req.TaskID, req.Lease)
 	case OpSetResult:
 		r := status.Result{Outcome: req.Outcome, Result: req.Result, Error: req.Error}
+		if req.Delay != "" {
+			d, err := time.ParseDuration(req.Delay)
+			if err != nil {
+				return Response{}, task.Errorf(task.ErrInvalid, "delay %q: want a Go duration, such as \"30s\"", req.Delay)
+			}
+			r.Delay = &d
+		}
 		t, err := h.status.SetResult(ctx, req.Lambda, req.TaskID, req.Lease, r)
 		if err != nil {
 			return Response{}, err

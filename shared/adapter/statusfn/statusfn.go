@@ -10,6 +10,8 @@
 //	{"v": 1, "op": "set_result", "lambda": "echo", "task_id": "t1", "lease": "Q7B2...",
 //	 "outcome": "success", "result": {"hi": "there"}}
 //	{"v": 1, "op": "set_result", ..., "outcome": "retriable", "error": "upstream timed out"}
+//	{"v": 1, "op": "set_result", ..., "outcome": "retriable", "error": "rate limited", "delay": "30s"}
+//	{"v": 1, "op": "set_result", ..., "outcome": "snoozed", "delay": "5m"}
 //	{"v": 1, "op": "release", "lambda": "echo", "task_id": "t1", "lease": "Q7B2..."}
 //	{"v": 1, "op": "unclaim", "lambda": "echo", "task_id": "t1", "delivery": "AQEB...", "token": "M4X..."}
 //
@@ -26,6 +28,11 @@
 // every tokenless caller of a delivery shares that lease. A function older than unclaim answers
 // it invalid too, and one older than tokens ignores the token; in both cases the claim, if
 // written, is counted at its heartbeat timeout as before.
+//
+// A delay (a Go duration) is when the handler asked to run again: with retriable, the next
+// attempt comes after it instead of the backoff (task.RetryAfter); snoozed needs one, and counts
+// no attempt (task.Snooze). A function older than these refuses snoozed as invalid (the run then
+// counts at its heartbeat timeout), and ignores a delay: its retry waits the backoff.
 //
 // A response carries the task for claim and set_result (without its payload, which the worker
 // has), and for claim the lease beside it, since a task's JSON never shows its lease. Or it carries an error:
@@ -144,6 +151,8 @@ type Request struct {
 	Outcome status.Outcome  `json:"outcome,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   string          `json:"error,omitempty"`
+	// Delay, a Go duration, is when to run again (status.Result.Delay).
+	Delay string `json:"delay,omitempty"`
 
 	// Requests are the requests of a batch (version 2), which sets no other field.
 	Requests []Request `json:"requests,omitempty"`
@@ -275,7 +284,7 @@ func (r Request) validateBatch() error {
 	case len(r.Requests) > MaxBatchRequests:
 		return task.Errorf(task.ErrInvalid, "a batch holds at most %d requests, not %d", MaxBatchRequests, len(r.Requests))
 	case r.Op != "" || r.Lambda != "" || r.TaskID != "" || r.Lease != "" || r.Delivery != "" ||
-		r.Outcome != "" || r.Result != nil || r.Error != "":
+		r.Outcome != "" || r.Result != nil || r.Error != "" || r.Delay != "":
 		return task.Errorf(task.ErrInvalid, `a batch (version %d) sets "requests" only`, BatchVersion)
 	}
 	return nil

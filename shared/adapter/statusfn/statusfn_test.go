@@ -160,6 +160,21 @@ var eventCases = map[string]eventCase{
 			}
 		}},
 	"set-result-bad-outcome.json": {fixture: task.StatusProcessing, code: "invalid"},
+	// A snooze: no attempt counted, due again after its delay.
+	"set-result-snoozed.json": {fixture: task.StatusProcessing, after: task.StatusNew,
+		check: func(t *testing.T, _ statusfn.Request, _ statusfn.Response, stored task.Task) {
+			if stored.Attempts != 0 || stored.Lease != "" || stored.NextTriggerAt == nil || !stored.NextTriggerAt.Equal(stored.UpdatedAt.Add(5*time.Minute)) {
+				t.Errorf("a snooze counts no attempt and is due after its delay: %+v", stored)
+			}
+		}},
+	// A retry after the handler's delay, not the backoff: the attempt counts.
+	"set-result-retry-after.json": {fixture: task.StatusProcessing, after: task.StatusRetriableFailure,
+		check: func(t *testing.T, req statusfn.Request, _ statusfn.Response, stored task.Task) {
+			if stored.Error != req.Error || stored.Attempts != 1 || stored.NextTriggerAt == nil || !stored.NextTriggerAt.Equal(stored.UpdatedAt.Add(2*time.Hour)) {
+				t.Errorf("stored %+v; want the attempt counted, due 2h after it ended", stored)
+			}
+		}},
+	"set-result-bad-delay.json": {fixture: task.StatusProcessing, code: "invalid"},
 	"release.json": {fixture: task.StatusProcessing, after: task.StatusNew,
 		check: func(t *testing.T, _ statusfn.Request, _ statusfn.Response, stored task.Task) {
 			if stored.Attempts != 0 || stored.Lease != "" {
@@ -505,5 +520,22 @@ func TestLambdaHandlerRefusesOtherLambdas(t *testing.T) {
 	resp, err = own.Handle(context.Background(), statusfn.Request{V: statusfn.Version, Op: statusfn.OpHeartbeat, Lambda: echo.Name, TaskID: "run", Lease: running.Lease})
 	if err != nil || resp.Error != nil {
 		t.Fatalf("heartbeat by lambda echo's own handler: %+v, %v", resp, err)
+	}
+}
+
+// TestClientSendsDelay: the Client carries a result's delay to the controller, to the
+// nanosecond: a snooze, and a retry after it.
+func TestClientSendsDelay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := newClient(e)
+	d := 90*time.Second + time.Nanosecond
+	for _, r := range []status.Result{{Outcome: status.Snoozed, Delay: &d}, {Outcome: status.Retriable, Error: "429", Delay: &d}} {
+		id := "delay-" + string(r.Outcome)
+		e.fixture(t, id, task.StatusProcessing, eventLease)
+		got, err := c.SetResult(context.Background(), echo.Name, id, eventLease, r)
+		if err != nil || got.NextTriggerAt == nil || !got.NextTriggerAt.Equal(got.UpdatedAt.Add(d)) {
+			t.Errorf("%s: due %v after an update at %v, %v; want %s later", r.Outcome, got.NextTriggerAt, got.UpdatedAt, err, d)
+		}
 	}
 }

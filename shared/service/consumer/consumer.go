@@ -700,7 +700,7 @@ func (c *passState) sweepLambda(ctx context.Context, l task.Lambda, readGates fu
 	for _, t := range stalled {
 		var msg *task.Message
 		next, err := c.apply(ctx, t, func(t task.Task) (task.Task, error) {
-			next, err := task.Timeout(t, now, c.cfg, c.jitter())
+			next, err := task.Timeout(t, now, l.Config(c.cfg), c.jitter()) // with its lambda's backoff
 			if err != nil || next.Status != task.StatusRetriableFailure || mode != task.GateOpen || slices.Contains(held, t.Collection) {
 				return next, err
 			}

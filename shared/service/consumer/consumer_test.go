@@ -31,7 +31,8 @@ func newEnv(t *testing.T, quota int, names ...string) *env {
 // sees (the env itself reads and writes the store unwrapped).
 type options struct {
 	cfg         task.Config
-	maxEnqueued int // of every lambda
+	maxEnqueued int                 // of every lambda
+	backoff     *task.BackoffPolicy // of every lambda
 	sweepAhead  time.Duration
 	wrapStore   func(task.Store) task.Store
 	wrapQueue   func(task.Queue) task.Queue
@@ -47,7 +48,7 @@ func newEnvWith(t *testing.T, o options, names ...string) *env {
 	e.cfg = o.cfg.WithDefaults()
 	var lambdas []task.Lambda
 	for _, n := range names {
-		l := task.Lambda{Name: n, MaxEnqueued: o.maxEnqueued}.WithDefaults()
+		l := task.Lambda{Name: n, MaxEnqueued: o.maxEnqueued, Backoff: o.backoff}.WithDefaults()
 		e.ls[n] = l
 		lambdas = append(lambdas, l)
 	}

@@ -354,8 +354,8 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 }
 
 // observe tells the metrics how a handler run ended: as its result is reported (success,
-// retriable, fatal), cancelled if it was stopped for its task's cancel, stopped if for anything
-// else (its lease lost, a shutdown).
+// retriable, fatal, snoozed), cancelled if it was stopped for its task's cancel, stopped if for
+// anything else (its lease lost, a shutdown).
 func (e *Executor) observe(hctx context.Context, lambda string, err error, took time.Duration) {
 	if e.metrics == nil {
 		return
@@ -368,10 +368,8 @@ func (e *Executor) observe(hctx context.Context, lambda string, err error, took 
 		outcome = string(status.Cancelled)
 	case errors.Is(cause, errLeaseLost) || (hctx.Err() != nil && !errors.Is(hctx.Err(), context.DeadlineExceeded)):
 		outcome = "stopped"
-	case worker.Retriable(err):
-		outcome = string(status.Retriable)
 	default:
-		outcome = string(status.Fatal)
+		outcome = string(resultOf(err).Outcome)
 	}
 	e.metrics.HandlerRan(lambda, outcome, took)
 }
@@ -434,11 +432,7 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o 
 	}
 	r := status.Result{Outcome: status.Success, Result: result}
 	if err != nil {
-		// The task keeps at most MaxErrorBytes of it: a longer error would only weigh on the call.
-		r = status.Result{Outcome: status.Fatal, Error: task.TruncateError(err.Error())}
-		if worker.Retriable(err) {
-			r.Outcome = status.Retriable
-		}
+		r = resultOf(err)
 	}
 	if r.Outcome == status.Success && len(result) > e.cfg.PayloadLimit {
 		// The controller would refuse it as well, but a Go handler may return any size, and a
@@ -459,6 +453,33 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o 
 		return
 	}
 	log.Info("task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
+}
+
+// resultOf is the result that reports a handler's error: fatal, retriable, or a run again later
+// that the handler asked for (worker.Snooze, worker.RetryAfter).
+func resultOf(err error) status.Result {
+	// The task keeps at most MaxErrorBytes of it: a longer error would only weigh on the call.
+	r := status.Result{Outcome: status.Fatal, Error: task.TruncateError(err.Error())}
+	if !worker.Retriable(err) {
+		return r
+	}
+	r.Outcome = status.Retriable
+	later, ok := worker.LaterOf(err)
+	if !ok {
+		return r
+	}
+	if cerr := task.CheckLater(later.Delay); cerr != nil {
+		// The controller would refuse it, and the run count at its timeout: a retriable failure
+		// that says why instead.
+		r.Error = task.TruncateError(fmt.Sprintf("%s (the handler asked to run again later, but %v)", err, cerr))
+		return r
+	}
+	d := later.Delay
+	r.Delay = &d
+	if !later.Counted {
+		r.Outcome, r.Error = status.Snoozed, ""
+	}
+	return r
 }
 
 // release hands t back untried, as at shutdown or when it came too late to run: the attempt does

@@ -132,7 +132,7 @@ func (k *Completer) record(ctx context.Context, batch []completion) {
 			c.log.Warn("could not record result: the task is gone", "lambda", b.lambda, "task_id", b.id, "outcome", b.r.Outcome)
 			continue
 		}
-		fn, err := c.resultTransition(b.lease, b.r)
+		fn, err := c.resultTransition(ctx, b.lambda, b.lease, b.r)
 		if err != nil {
 			c.log.Warn("could not record result", "lambda", b.lambda, "task_id", b.id, "outcome", b.r.Outcome, "err", err)
 			continue

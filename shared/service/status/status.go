@@ -29,6 +29,9 @@ const (
 	// Cancelled reports a run stopped because its task was cancelled: the heartbeat answered
 	// task.ErrCancelled and the handler was stopped (task.CancelRunning).
 	Cancelled Outcome = "cancelled"
+	// Snoozed reports a run whose handler asked to run again after Result.Delay, with no attempt
+	// counted (task.Snooze).
+	Snoozed Outcome = "snoozed"
 )
 
 // Result is what a worker reports when its handler returns.
@@ -40,17 +43,22 @@ type Result struct {
 	// (task.Attempt.Log) by a store that keeps logs. Never sent to the status function: on AWS
 	// the logs are in CloudWatch.
 	Log string `json:"-"`
+	// Delay is, for Snoozed (which needs it), how long until the task runs again; for Retriable,
+	// if set, how long until its next attempt, instead of the backoff (task.RetryAfter). Within
+	// task.CheckLater's bounds.
+	Delay *time.Duration `json:"delay,omitempty"`
 }
 
 // Controller claims tasks for workers and records their progress.
 type Controller struct {
-	store  task.Store
-	queue  task.Queue
-	gates  *task.GateSnapshot
-	cfg    task.Config
-	now    func() time.Time
-	jitter func() float64
-	log    *slog.Logger
+	store   task.Store
+	queue   task.Queue
+	gates   *task.GateSnapshot
+	cfg     task.Config
+	lambdas task.Catalog
+	now     func() time.Time
+	jitter  func() float64
+	log     *slog.Logger
 }
 
 // Config configures a Controller. Zero fields take defaults: the task defaults, the wall clock,
@@ -68,6 +76,9 @@ type Config struct {
 	// of the same process (frontend.Config.Gates), which renews it when it sets a gate. Nil: a
 	// snapshot of the Controller's own, read at most once per GateAge.
 	Gates *task.GateSnapshot
+	// Lambdas, if set, gives each lambda's own backoff (task.Lambda.Backoff) to its retries.
+	// Without it, or for a lambda it does not list, retries take Task's backoff.
+	Lambdas task.Catalog
 }
 
 // New returns a Controller over store.
@@ -81,7 +92,7 @@ func New(store task.Store, c Config) *Controller {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), now: c.Now, jitter: c.Jitter, log: c.Logger}
+	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), lambdas: c.Lambdas, now: c.Now, jitter: c.Jitter, log: c.Logger}
 	ctl.gates = c.Gates
 	if ctl.gates == nil {
 		ctl.gates = &task.GateSnapshot{Store: store, Age: GateAge}
@@ -264,7 +275,7 @@ func (c *Controller) Heartbeat(ctx context.Context, lambda, id, lease string) er
 // reported after the cancel is refused (not kept), and the task returned says cancelled. The
 // outcome Cancelled is for such a task only (task.ErrConflict otherwise).
 func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r Result) (task.Task, error) {
-	fn, err := c.resultTransition(lease, r)
+	fn, err := c.resultTransition(ctx, lambda, lease, r)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -289,10 +300,10 @@ func (c *Controller) SetResult(ctx context.Context, lambda, id, lease string, r 
 	return t, err
 }
 
-// resultTransition is the transition that records r under lease, with r's log on the attempt it
-// ends.
-func (c *Controller) resultTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
-	end, err := c.endTransition(lease, r)
+// resultTransition is the transition that records r of a task of lambda under lease, with r's
+// log on the attempt it ends.
+func (c *Controller) resultTransition(ctx context.Context, lambda, lease string, r Result) (func(task.Task) (task.Task, error), error) {
+	end, err := c.endTransition(ctx, lambda, lease, r)
 	if err != nil {
 		return nil, err
 	}
@@ -302,19 +313,56 @@ func (c *Controller) resultTransition(lease string, r Result) (func(task.Task) (
 	}, nil
 }
 
-// endTransition is the transition that ends the run under lease with r's outcome.
-func (c *Controller) endTransition(lease string, r Result) (func(task.Task) (task.Task, error), error) {
+// endTransition is the transition that ends the run of a task of lambda under lease with r's
+// outcome.
+func (c *Controller) endTransition(ctx context.Context, lambda, lease string, r Result) (func(task.Task) (task.Task, error), error) {
+	if r.Delay != nil {
+		if r.Outcome != Retriable && r.Outcome != Snoozed {
+			return nil, task.Errorf(task.ErrInvalid, "a delay goes with the outcome retriable or snoozed, not %q", r.Outcome)
+		}
+		if err := task.CheckLater(*r.Delay); err != nil {
+			return nil, err
+		}
+	}
 	switch r.Outcome {
 	case Cancelled:
 		return func(t task.Task) (task.Task, error) { return task.CancelRunning(t, lease, c.now().UTC()) }, nil
 	case Success:
 		return func(t task.Task) (task.Task, error) { return task.Succeed(t, lease, r.Result, c.now().UTC(), c.cfg) }, nil
+	case Snoozed:
+		if r.Delay == nil {
+			return nil, task.Errorf(task.ErrInvalid, "the outcome snoozed needs the delay to run again after")
+		}
+		return func(t task.Task) (task.Task, error) { return task.Snooze(t, lease, *r.Delay, c.now().UTC()) }, nil
 	case Retriable, Fatal:
+		if r.Delay != nil {
+			return func(t task.Task) (task.Task, error) {
+				return task.RetryAfter(t, lease, r.Error, *r.Delay, c.now().UTC())
+			}, nil
+		}
+		cfg := c.configOf(ctx, lambda)
 		return func(t task.Task) (task.Task, error) {
-			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), c.cfg, c.jitter())
+			return task.Fail(t, lease, r.Error, r.Outcome == Retriable, c.now().UTC(), cfg, c.jitter())
 		}, nil
 	}
-	return nil, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal, cancelled", r.Outcome)
+	return nil, task.Errorf(task.ErrInvalid, "outcome %q is not one of success, retriable, fatal, cancelled, snoozed", r.Outcome)
+}
+
+// configOf is the task config of lambda's tasks: with its own backoff, if Config.Lambdas lists
+// it with one. A lambda it cannot read takes the default backoff: its run is recorded all the
+// same.
+func (c *Controller) configOf(ctx context.Context, lambda string) task.Config {
+	if c.lambdas == nil {
+		return c.cfg
+	}
+	l, ok, err := c.lambdas.Lambda(ctx, lambda)
+	if err != nil {
+		c.log.Warn("could not read the lambda's backoff; its retry takes the default", "lambda", lambda, "err", err)
+	}
+	if err != nil || !ok {
+		return c.cfg
+	}
+	return l.Config(c.cfg)
 }
 
 // Release hands a task back untried, as when its executor shuts down.

@@ -457,7 +457,7 @@ var StateAttributes = []string{
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrAfterCount, attrAfterRef, attrTrigger,
 	attrSettled, attrDownstream, attrNotifyCursor, attrCancel, attrNotBefore, attrHandBacks,
-	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
+	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker, attrSnoozes,
 }
 
 // stateProjection and stateNames are StateAttributes as a projection expression.

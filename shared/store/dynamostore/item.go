@@ -48,6 +48,7 @@ const (
 	attrCancel      = "cxl"    // BOOL, present only when true: a running task's cancel was accepted
 	attrNotBefore   = "nb"     // N, unix nanoseconds: an enqueued task sent ahead is not claimed before
 	attrHandBacks   = "hb"     // N, present only when not 0: the claims of the attempt handed back
+	attrSnoozes     = "snz"    // N, present only when not 0: the runs of this life snoozed
 	// The latest attempt (task.Task.AttemptSeq, StartedAt, EndedAt, Worker), each present only
 	// when set; an attempt item (history.go) has them too, and attrOutcome.
 	attrAttemptSeq = "aseq" // N
@@ -184,6 +185,7 @@ var stateAttrs = []string{
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
 	attrLogGroup, attrLogStream, attrRequestID,
+	attrSnoozes,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -226,6 +228,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		item[attrAttemptSeq] = n(int64(t.AttemptSeq))
 	}
 	logAttrs(item, t.LogLocation, t.Worker)
+	if t.Snoozes != 0 {
+		item[attrSnoozes] = n(int64(t.Snoozes))
+	}
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
 	}
@@ -340,7 +345,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	if v, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
 		t.CancelRequested = v.Value
 	}
-	t.HandBacks = int(num(attrHandBacks))
+	t.HandBacks, t.Snoozes = int(num(attrHandBacks)), int(num(attrSnoozes))
 	t.AttemptSeq, t.StartedAt, t.EndedAt, t.Worker = int(num(attrAttemptSeq)), tm(attrStartedAt), tm(attrEndedAt), str(attrWorker)
 	t.LogLocation = logLocation(item, t.Worker)
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)

@@ -50,6 +50,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"NotBefore", testNotBefore},
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
+		{"Snooze", testSnooze},
 		{"Redrive", testRedrive},
 		{"ListFailed", testListFailed},
 		{"History", testHistory},
@@ -85,6 +86,7 @@ func full(lambda, id string, now time.Time) task.Task {
 		Lease: "lease-abc", Spec: "spec-fingerprint",
 		AttemptSeq: 3, StartedAt: ptr(now.Add(-10 * time.Second)), EndedAt: ptr(now.Add(-5 * time.Second)), Worker: "executor-1",
 		LogLocation: &task.LogLocation{Group: "/aws/lambda/worker-echo", Stream: "executor-1", RequestID: "req-1"},
+		Snoozes: 2,
 	}
 }
 
@@ -146,6 +148,7 @@ func diff(want, got task.Task) []string {
 	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
 	ptrEq("NotBefore", want.NotBefore, got.NotBefore)
 	check("HandBacks", want.HandBacks == got.HandBacks, want.HandBacks, got.HandBacks)
+	check("Snoozes", want.Snoozes == got.Snoozes, want.Snoozes, got.Snoozes)
 	check("AttemptSeq", want.AttemptSeq == got.AttemptSeq, want.AttemptSeq, got.AttemptSeq)
 	ptrEq("StartedAt", want.StartedAt, got.StartedAt)
 	ptrEq("EndedAt", want.EndedAt, got.EndedAt)

@@ -61,7 +61,9 @@ var (
 	epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	// collections a task may belong to; as gate targets, "" is the whole lambda.
 	collections = []string{"", "a", "b"}
-	outcomes    = []status.Outcome{status.Success, status.Retriable, status.Fatal}
+	outcomes    = []status.Outcome{status.Success, status.Retriable, status.Fatal, status.Snoozed}
+	// delays a handler may ask to run again after (worker.Snooze, worker.RetryAfter).
+	delays = []time.Duration{0, 30 * time.Second, 2 * time.Minute, time.Hour}
 )
 
 // TestModel checks the guarantees on random histories of the real components. The store is
@@ -249,6 +251,7 @@ type machine struct {
 	specs  map[string]task.Spec // their requests
 	seen   map[string]task.Task // each task as last read
 	claims map[string]int       // accepted claims less accepted releases: the attempts a task must count
+	asked  map[string]time.Time // when the latest accepted result with a delay asked its task to run again
 	// cancelled holds the tasks a cancel was accepted for: each must end cancelled, never otherwise.
 	cancelled map[string]bool
 	inbox     []task.Delivery // received messages whose claim is not settled
@@ -261,7 +264,7 @@ type machine struct {
 }
 
 func newMachine(t *rapid.T, s *system, c *tally) *machine {
-	m := &machine{t: t, sys: s, tally: c, specs: map[string]task.Spec{}, seen: map[string]task.Task{}, claims: map[string]int{},
+	m := &machine{t: t, sys: s, tally: c, specs: map[string]task.Spec{}, seen: map[string]task.Task{}, claims: map[string]int{}, asked: map[string]time.Time{},
 		gates: map[string]string{}, cancelled: map[string]bool{}}
 	m.hist = newHistory(task.MaxMissedHeartbeats*s.cfg.HeartbeatInterval, m.problem)
 	return m
@@ -585,6 +588,16 @@ func (m *machine) drawResult(t *rapid.T) status.Result {
 			r.Result = []byte(`"` + strings.Repeat("x", payloadLimit) + `"`)
 		}
 		return r
+	case status.Snoozed:
+		d := rapid.SampledFrom(delays).Draw(t, "delay")
+		return status.Result{Outcome: o, Delay: &d}
+	case status.Retriable:
+		r := status.Result{Outcome: o, Error: "handler failed"}
+		if rapid.Bool().Draw(t, "retry_after") {
+			d := rapid.SampledFrom(delays).Draw(t, "delay")
+			r.Delay = &d
+		}
+		return r
 	default:
 		return status.Result{Outcome: o, Error: "handler failed"}
 	}
@@ -895,6 +908,12 @@ func (m *machine) complete(w *worker, r status.Result, predict bool) {
 		}
 		return
 	}
+	if r.Outcome == status.Snoozed && got.Status == task.StatusNew {
+		m.claims[w.task]-- // a snooze gives its attempt back
+	}
+	if r.Delay != nil {
+		m.asked[w.task] = m.sys.now.Add(*r.Delay)
+	}
 	m.hist.accepted(w.task, w.lease, string(r.Outcome), m.sys.now, true)
 	m.logf("%s reports %s of %s: accepted, task is %s", w.name, r.Outcome, w.task, got.Status)
 	if predict {
@@ -916,6 +935,12 @@ func (m *machine) after(pre task.Task, r status.Result) []task.Status {
 		return []task.Status{task.StatusFatalFailure}
 	case r.Outcome == status.Success:
 		return []task.Status{task.StatusSuccess}
+	// A snooze waits as new, unless the deadline comes first; past task.MaxSnoozes it counts as
+	// an attempt, as a retry does.
+	case r.Outcome == status.Snoozed && pre.Snoozes < task.MaxSnoozes && pre.Deadline == nil:
+		return []task.Status{task.StatusNew}
+	case r.Outcome == status.Snoozed && pre.Snoozes < task.MaxSnoozes:
+		return []task.Status{task.StatusNew, task.StatusDead}
 	case pre.Attempts >= pre.MaxAttempts:
 		return []task.Status{task.StatusDead}
 	// A retry within task.MaxSendAhead that no gate holds is enqueued by the same write.
@@ -1104,6 +1129,9 @@ func (m *machine) look(tk task.Task) {
 		}
 		if tk.RunAt.After(limit) {
 			limit = tk.RunAt
+		}
+		if asked := m.asked[id]; asked.After(limit) {
+			limit = asked // the handler's own delay (a snooze, a retry after)
 		}
 		if tk.NextTriggerAt.After(limit) {
 			m.problem("a next trigger lies past every timeout: task %s is %s with its next trigger %s away", id, tk.Status, tk.NextTriggerAt.Sub(m.sys.now))
