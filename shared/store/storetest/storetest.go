@@ -86,7 +86,7 @@ func full(lambda, id string, now time.Time) task.Task {
 		Lease: "lease-abc", Spec: "spec-fingerprint",
 		AttemptSeq: 3, StartedAt: ptr(now.Add(-10 * time.Second)), EndedAt: ptr(now.Add(-5 * time.Second)), Worker: "executor-1",
 		LogLocation: &task.LogLocation{Group: "/aws/lambda/worker-echo", Stream: "executor-1", RequestID: "req-1"},
-		Snoozes: 2,
+		Snoozes:     2,
 	}
 }
 
