@@ -486,6 +486,10 @@ func TestStatusEvents(t *testing.T) {
 		"set-result-retriable.json":   {fixture: task.StatusProcessing, after: task.StatusEnqueued},
 		"set-result-fatal.json":       {fixture: task.StatusProcessing, after: task.StatusFatalFailure},
 		"set-result-bad-outcome.json": {fixture: task.StatusProcessing, code: "invalid"},
+		// A snooze counts no attempt; a retry after 2 h is beyond what is sent ahead.
+		"set-result-snoozed.json":     {fixture: task.StatusProcessing, after: task.StatusNew},
+		"set-result-retry-after.json": {fixture: task.StatusProcessing, after: task.StatusRetriableFailure},
+		"set-result-bad-delay.json":   {fixture: task.StatusProcessing, code: "invalid"},
 		"release.json":                {fixture: task.StatusProcessing, after: task.StatusNew},
 		"unknown-op.json":             {fixture: task.StatusProcessing, code: "invalid"},
 		"unsupported-version.json":    {fixture: task.StatusProcessing, code: "invalid"},
