@@ -109,14 +109,17 @@ func (s *FaultyStore) Gates(ctx context.Context) ([]task.Gate, error) {
 	return s.Store.Gates(ctx)
 }
 
-// StaleStore answers half its due queries with an earlier answer to the same query, up to
-// MaxAge old, as long as it has one: a due index that lags the table, as a DynamoDB GSI may. The tasks it returns
-// may have moved on since, so every move the consumer makes from them must be refused.
+// StaleStore answers with an earlier answer to the same query, up to MaxAge old, every other
+// time it holds one that has gone stale (lists a task that has moved on since): a due index that
+// lags the table, as a DynamoDB GSI may. Every move the consumer makes from such an answer must be
+// refused. Choosing only answers that differ, rather than any earlier one at random, makes a stale
+// answer certain whenever two due reads fall within MaxAge, however slow the machine runs.
 type StaleStore struct {
 	task.Store
 	MaxAge time.Duration
 	mu     sync.Mutex
 	seen   map[string][]answer
+	skip   bool // the last stale chance was taken: let the next one answer fresh
 	stale  atomic.Int64
 }
 
@@ -142,20 +145,27 @@ func (s *StaleStore) Due(ctx context.Context, p task.DueParams) ([]task.Task, er
 	}
 	past := slices.DeleteFunc(s.seen[key], func(a answer) bool { return now.Sub(a.at) > s.MaxAge })
 	s.seen[key] = append(past, answer{now, fresh})
-	if len(past) == 0 || rand.IntN(2) == 0 {
-		return fresh, nil
-	}
-	old := past[rand.IntN(len(past))]
 	current := make(map[string]int64, len(fresh))
 	for _, t := range fresh {
 		current[t.ID] = t.Version
 	}
-	for _, t := range old.tasks {
-		if v, ok := current[t.ID]; !ok || v != t.Version {
-			s.stale.Add(1)
+	for _, old := range past { // oldest first: the stalest answer
+		moved := 0
+		for _, t := range old.tasks {
+			if v, ok := current[t.ID]; !ok || v != t.Version {
+				moved++
+			}
 		}
+		if moved == 0 {
+			continue
+		}
+		if s.skip = !s.skip; !s.skip {
+			return fresh, nil
+		}
+		s.stale.Add(int64(moved))
+		return slices.Clone(old.tasks), nil
 	}
-	return slices.Clone(old.tasks), nil
+	return fresh, nil
 }
 
 // HeartbeatLoss loses every heartbeat of the runs Lose picks (the first write to processing,
