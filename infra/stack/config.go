@@ -72,6 +72,78 @@ type Environment struct {
 	// environment's event bus (events.go) and the functions that write the table publish every
 	// task's events to it, at $1.00 per million events (docs/capacity.md).
 	Events *Events `json:"events,omitempty"`
+	// Capacity is how the table and its indexes are billed; optional: nil (or absent) is on
+	// demand. Provisioned capacity with auto scaling costs less under a steady load, and throttles
+	// a burst that outruns its scaling (docs/capacity.md, "A steady 10,000 tasks a second").
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// The capacity modes of the table.
+const (
+	CapacityOnDemand    = "on_demand"
+	CapacityProvisioned = "provisioned"
+)
+
+// Capacity configures the table's capacity mode. On demand it has no other field. Provisioned,
+// the table and each of its indexes has its own read and write capacity, which Application Auto
+// Scaling moves between Min and Max to keep the consumed units at TargetUtilizationPercent of it.
+type Capacity struct {
+	Mode  string         `json:"mode"`
+	Read  *CapacityRange `json:"read,omitempty"`
+	Write *CapacityRange `json:"write,omitempty"`
+	// TargetUtilizationPercent is 20 to 90, the range DynamoDB's target tracking takes.
+	TargetUtilizationPercent int `json:"target_utilization_percent,omitempty"`
+}
+
+// CapacityRange bounds the provisioned capacity units of the table and of each index: a new
+// table starts at Min.
+type CapacityRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// The target utilizations that DynamoDB's auto scaling accepts, in percent.
+const (
+	MinTargetUtilization = 20
+	MaxTargetUtilization = 90
+)
+
+// provisioned is e's provisioned capacity, or nil if its table is billed on demand.
+func (e Environment) provisioned() *Capacity {
+	if e.Capacity == nil || e.Capacity.Mode != CapacityProvisioned {
+		return nil
+	}
+	return e.Capacity
+}
+
+// validate names the first field of c that is wrong.
+func (c *Capacity) validate() error {
+	switch c.Mode {
+	case CapacityOnDemand:
+		if c.Read != nil || c.Write != nil || c.TargetUtilizationPercent != 0 {
+			return fmt.Errorf("capacity: read, write and target_utilization_percent are for mode %q only", CapacityProvisioned)
+		}
+		return nil
+	case CapacityProvisioned:
+	default:
+		return fmt.Errorf("capacity.mode %q: want %q or %q", c.Mode, CapacityOnDemand, CapacityProvisioned)
+	}
+	for _, f := range []struct {
+		name string
+		r    *CapacityRange
+	}{{"read", c.Read}, {"write", c.Write}} {
+		name, r := f.name, f.r
+		switch {
+		case r == nil:
+			return fmt.Errorf("capacity.%s is missing: mode %q needs {\"min\": ..., \"max\": ...} capacity units", name, CapacityProvisioned)
+		case r.Min < 1 || r.Max < r.Min:
+			return fmt.Errorf("capacity.%s: want 1 ≤ min ≤ max, got min %d and max %d", name, r.Min, r.Max)
+		}
+	}
+	if t := c.TargetUtilizationPercent; t < MinTargetUtilization || t > MaxTargetUtilization {
+		return fmt.Errorf("capacity.target_utilization_percent must be in %d..%d, got %d", MinTargetUtilization, MaxTargetUtilization, t)
+	}
+	return nil
 }
 
 // Events configures the lifecycle events of an environment.
@@ -206,6 +278,11 @@ func (e Environment) Validate(name string) error {
 		return fmt.Errorf("environment %s: account_concurrency must be at least %d, or 0 for AWS's default %d, got %d", name, MinAccountConcurrency, DefaultAccountConcurrency, e.AccountConcurrency)
 	case e.StatusConcurrency < 0:
 		return fmt.Errorf("environment %s: status_concurrency must not be negative, got %d", name, e.StatusConcurrency)
+	}
+	if e.Capacity != nil {
+		if err := e.Capacity.validate(); err != nil {
+			return fmt.Errorf("environment %s: %w", name, err)
+		}
 	}
 	if e.Events != nil && e.Events.ArchiveRetentionDays < 1 {
 		return fmt.Errorf("environment %s: events.archive_retention_days must be at least 1, got %d", name, e.Events.ArchiveRetentionDays)

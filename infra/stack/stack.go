@@ -6,7 +6,7 @@
 // the API and the consumer). No stack exports anything: a lambda stack reaches the core's
 // resources by their known names. Each concern is a construct in a file of its own:
 //
-//	store.go     the DynamoDB table: keys, the due and list indexes, TTL, PITR
+//	store.go     the DynamoDB table: keys, the due and list indexes, TTL, PITR, capacity (on demand or auto-scaled)
 //	api.go       the HTTP API (AWS_IAM on every route) and the API function
 //	consumer.go  the consumer function and its rate(1 minute) rule
 //	status.go    a function lambda's status function, which its worker invokes to claim, heartbeat and report

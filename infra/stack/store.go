@@ -33,7 +33,15 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	in := dynamostore.TableInput(d.prefix)
 	if in.BillingMode != types.BillingModePayPerRequest {
-		panic(fmt.Errorf("dynamostore.TableInput: billing mode %s, the stack makes on-demand tables", in.BillingMode))
+		panic(fmt.Errorf("dynamostore.TableInput: billing mode %s; the stack bills the table as its environment says", in.BillingMode))
+	}
+	// On demand, or provisioned from the environment's minimum, which auto scaling then moves.
+	billing := awsdynamodb.BillingMode_PAY_PER_REQUEST
+	var read, write *float64
+	capacity := d.env.provisioned()
+	if capacity != nil {
+		billing = awsdynamodb.BillingMode_PROVISIONED
+		read, write = jsii.Number(capacity.Read.Min), jsii.Number(capacity.Write.Min)
 	}
 	attrTypes := map[string]types.ScalarAttributeType{}
 	for _, a := range in.AttributeDefinitions {
@@ -50,10 +58,12 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	}
 	pk, sk := keys(in.KeySchema)
 	table := awsdynamodb.NewTable(c, jsii.String("Table"), &awsdynamodb.TableProps{
-		TableName:    in.TableName,
-		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
-		PartitionKey: attr(pk),
-		SortKey:      attr(sk),
+		TableName:     in.TableName,
+		BillingMode:   billing,
+		ReadCapacity:  read,
+		WriteCapacity: write,
+		PartitionKey:  attr(pk),
+		SortKey:       attr(sk),
 		// Finished tasks carry their expiry; DynamoDB deletes them some time after it.
 		TimeToLiveAttribute: jsii.String(dynamostore.TTLAttribute),
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
@@ -64,7 +74,7 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 	})
 	for _, g := range in.GlobalSecondaryIndexes {
 		pk, sk := keys(g.KeySchema)
-		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName, PartitionKey: attr(pk), SortKey: attr(sk)}
+		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName, PartitionKey: attr(pk), SortKey: attr(sk), ReadCapacity: read, WriteCapacity: write}
 		switch g.Projection.ProjectionType {
 		case types.ProjectionTypeInclude:
 			props.ProjectionType, props.NonKeyAttributes = awsdynamodb.ProjectionType_INCLUDE, jsii.Strings(g.Projection.NonKeyAttributes...)
@@ -75,10 +85,28 @@ func newStore(scope constructs.Construct, id string, d *deployment) *store {
 		}
 		table.AddGlobalSecondaryIndex(props)
 	}
+	if capacity != nil {
+		autoscale(table, in.GlobalSecondaryIndexes, capacity)
+	}
 	if !d.env.PITR {
 		suppress(table, "AwsSolutions-DDB3", "Point-in-time recovery is off by this environment's configuration (pitr): its tasks are disposable.")
 	}
 	return &store{table: table}
+}
+
+// autoscale has Application Auto Scaling move the read and the write capacity of the table and of
+// each index, each on its own, between the environment's bounds, so that the units consumed stay
+// at its target utilization: an index that takes few writes (failed) stays at the minimum.
+func autoscale(table awsdynamodb.Table, indexes []types.GlobalSecondaryIndex, c *Capacity) {
+	target := &awsdynamodb.UtilizationScalingProps{TargetUtilizationPercent: jsii.Number(c.TargetUtilizationPercent)}
+	read := &awsdynamodb.EnableScalingProps{MinCapacity: jsii.Number(c.Read.Min), MaxCapacity: jsii.Number(c.Read.Max)}
+	write := &awsdynamodb.EnableScalingProps{MinCapacity: jsii.Number(c.Write.Min), MaxCapacity: jsii.Number(c.Write.Max)}
+	table.AutoScaleReadCapacity(read).ScaleOnUtilization(target)
+	table.AutoScaleWriteCapacity(write).ScaleOnUtilization(target)
+	for _, g := range indexes {
+		table.AutoScaleGlobalSecondaryIndexReadCapacity(g.IndexName, read).ScaleOnUtilization(target)
+		table.AutoScaleGlobalSecondaryIndexWriteCapacity(g.IndexName, write).ScaleOnUtilization(target)
+	}
 }
 
 // The DynamoDB actions of each role: those its code calls through shared/store/dynamostore, and no
