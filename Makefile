@@ -113,7 +113,8 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
 # command (bench/): throughput next to River and asynq (bench/peers, their servers started here),
-# latency, the AWS cost per task on the emulators, and the idle consumer over 10, 100 and 300
+# latency, the AWS cost per task on the emulators (and, from it, a month of a steady 10,000 tasks a
+# second on demand and provisioned: docs/capacity.md), and the idle consumer over 10, 100 and 300
 # lambdas with its time budget and the idle bill of 100 (docs/capacity.md, "An idle environment of
 # many lambdas"). The emulators and the peers' servers are stopped again if this started them.
 # SMOKE=1 runs every step with tiny counts, the template step left out (bench-smoke).
@@ -141,7 +142,7 @@ bench: ## benchmarks, not part of make test: prints the table, writes bench/resu
 BENCH_SMOKE_TABLE := '^\| measurement \| result \|$$' '^\| atf embedded throughput: ' '^\| peak RSS of that burn-down ' \
   '^\| burn-down on a table holding ' '^\| River .* tasks/s \(atf/River ' '^\| asynq .* tasks/s \(atf/asynq ' \
   '^\| atf embedded delivery latency ' '^\| atf delivery latency on the emulators ' '^\| schedule API ' \
-  '^\| atf embedded wait for a result ' '^\| immediate, scheduled in batches of 100 \| ' '^\| consumer idle, per month: ' \
+  '^\| atf embedded wait for a result ' '^\| immediate, scheduled in batches of 100 \| ' '^\| DynamoDB writes \| ' '^\| consumer idle, per month: ' \
   '^\| lambdas × priorities × shards \| ' '^\| target \| wanted \| this run \| \|$$'
 bench-smoke: ## make bench with tiny counts from a clean state; fails unless every table row is printed (CI)
 	@set -eo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \

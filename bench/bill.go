@@ -291,6 +291,13 @@ func idleBill(env stacks, idle IdleResult) IdleBill {
 		for _, id := range t.ids("AWS::SecretsManager::Secret") {
 			add("secret", id, fmt.Sprintf("1 × $%g", SecretPerMonth), SecretPerMonth)
 		}
+		for _, id := range t.ids("AWS::DynamoDB::Table") {
+			if wcu, rcu, indexes, ok := provisionedThroughput(t.Resources[id].Properties); ok {
+				add("provisioned capacity", id, fmt.Sprintf("the table and %d indexes at their minimum: %s WCU × %.0f h × $%g + %s RCU × %.0f h × $%g",
+					indexes, trim(wcu), hoursPerMonth, DynamoDBWCUHour, trim(rcu), hoursPerMonth, DynamoDBRCUHour),
+					(wcu*DynamoDBWCUHour+rcu*DynamoDBRCUHour)*hoursPerMonth)
+			}
+		}
 		b.polls(t, add)
 		b.drains(t, add)
 	}
@@ -306,6 +313,29 @@ func idleBill(env stacks, idle IdleResult) IdleBill {
 		b.Total += l.USD
 	}
 	return b
+}
+
+// provisionedThroughput adds up the capacity units a table of provisioned capacity holds however
+// idle, its own and its indexes': the template's, where the stack starts them at their auto
+// scaling minimum. ok is false for a table billed on demand, which costs nothing idle. (No
+// BillingMode is CloudFormation's default, PROVISIONED.)
+func provisionedThroughput(p map[string]any) (wcu, rcu float64, indexes int, ok bool) {
+	if mode := str(p["BillingMode"]); mode != "" && mode != "PROVISIONED" {
+		return 0, 0, 0, false
+	}
+	add := func(v any) {
+		pt, _ := v.(map[string]any)
+		w, _ := number(pt["WriteCapacityUnits"])
+		r, _ := number(pt["ReadCapacityUnits"])
+		wcu, rcu = wcu+w, rcu+r
+	}
+	add(p["ProvisionedThroughput"])
+	gsis, _ := p["GlobalSecondaryIndexes"].([]any)
+	for _, g := range gsis {
+		m, _ := g.(map[string]any)
+		add(m["ProvisionedThroughput"])
+	}
+	return wcu, rcu, len(gsis), true
 }
 
 // endpointService is the last word of an endpoint's service name (com.amazonaws.<region>.sqs).

@@ -230,3 +230,31 @@ func TestIdleBillContainerInsights(t *testing.T) {
 	same("on, every service scaled to zero", lines(stacks{core("enabled"), idleOnly}), map[string]float64{"atf-dev/Cluster": 0})
 	same("off", lines(stacks{core("disabled"), services}), map[string]float64{})
 }
+
+// TestIdleBillProvisionedTable: a table of provisioned capacity (CloudFormation's default when
+// BillingMode is left out, as CDK leaves it) pays its capacity units and its indexes' every hour,
+// idle or not; a table on demand pays nothing idle.
+func TestIdleBillProvisionedTable(t *testing.T) {
+	tpl, err := parseTemplate([]byte(`{"Resources": {
+  "OnDemand": {"Type": "AWS::DynamoDB::Table", "Properties": {"BillingMode": "PAY_PER_REQUEST",
+    "GlobalSecondaryIndexes": [{"IndexName": "due"}]}},
+  "Provisioned": {"Type": "AWS::DynamoDB::Table", "Properties": {
+    "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 10},
+    "GlobalSecondaryIndexes": [
+      {"IndexName": "due", "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 10}},
+      {"IndexName": "list2", "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 10}}]}}
+}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []BillLine
+	for _, l := range idleBill(stacks{tpl}, IdleResult{}).Lines {
+		if l.Kind == "provisioned capacity" {
+			lines = append(lines, l)
+		}
+	}
+	want := (30*DynamoDBWCUHour + 15*DynamoDBRCUHour) * 730 // $15.66
+	if len(lines) != 1 || lines[0].Resource != "Provisioned" || math.Abs(lines[0].USD-want) > 1e-9 {
+		t.Errorf("lines %+v, want one of Provisioned at $%.4f", lines, want)
+	}
+}

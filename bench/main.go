@@ -187,7 +187,8 @@ func main() {
 	fmt.Printf("\nwrote %s in %.0f s\n", *out, r.WallS)
 }
 
-// runAWS measures on the emulators: latency through the function handlers and the cost cases.
+// runAWS measures on the emulators: latency through the function handlers and the cost cases,
+// and prices a month of a steady 10,000 tasks a second from the headline case.
 // Without emulators it notes why and measures nothing.
 func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int) error {
 	cfg, err := awsConfig(ctx)
@@ -234,6 +235,8 @@ func runAWS(ctx context.Context, r *Results, sz sizes, concurrency int) error {
 	for op, x := range r.Cases[0].Calls {
 		r.AWSCallsPerImmediateTask[op] = x.Calls
 	}
+	steady := steadyBill(r.Cases[0].Title, r.Cases[0].Usage, steadyTasksPerS, len(h.lambda.Priorities))
+	r.Steady, r.USDPerMonth10kOnDemand, r.USDPerMonth10kProvisioned = &steady, steady.OnDemand, steady.Provisioned
 
 	return nil
 }

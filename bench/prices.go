@@ -9,6 +9,8 @@ import (
 // tier of each). Checked on 2026-11-23 against the pages named; re-check them when they age.
 const (
 	PricesChecked = "2026-11-23"
+	// ProvisionedPricesChecked is when the provisioned capacity prices were checked.
+	ProvisionedPricesChecked = "2026-11-28"
 
 	// https://aws.amazon.com/api-gateway/pricing/ : HTTP APIs (the stack's, infra/stack/api.go),
 	// first 300 million requests a month, per request of up to 512 KB.
@@ -25,6 +27,14 @@ const (
 	DynamoDBReadPerMillion  = 0.125
 	DynamoDBStoragePerGBMo  = 0.25
 
+	// https://aws.amazon.com/dynamodb/pricing/provisioned/ : provisioned capacity, Standard table
+	// class, per capacity unit and hour: a WCU writes up to 1 KB a second, an RCU reads up to
+	// 4 KB a second strongly consistent (two eventually consistent). Unchanged by the on-demand
+	// cut of November 2024. Checked on ProvisionedPricesChecked; the page draws its price table by
+	// script, so these are the figures as quoted from it rather than read off it.
+	DynamoDBWCUHour = 0.00065
+	DynamoDBRCUHour = 0.00013
+
 	// https://aws.amazon.com/sqs/pricing/ : standard queues, first 100 billion requests a month;
 	// every 64 KB chunk of a request's payload is one request (atf's messages are ~100 bytes).
 	// The requests of a Lambda event source mapping (receive, delete) are billed to the account.
@@ -35,6 +45,9 @@ const (
 	// itself and are not billed. (EventBridge Scheduler would be $1.00 per million invocations
 	// after 14 million free a month: 43,200 a month would cost nothing either.)
 	EventBridgeScheduledRulePerMillion = 0.0
+	// https://aws.amazon.com/eventbridge/pricing/ : events put on a custom bus, per 64 KB chunk: the
+	// lifecycle events of an environment that publishes them (docs/capacity.md).
+	EventBridgeCustomEventsPerMillion = 1.00
 
 	// https://aws.amazon.com/cloudwatch/pricing/ : Logs, standard ingestion per GB. What the
 	// functions log, their START/END/REPORT lines and API Gateway's access log all land there.
