@@ -66,10 +66,7 @@ func printLog(out io.Writer, a attemptLog) {
 			fmt.Fprintf(out, "  request id:  %s\n", l.RequestID)
 		}
 		fmt.Fprintf(out, "  time range:  %s to %s\n", start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
-		// A log stream is one execution environment, which runs one invocation at a time: in the
-		// attempt's time range it holds the attempt's lines, and those of the other records of
-		// its batch, if any, which the task id and request id tell apart where a line has them.
-		query := "fields @timestamp, @requestId, @message\n| filter @logStream = " + strconv.Quote(l.Stream) + "\n| sort @timestamp asc"
+		query := insightsQuery(l, a.id)
 		fmt.Fprintf(out, "\nLogs Insights query (on the log group, over the time range):\n%s\n", query)
 		fmt.Fprintf(out, "\naws logs start-query --log-group-name %s --start-time %d --end-time %d --query-string %s\n",
 			shellQuote(l.Group), start.Unix(), end.Unix(), shellQuote(query))
@@ -77,6 +74,23 @@ func printLog(out io.Writer, a attemptLog) {
 	default:
 		fmt.Fprintf(out, "attempt %d (%s) kept no log: its handler wrote nothing to standard error, or its store keeps no logs and its worker named no log location\n", a.Number, a.Outcome)
 	}
+}
+
+// insightsQuery is a Logs Insights query for the lines of task id's attempt logged at l.
+func insightsQuery(l *task.LogLocation, id string) string {
+	stream := "@logStream = " + strconv.Quote(l.Stream)
+	if l.RequestID != "" {
+		// A worker function's: a log stream is one execution environment, which runs one
+		// invocation at a time. In the attempt's time range it holds the attempt's lines, and
+		// those of the other records of its batch, if any, which the task id and request id tell
+		// apart where a line has them.
+		return "fields @timestamp, @requestId, @message\n| filter " + stream + "\n| sort @timestamp asc"
+	}
+	// An ECS executor's: its stream holds the lines of all the tasks it runs at once, and names
+	// the task in each line about it, its handler's output too (executor.Config.LogHandlerOutput).
+	// Its attempt field counts the runs of the task's current life (a redrive or a snooze sets it
+	// back), so the attempt's time range, not that field, picks the attempt.
+	return "fields @timestamp, attempt, msg, line, err\n| filter " + stream + " and task_id = " + strconv.Quote(id) + "\n| sort @timestamp asc"
 }
 
 // shellQuote quotes s for a POSIX shell.

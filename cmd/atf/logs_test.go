@@ -42,6 +42,25 @@ func TestPrintLog(t *testing.T) {
 		}
 	}
 
+	// An ECS executor's stream holds the lines of every task it runs: the query picks the task's.
+	onECS := a
+	onECS.LogLocation = &task.LogLocation{Group: "atf-prod-ExecutorNapLogs", Stream: "nap/executor/cd189a933e58"}
+	got = print(onECS)
+	for _, want := range []string{
+		"attempt 2 (retriable) of task w1 logged to CloudWatch Logs",
+		"log group:   atf-prod-ExecutorNapLogs", "log stream:  nap/executor/cd189a933e58",
+		"time range:  2026-11-28T01:01:03Z to 2026-11-28T01:03:06Z",
+		`| filter @logStream = "nap/executor/cd189a933e58" and task_id = "w1"`,
+		"aws logs start-query --log-group-name 'atf-prod-ExecutorNapLogs' --start-time 1795827663 --end-time 1795827786 --query-string 'fields @timestamp",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("an ECS executor's log: output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "request id") {
+		t.Errorf("an ECS executor's log names a request id:\n%s", got)
+	}
+
 	if got := print(a); !strings.Contains(got, "attempt 2 (retriable) kept no log") {
 		t.Errorf("no log: %q", got)
 	}

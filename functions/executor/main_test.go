@@ -212,14 +212,16 @@ type process struct {
 	log  []string
 }
 
-// startExecutor runs the executor of s's lambda on s with the handlers of dir.
-func (s *stack) startExecutor(t *testing.T, dir string, drain time.Duration) *process {
+// startExecutor runs the executor of s's lambda on s with the handlers of dir, and env (NAME=value)
+// added to its environment.
+func (s *stack) startExecutor(t *testing.T, dir string, drain time.Duration, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(executorBin)
 	cmd.Env = append(os.Environ(),
 		awsfn.EnvTable+"="+s.name, awsfn.EnvQueuePrefix+"="+s.name, awsfn.EnvShards+"=2",
 		awsfn.EnvLambdas+"="+s.spec, awsfn.EnvLambda+"="+s.lambda.Name, awsfn.EnvHeartbeat+"=1s",
 		ecsexecutor.EnvHandlers+"="+dir, ecsexecutor.EnvConcurrency+"=4", ecsexecutor.EnvPrefetch+"=4", ecsexecutor.EnvDrain+"="+drain.String())
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

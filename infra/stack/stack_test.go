@@ -771,7 +771,7 @@ func TestExecutorsTooLongToScale(t *testing.T) {
 }
 
 // TestExecutors: an ecs lambda runs as a Fargate service on arm64 with its image built from
-// infra/executor/Dockerfile, given time to drain on SIGTERM.
+// infra/executor/Dockerfile, given time to drain on SIGTERM, logging to CloudWatch Logs.
 func TestExecutors(t *testing.T) {
 	reg := mustLoadRegistry(t)
 	s := environments(t)["prod"]
@@ -788,6 +788,15 @@ func TestExecutors(t *testing.T) {
 			"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
 				"StopTimeout":     executorStopTimeout.Seconds(),
 				"LinuxParameters": map[string]any{"InitProcessEnabled": true},
+				// Its logs, and its handler's output, go to CloudWatch Logs, in a stream per ECS
+				// task named after the lambda, which the executor reads back from the task
+				// metadata endpoint for its attempts' log_location.
+				"LogConfiguration": map[string]any{
+					"LogDriver": "awslogs",
+					"Options": assertions.Match_ObjectLike(&map[string]any{
+						"awslogs-group": assertions.Match_AnyValue(), "awslogs-stream-prefix": e.Name,
+					}),
+				},
 				"Environment": assertions.Match_ArrayWith(&[]any{
 					map[string]any{"Name": awsfn.EnvLambda, "Value": e.Name},
 				}),

@@ -15,15 +15,28 @@ import (
 type Log struct {
 	mu   sync.Mutex
 	tail tailBuffer
+	also io.Writer // gets all that is written as well, if not nil (NewLogTo)
 }
 
 // NewLog returns an empty Log.
 func NewLog() *Log { return &Log{tail: tailBuffer{limit: task.MaxLogBytes}} }
 
-// Write keeps the last task.MaxLogBytes of all that was written.
+// NewLogTo returns an empty Log that also passes all that is written to it on to w, in order:
+// an executor whose store keeps no attempt logs sends them to its own log this way.
+func NewLogTo(w io.Writer) *Log {
+	l := NewLog()
+	l.also = w
+	return l
+}
+
+// Write keeps the last task.MaxLogBytes of all that was written, and passes p on (NewLogTo).
+// What it passes on cannot fail the handler: an error there is not returned.
 func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.also != nil {
+		_, _ = l.also.Write(p)
+	}
 	return l.tail.Write(p)
 }
 

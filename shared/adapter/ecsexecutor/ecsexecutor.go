@@ -23,6 +23,14 @@
 // Handlers run in process groups of their own, so a signal to the container's first process
 // reaches the executor alone, and a stopped handler is killed with everything it started.
 //
+// Each attempt names where the executor's logs are (task.Attempt.LogLocation): its log group and
+// stream, which it reads at start from the task metadata endpoint (EnvMetadata), and its worker
+// is that stream, which names the ECS task; without them (not on ECS, or not logging through
+// awslogs) it warns and runs all the same, named by its host and process id. A handler's
+// standard error goes to the executor's log too, a JSON line for each of its lines with the
+// task's lambda, id and attempt (executor.Config.LogHandlerOutput): the store (DynamoDB) keeps
+// none of it, but the tail of a failure's, as its error.
+//
 // Handlers start without the AWS credential variables of the executor's environment
 // (worker.CredentialVars: on ECS, the task role's credentials endpoint), so the role that claims
 // and reports the lambda's tasks is not the handler's to use.
@@ -34,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -73,6 +82,9 @@ type Config struct {
 	HandlersDir string
 	Prefetch    int
 	Drain       time.Duration
+	// MetadataURI is the task metadata endpoint (EnvMetadata), where Serve reads where its logs
+	// are; empty when not on ECS.
+	MetadataURI string
 }
 
 // Load reads the configuration from flags (args, without the program name), the environment
@@ -142,7 +154,8 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		p.WithoutAWSCredentials = true
 		h = p
 	}
-	return Config{Env: env, Lambda: l, Handler: h, HandlersDir: *handlers, Prefetch: *prefetch, Drain: *drain}, nil
+	return Config{Env: env, Lambda: l, Handler: h, HandlersDir: *handlers, Prefetch: *prefetch, Drain: *drain,
+		MetadataURI: getenv(EnvMetadata)}, nil
 }
 
 // Serve runs the lambda's tasks until ctx ends, then drains. stop restores the default signal
@@ -152,16 +165,28 @@ func Serve(ctx context.Context, stop func(), cfg Config, log *slog.Logger) error
 	if err != nil {
 		return err
 	}
+	logs, err := LogLocation(ctx, http.DefaultClient, cfg.MetadataURI)
+	name := "" // the executor's default: its host and process id
+	if err != nil {
+		log.Warn("attempts will not say where their logs are", "err", err)
+	} else {
+		// Its stream names its ECS task (PREFIX/CONTAINER/TASK_ID), as a worker function's names
+		// its execution environment; a store keeps it once, as worker and stream.
+		name = logs.Stream
+	}
 	// In-process for now, on the table itself; the status function's client will take its place.
 	st := awsfn.Status(cfg.Env, clients, log)
 	ctl := controller.Start(controller.Config{
 		Lambda: cfg.Lambda, Handler: cfg.Handler, Queue: clients.Queue,
-		Executor: executor.New(st, executor.Config{Task: cfg.Env.Task, Logger: log, Metrics: clients.Metrics}),
+		Executor: executor.New(st, executor.Config{
+			Task: cfg.Env.Task, Logger: log, Metrics: clients.Metrics,
+			Worker: name, LogLocation: logs, LogHandlerOutput: true,
+		}),
 		IdleWait: idleWait, Prefetch: cfg.Prefetch, Logger: log,
 	})
 	log.Info("executor is up", "lambda", cfg.Lambda.Name, "priorities", cfg.Lambda.Priorities,
 		"concurrency", cfg.Lambda.Concurrency, "prefetch", cfg.Prefetch, "handlers", cfg.HandlersDir,
-		"drain", cfg.Drain.String(), "table", cfg.Env.Table, "queue_prefix", cfg.Env.QueuePrefix)
+		"drain", cfg.Drain.String(), "table", cfg.Env.Table, "queue_prefix", cfg.Env.QueuePrefix, "logs", logs)
 
 	<-ctx.Done()
 	stop()

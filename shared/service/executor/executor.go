@@ -67,6 +67,16 @@ type Config struct {
 	// Worker names this executor in the attempts it runs (task.Attempt.Worker): its claims
 	// carry it (status.WithWorker). Empty means DefaultWorker().
 	Worker string
+	// LogLocation, if set, names where this executor's own logs are (an ECS executor's log group
+	// and stream): its claims carry it (status.WithLogLocation), so that every attempt it runs
+	// says where to look. A worker function names its own per claim, with its invocation.
+	LogLocation *task.LogLocation
+	// LogHandlerOutput also logs, with Logger, each line a handler writes to its attempt's log
+	// (worker.LogOf: a program's standard error) as it comes, with the task's lambda, id and
+	// attempt (worker.Task.Attempt) as its other lines about the run have them: for an executor
+	// whose store keeps no attempt logs (DynamoDB), so that a handler's output reaches its own
+	// log (CloudWatch Logs on ECS). atf dev keeps the output with the attempt instead.
+	LogHandlerOutput bool
 	// Results, if set, takes the results of runs to record later, with others (status.Completer
 	// in the process of the store): the run ends once its result is handed over, and its slot
 	// takes the next task without waiting for the write. Nil: each result is recorded by the
@@ -100,6 +110,8 @@ type Executor struct {
 	cancelGrace time.Duration
 	metrics     HandlerMetrics
 	worker      string
+	logs        *task.LogLocation
+	logOutput   bool
 }
 
 // New returns an Executor.
@@ -113,7 +125,8 @@ func New(s Status, c Config) *Executor {
 	if c.Worker == "" {
 		c.Worker = DefaultWorker()
 	}
-	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics, worker: c.Worker}
+	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics, worker: c.Worker,
+		logs: c.LogLocation, logOutput: c.LogHandlerOutput}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -164,9 +177,12 @@ func (e *Executor) Claim(ctx context.Context, lambda, id, delivery string) (Clai
 	if d, ok := ctx.Deadline(); ok {
 		end = minTime(end, d.Add(-unclaimTime(d.Sub(sent))))
 	}
-	cctx, cancel := context.WithDeadline(ctx, end)
+	cctx, cancel := context.WithDeadline(status.WithWorker(ctx, e.worker), end)
 	defer cancel()
-	t, err := e.status.Claim(status.WithWorker(cctx, e.worker), lambda, id, delivery, token)
+	if e.logs != nil {
+		cctx = status.WithLogLocation(cctx, e.logs)
+	}
+	t, err := e.status.Claim(cctx, lambda, id, delivery, token)
 	if err != nil && !task.Refused(err) && !status.Unwritten(err) && delivery != "" {
 		e.unclaim(ctx, lambda, id, delivery, token, err)
 	}
@@ -266,11 +282,19 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 	go func() {
 		started := time.Now()
 		runLog := worker.NewLog()
+		var lines *handlerLines
+		if e.logOutput {
+			lines = &handlerLines{log: log}
+			runLog = worker.NewLogTo(lines)
+		}
 		r, err := worker.Run(worker.WithLog(hctx, runLog), h, worker.Task{
 			ID: t.ID, Lambda: t.Lambda, Collection: t.Collection, Priority: t.Priority,
 			Attempt: t.Attempts, Payload: t.Payload, Inputs: t.Inputs,
 		})
 		close(returned)
+		if lines != nil {
+			lines.close()
+		}
 		e.observe(hctx, t.Lambda, err, time.Since(started))
 		done <- outcome{r, err, runLog.String()}
 	}()
