@@ -38,7 +38,7 @@ func Main(h worker.Handler) {
 	}
 	hsc := awsfn.Status(env, clients, logger)
 	// The queue brings a record failed for a transient reason back in seconds.
-	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Queue: clients.Queue, Task: env.Task, Metrics: clients.Metrics, Logger: logger, Worker: env.Worker, LogGroup: env.LogGroup})
+	fn, err := sqsworker.New(sqsworker.Config{Lambda: l, Handler: h, Status: hsc, Queue: clients.Queue, Task: env.Task, Metrics: clients.Metrics, Logger: logger, Worker: env.Worker, LogGroup: env.LogGroup, LogHandlerOutput: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -91,6 +91,11 @@ type Config struct {
 	// where its attempt's logs are (status.WithLogLocation): this group, the Worker as its
 	// stream, and the invocation's request id.
 	LogGroup string
+	// LogHandlerOutput logs, with Logger, each line a handler writes to its attempt's log
+	// (executor.Config.LogHandlerOutput): the worker function sets it, since on AWS the store
+	// keeps no attempt logs and a program's standard error would otherwise reach CloudWatch only
+	// as a failure's tail.
+	LogHandlerOutput bool
 	// Logger is slog.Default() if nil.
 	Logger *slog.Logger
 }
@@ -138,7 +143,7 @@ func New(c Config) (*Handler, error) {
 		c.Logger = slog.Default()
 	}
 	// The executor adds the lambda, task id and attempt to its own records.
-	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics, Worker: c.Worker}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics, Worker: c.Worker, LogHandlerOutput: c.LogHandlerOutput}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
 }
 
 // errOutOfTime is the cause a handler's context carries when the invocation is about to end.

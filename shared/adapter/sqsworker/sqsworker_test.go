@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -786,6 +787,31 @@ func TestRetryDelay(t *testing.T) {
 	for n, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 5: 32 * time.Second, 6: time.Minute, 100: time.Minute} {
 		if got := sqsworker.RetryDelay(n); got != want {
 			t.Errorf("RetryDelay(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+// TestLogHandlerOutput: a worker function logs each line its handler writes to the attempt's
+// log, naming the task, since on AWS no store keeps attempt logs; without the setting it does not.
+func TestLogHandlerOutput(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		e := newEnv(t)
+		e.put(t, "talks", `{}`, 0, false)
+		var logs syncBuffer
+		h := newHandler(t, sqsworker.Config{Status: e.hsc, LogHandlerOutput: on, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Handler: worker.HandlerFunc(func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
+				fmt.Fprintln(worker.LogOf(ctx), "reticulating splines")
+				return nil, nil
+			})})
+		resp, err := h.Handle(context.Background(), event("talks"))
+		must(t, err)
+		if len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("batchItemFailures %v, want none", failures(resp))
+		}
+		logged := strings.Contains(logs.String(), `line="reticulating splines"`) && strings.Contains(logs.String(), "task_id=talks")
+		if logged != on {
+			t.Fatalf("LogHandlerOutput %v: the handler's line logged with its task: %v, want %v\n%s", on, logged, on, logs.String())
 		}
 	}
 }
