@@ -2,7 +2,7 @@
 // what some work consumed of each, turned into dollars. `make bench` prices what it measures with
 // it (bench/), and the product what it counts (the atf dev dashboard, the CloudWatch dashboard's
 // dollars per lambda), so that every figure atf shows comes from one price list. It imports
-// nothing but the standard library.
+// nothing but the standard library (and, for units.go's model, the domain, shared/task).
 package cost
 
 import (

@@ -3,6 +3,8 @@ package cost
 import (
 	"math"
 	"testing"
+
+	"github.com/openatf/atf/shared/task"
 )
 
 // TestCost: each service is priced at its named list price, the total adds them up, and a
@@ -35,5 +37,37 @@ func TestCost(t *testing.T) {
 	}
 	if g := GBSeconds(1000, 512); g != 0.5 {
 		t.Errorf("1 s at 512 MB is %v GB-s, want 0.5", g)
+	}
+}
+
+// TestTransitionUnits: the life docs/capacity.md prices, schedule sent ahead, claim and success,
+// is 11 WRU and 2 RRU; a retry sent ahead and a death each pay the attempt's history item, a death
+// its failed index entry too.
+func TestTransitionUnits(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		from, to task.Status
+		want     Units
+	}{
+		{"schedule, sent ahead", "", task.StatusEnqueued, Units{Write: 4}},
+		{"schedule, due later", "", task.StatusNew, Units{Write: 4}},
+		{"claim", task.StatusEnqueued, task.StatusProcessing, Units{Write: 4, Read: 1}},
+		{"success", task.StatusProcessing, task.StatusSuccess, Units{Write: 3, Read: 1}},
+		{"retry, sent ahead", task.StatusProcessing, task.StatusEnqueued, Units{Write: 5, Read: 1}},
+		{"dead", task.StatusProcessing, task.StatusDead, Units{Write: 5, Read: 1}},
+		{"redrive", task.StatusDead, task.StatusEnqueued, Units{Write: 4, Read: 1}},
+		{"cancel a waiting task", task.StatusEnqueued, task.StatusCancelled, Units{Write: 3, Read: 1}},
+	} {
+		if got := TransitionUnits(c.from, c.to); got != c.want {
+			t.Errorf("%s (%q to %q): %+v, want %+v", c.name, c.from, c.to, got, c.want)
+		}
+	}
+	life := TransitionUnits("", task.StatusEnqueued).Plus(TransitionUnits(task.StatusEnqueued, task.StatusProcessing)).
+		Plus(TransitionUnits(task.StatusProcessing, task.StatusSuccess))
+	if life != (Units{Write: 11, Read: 2}) {
+		t.Errorf("a task's life: %+v, want 11 WRU and 2 RRU", life)
+	}
+	if got, want := life.Times(1e6).USD(), 11*DynamoDBWritePerMillion+2*DynamoDBReadPerMillion; math.Abs(got-want) > 1e-9 {
+		t.Errorf("a million lives: $%v, want $%v", got, want)
 	}
 }

@@ -65,3 +65,38 @@ func (Nop) Pass(string, time.Duration, bool)                                  {}
 func (Nop) StoreError(string, Kind)                                           {}
 
 var _ Recorder = Nop{}
+
+// Tee is a Recorder that tells each of its Recorders everything, in order.
+type Tee []Recorder
+
+func (t Tee) Transitions(lambda string, from, to task.Status, event lifecycle.Type, n int) {
+	for _, r := range t {
+		r.Transitions(lambda, from, to, event, n)
+	}
+}
+
+func (t Tee) Delivery(lambda string, latency time.Duration) {
+	for _, r := range t {
+		r.Delivery(lambda, latency)
+	}
+}
+
+func (t Tee) HandlerRan(lambda, outcome string, took time.Duration) {
+	for _, r := range t {
+		r.HandlerRan(lambda, outcome, took)
+	}
+}
+
+func (t Tee) Pass(lambda string, took time.Duration, failed bool) {
+	for _, r := range t {
+		r.Pass(lambda, took, failed)
+	}
+}
+
+func (t Tee) StoreError(op string, kind Kind) {
+	for _, r := range t {
+		r.StoreError(op, kind)
+	}
+}
+
+var _ Recorder = Tee{}

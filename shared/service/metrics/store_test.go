@@ -116,3 +116,18 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+// TestTee: each recorder of a Tee is told everything.
+func TestTee(t *testing.T) {
+	a, b := &recorder{}, &recorder{}
+	tee := metrics.Tee{a, b}
+	tee.Transitions("echo", task.StatusEnqueued, task.StatusProcessing, lifecycle.Started, 1)
+	tee.Delivery("echo", time.Second)
+	tee.StoreError("Update", metrics.KindThrottled)
+	want := []string{`transition echo "enqueued"→processing started 1`, "delivery echo 1s", "error Update throttled"}
+	for _, r := range []*recorder{a, b} {
+		if !slices.Equal(r.lines, want) {
+			t.Errorf("told %q, want %q", r.lines, want)
+		}
+	}
+}
