@@ -1,12 +1,15 @@
 package stack
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/adapter/emf"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
@@ -32,6 +35,12 @@ const (
 	// metricStoreErrors counts store calls that failed for a reason of the store's own
 	// (throttled, timeout, ...), without dimensions (and by Operation).
 	metricStoreErrors = emf.StoreErrors
+	// metricWriteUnits and metricReadUnits are DynamoDB's capacity units of the store calls made
+	// for a lambda, and metricInvocations the invocations of the API, consumer and status
+	// functions that made them; dimension Lambda.
+	metricWriteUnits  = emf.WriteUnits
+	metricReadUnits   = emf.ReadUnits
+	metricInvocations = emf.Invocations
 )
 
 // alarmPeriod is the period of every alarm: one period at or over the threshold fires it.
@@ -67,4 +76,28 @@ func (m *metrics) withDimensions(name string, dims map[string]*string, statistic
 		p.DimensionsMap = &dims
 	}
 	return awscloudwatch.NewMetric(p)
+}
+
+// usdExpression is the metric math of a lambda's dollars: its write units w, read units r and
+// invocations i (metricWriteUnits, metricReadUnits, metricInvocations, summed over the period)
+// at the on-demand list prices of package cost, the ones `make bench` prices with. A period
+// without one of them counts it as 0.
+func usdExpression(w, r, i string) string {
+	return fmt.Sprintf("(FILL(%s, 0) * %g + FILL(%s, 0) * %g + FILL(%s, 0) * %g) / 1000000",
+		w, cost.DynamoDBWritePerMillion, r, cost.DynamoDBReadPerMillion, i, cost.LambdaRequestsPerMillion)
+}
+
+// usdToday is the dollars of lambda's store calls and of the invocations that made them over a
+// day; n, the lambda's place in its widget, keeps its metrics' ids apart from the others'.
+func (m *metrics) usdToday(lambda string, n int) awscloudwatch.IMetric {
+	day := awscdk.Duration_Days(jsii.Number(1))
+	sum := func(name string) awscloudwatch.IMetric {
+		return m.metric(name, lambda, "Sum").With(&awscloudwatch.MetricOptions{Period: day})
+	}
+	w, r, i := fmt.Sprintf("w%d", n), fmt.Sprintf("r%d", n), fmt.Sprintf("i%d", n)
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String(usdExpression(w, r, i)),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{w: sum(metricWriteUnits), r: sum(metricReadUnits), i: sum(metricInvocations)},
+		Label:        jsii.String(lambda + " USD"), Period: day,
+	})
 }

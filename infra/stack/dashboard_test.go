@@ -1,0 +1,98 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/cost"
+)
+
+// TestDollarsPerLambda: each lambda stack's dashboard shows the dollars of each lambda's day: the
+// write and read units and invocations its functions write (package emf), summed over a day, at
+// the list prices of package cost.
+func TestDollarsPerLambda(t *testing.T) {
+	st := synthSmall(t, "prod", mustEnvs(t)["prod"])
+	if len(st.Lambdas) != 1 {
+		t.Fatalf("%d lambda stacks, want 1", len(st.Lambdas))
+	}
+	for _, s := range st.Lambdas {
+		tpl := assertions.Template_FromStack(s, nil)
+		boards := *tpl.FindResources(jsii.String("AWS::CloudWatch::Dashboard"), nil)
+		if len(boards) != 1 {
+			t.Fatalf("%s: %d dashboards, want 1", *s.StackName(), len(boards))
+		}
+		for _, b := range boards {
+			body := joined(props(*b)["DashboardBody"])
+			var dash struct {
+				Widgets []struct {
+					Properties struct {
+						Title   string  `json:"title"`
+						Metrics [][]any `json:"metrics"`
+					} `json:"properties"`
+				} `json:"widgets"`
+			}
+			if err := json.Unmarshal([]byte(body), &dash); err != nil {
+				t.Fatalf("the dashboard's body: %v\n%s", err, body)
+			}
+			want := fmt.Sprintf("(FILL(w0, 0) * %g + FILL(r0, 0) * %g + FILL(i0, 0) * %g) / 1000000",
+				cost.DynamoDBWritePerMillion, cost.DynamoDBReadPerMillion, cost.LambdaRequestsPerMillion)
+			found := false
+			for _, w := range dash.Widgets {
+				if !strings.HasPrefix(w.Properties.Title, "USD per lambda") {
+					continue
+				}
+				found = true
+				got := map[string]string{} // a metric's id: what it is
+				for _, m := range w.Properties.Metrics {
+					opts, _ := m[len(m)-1].(map[string]any)
+					id, _ := opts["id"].(string)
+					if e, ok := opts["expression"].(string); ok {
+						got["expression"], got["label"] = e, fmt.Sprint(opts["label"])
+						if opts["period"] != 86400.0 {
+							t.Errorf("the expression's period: %v, want a day", opts["period"])
+						}
+						continue
+					}
+					got[id] = fmt.Sprintf("%v %v %v", m[:len(m)-1], opts["stat"], opts["period"])
+				}
+				if got["expression"] != want || got["label"] != "a USD" {
+					t.Errorf("the dollars of lambda a: %q labelled %q, want %q labelled %q", got["expression"], got["label"], want, "a USD")
+				}
+				for id, metric := range map[string]string{"w0": "WriteUnits", "r0": "ReadUnits", "i0": "Invocations"} {
+					if g := got[id]; g != fmt.Sprintf("[atf/prod %s Lambda a] Sum 86400", metric) {
+						t.Errorf("%s is %q, want the day's sum of lambda a's %s", id, g, metric)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no widget of dollars per lambda on %s's dashboard", *s.StackName())
+			}
+		}
+	}
+}
+
+// joined is a template string: itself, or an Fn::Join's parts with each reference written as
+// <id>, so that a dashboard body that names the region reads as JSON.
+func joined(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	j, _ := v.(map[string]any)["Fn::Join"].([]any)
+	if len(j) != 2 {
+		return ""
+	}
+	var b strings.Builder
+	for _, part := range j[1].([]any) {
+		if s, ok := part.(string); ok {
+			b.WriteString(s)
+		} else {
+			b.WriteString("<" + ref(part) + ">")
+		}
+	}
+	return b.String()
+}
