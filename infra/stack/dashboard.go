@@ -93,7 +93,7 @@ func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m 
 		latency = append(latency, m.metric(metricDeliveryLatency, l.entry.Name, "p95"))
 		handlers = append(handlers, m.metric(metricHandlerDuration, l.entry.Name, "p95"))
 		sweeps = append(sweeps, m.metric(metricSweepDuration, l.entry.Name, "p95"))
-		usd = append(usd, m.usdToday(l.entry.Name, n))
+		usd = append(usd, m.usdToday(l, n))
 		for _, t := range []lifecycle.Type{lifecycle.Succeeded, lifecycle.Retried, lifecycle.Failed} {
 			outcomes = append(outcomes, m.events(l.entry.Name, t).With(&awscloudwatch.MetricOptions{Label: jsii.String(l.entry.Name + " " + string(t))}))
 		}
@@ -107,7 +107,7 @@ func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m 
 		graph("Handler duration p95 (ms)", handlers...),
 		graph("Consumer pass duration p95 (ms)", sweeps...),
 		awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{
-			Title:   jsii.String("USD per lambda, the day: DynamoDB units and the invocations that made them"),
+			Title:   jsii.String("USD per lambda, the day: DynamoDB units, functions' invocations and time"),
 			Metrics: &usd, FullPrecision: jsii.Bool(true), Width: jsii.Number(12), Height: jsii.Number(6),
 		}),
 	})

@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,13 +11,21 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/cost"
+	"github.com/openatf/atf/shared/registry"
 )
 
 // TestDollarsPerLambda: each lambda stack's dashboard shows the dollars of each lambda's day: the
-// write and read units and invocations its functions write (package emf), summed over a day, at
-// the list prices of package cost.
+// write and read units and invocations its functions write (package emf), and its worker's
+// invocations and its worker's and status function's time (AWS/Lambda), summed over a day, at the
+// list prices of package cost.
 func TestDollarsPerLambda(t *testing.T) {
 	st := synthSmall(t, "prod", mustEnvs(t)["prod"])
+	reg, err := registry.Parse([]byte(smallRegistry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := reg.Lambda("a")
+	workerMB := entry.Function.MemoryMB
 	if len(st.Lambdas) != 1 {
 		t.Fatalf("%d lambda stacks, want 1", len(st.Lambdas))
 	}
@@ -39,8 +48,11 @@ func TestDollarsPerLambda(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &dash); err != nil {
 				t.Fatalf("the dashboard's body: %v\n%s", err, body)
 			}
-			want := fmt.Sprintf("(FILL(w0, 0) * %g + FILL(r0, 0) * %g + FILL(i0, 0) * %g) / 1000000",
-				cost.DynamoDBWritePerMillion, cost.DynamoDBReadPerMillion, cost.LambdaRequestsPerMillion)
+			price := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+			want := fmt.Sprintf("(FILL(w0, 0) * %s + FILL(r0, 0) * %s + FILL(i0, 0) * %s) / 1000000", price(cost.DynamoDBWritePerMillion),
+				price(cost.DynamoDBReadPerMillion), price(cost.LambdaRequestsPerMillion)) +
+				fmt.Sprintf(" + FILL(wi0, 0) * %s / 1000000 + (FILL(wd0, 0) * %d + FILL(sd0, 0) * %d) / 1024000 * %s",
+					price(cost.LambdaRequestsPerMillion), workerMB, statusMemoryMB, price(cost.LambdaArmPerGBSecond))
 			found := false
 			for _, w := range dash.Widgets {
 				if !strings.HasPrefix(w.Properties.Title, "USD per lambda") {
@@ -66,6 +78,11 @@ func TestDollarsPerLambda(t *testing.T) {
 				for id, metric := range map[string]string{"w0": "WriteUnits", "r0": "ReadUnits", "i0": "Invocations"} {
 					if g := got[id]; g != fmt.Sprintf("[atf/prod %s Lambda a] Sum 86400", metric) {
 						t.Errorf("%s is %q, want the day's sum of lambda a's %s", id, g, metric)
+					}
+				}
+				for id, metric := range map[string]string{"wi0": "Invocations", "wd0": "Duration", "sd0": "Duration"} {
+					if g := got[id]; !strings.HasPrefix(g, "[AWS/Lambda "+metric+" FunctionName ") || !strings.HasSuffix(g, "] Sum 86400") {
+						t.Errorf("%s is %q, want the day's sum of a function's %s", id, g, metric)
 					}
 				}
 			}
