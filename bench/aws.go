@@ -29,6 +29,7 @@ import (
 	"github.com/openatf/atf/shared/adapter/sqsworker"
 	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
@@ -384,9 +385,9 @@ type CaseResult struct {
 	Calls   map[string]OpCount `json:"calls_per_task"` // by Service.Operation
 	// IdleSweeps and EmptyReceives happened during the case but belong to the idle cost: sweeps
 	// that moved nothing, receives that found nothing.
-	IdleSweeps    int     `json:"idle_sweeps"`
-	EmptyReceives float64 `json:"empty_receives"`
-	Usage         Usage   `json:"usage_per_task"`
+	IdleSweeps    int        `json:"idle_sweeps"`
+	EmptyReceives float64    `json:"empty_receives"`
+	Usage         cost.Usage `json:"usage_per_task"`
 	// LogBytes is what each function logged per task: its own records, then the platform's
 	// START, END and REPORT lines and API Gateway's access log records (estimated).
 	LogBytes       map[string]float64 `json:"log_bytes_per_task"`
@@ -464,7 +465,7 @@ func (h *harness) result(c costCase, n int, took time.Duration, ids map[string]b
 	}
 	total := add(add(add(h.api.snapshot(), sweeps.workCalls), h.status.snapshot()), esm)
 	calls := map[string]OpCount{}
-	var u Usage
+	var u cost.Usage
 	for op, x := range total {
 		calls[op] = scaleOp(x, per)
 		u.WriteUnits += x.Write * per
@@ -473,12 +474,12 @@ func (h *harness) result(c costCase, n int, took time.Duration, ids map[string]b
 			u.SQSRequests += x.Calls * per
 		}
 	}
-	u.Lambda = map[string]LambdaUse{}
+	u.Lambda = map[string]cost.LambdaUse{}
 	logs := map[string]float64{"consumer": float64(sweeps.workLogs) * per}
 	platform := 0.0
 	for _, f := range []*function{h.apiFn, h.statusFn, h.workerFn} {
 		s := f.snapshot()
-		u.Lambda[f.name] = LambdaUse{Invocations: float64(s.invocations) * per, GBSeconds: GBSeconds(s.billedMS, f.memoryMB) * per}
+		u.Lambda[f.name] = cost.LambdaUse{Invocations: float64(s.invocations) * per, GBSeconds: cost.GBSeconds(s.billedMS, f.memoryMB) * per}
 		calls["Lambda.Invoke("+f.name+")"] = OpCount{Calls: float64(s.invocations) * per}
 		logs[f.name] = float64(s.logBytes) * per
 		platform += float64(s.invocations*LambdaPlatformLogBytes) * per
@@ -493,10 +494,10 @@ func (h *harness) result(c costCase, n int, took time.Duration, ids map[string]b
 	}
 	retention := dynamostore.DefaultRetention.Hours() / 730 // months a finished task is kept
 	u.StorageGBMonths = float64(h.shadow.storedBytes(ids)) * per / (1 << 30) * retention
-	cost := u.Scale(1e6).Cost()
+	usd := u.Scale(1e6).Cost()
 	return CaseResult{
 		costCase: c, Tasks: n, Seconds: took.Seconds(), Calls: calls, IdleSweeps: sweeps.idle,
-		EmptyReceives: empty, Usage: u, LogBytes: logs, USDPerMillion: cost, TotalPerMillon: Total(cost),
+		EmptyReceives: empty, Usage: u, LogBytes: logs, USDPerMillion: usd, TotalPerMillon: cost.Total(usd),
 	}
 }
 

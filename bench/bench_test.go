@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -34,37 +33,6 @@ func TestPercentile(t *testing.T) {
 	l := Summarise([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond})
 	if l.Count != 3 || l.P50 != 2 || l.Max != 3 {
 		t.Errorf("summary %+v, want sorted milliseconds", l)
-	}
-}
-
-func TestCost(t *testing.T) {
-	u := Usage{
-		APIRequests: 1e6, WriteUnits: 2e6, ReadUnits: 4e6, StorageGBMonths: 2, SQSRequests: 3e6,
-		EventBridgeEvents: 1e6, LogBytes: 1 << 30,
-		Lambda: map[string]LambdaUse{"status": {Invocations: 1e6, GBSeconds: 1000}, "api": {Invocations: 1e6}},
-	}
-	want := map[string]float64{
-		SvcAPIGateway: 1.00, SvcLambda: 0.40 + 1000*0.0000133334, SvcDynamoDB: 2*0.625 + 4*0.125 + 2*0.25,
-		SvcSQS: 1.20, SvcEventBridge: 0, SvcLogs: 0.50,
-	}
-	got := u.Cost()
-	sum := 0.0
-	for s, w := range want {
-		if math.Abs(got[s]-w) > 1e-9 {
-			t.Errorf("%s: $%v, want $%v", s, got[s], w)
-		}
-		sum += w
-	}
-	if math.Abs(Total(got)-sum) > 1e-9 {
-		t.Errorf("total $%v, want $%v", Total(got), sum)
-	}
-	// A task's usage times a million is a million tasks' usage.
-	per := Usage{WriteUnits: 19, Lambda: map[string]LambdaUse{"status": {Invocations: 3}}}
-	if c := per.Scale(1e6).Cost(); math.Abs(c[SvcDynamoDB]-19*0.625) > 1e-9 || math.Abs(c[SvcLambda]-0.60) > 1e-9 {
-		t.Errorf("a million tasks of 19 WRU and 3 invocations: %v", c)
-	}
-	if g := GBSeconds(1000, 512); g != 0.5 {
-		t.Errorf("1 s at 512 MB is %v GB-s, want 0.5", g)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/consumer"
 )
@@ -294,8 +295,8 @@ func idleBill(env stacks, idle IdleResult) IdleBill {
 		for _, id := range t.ids("AWS::DynamoDB::Table") {
 			if wcu, rcu, indexes, ok := provisionedThroughput(t.Resources[id].Properties); ok {
 				add("provisioned capacity", id, fmt.Sprintf("the table and %d indexes at their minimum: %s WCU × %.0f h × $%g + %s RCU × %.0f h × $%g",
-					indexes, trim(wcu), hoursPerMonth, DynamoDBWCUHour, trim(rcu), hoursPerMonth, DynamoDBRCUHour),
-					(wcu*DynamoDBWCUHour+rcu*DynamoDBRCUHour)*hoursPerMonth)
+					indexes, trim(wcu), hoursPerMonth, cost.DynamoDBWCUHour, trim(rcu), hoursPerMonth, cost.DynamoDBRCUHour),
+					(wcu*cost.DynamoDBWCUHour+rcu*cost.DynamoDBRCUHour)*hoursPerMonth)
 			}
 		}
 		b.polls(t, add)
@@ -517,7 +518,7 @@ func (b *IdleBill) polls(t *template, add func(kind, id, basis string, usd float
 			name = q
 		}
 		add("idle SQS polls of an event source mapping", name,
-			fmt.Sprintf("%s requests × $%g/M", num(pollsPerMonth), SQSStandardPerMillion), pollsPerMonth*SQSStandardPerMillion/1e6)
+			fmt.Sprintf("%s requests × $%g/M", num(pollsPerMonth), cost.SQSStandardPerMillion), pollsPerMonth*cost.SQSStandardPerMillion/1e6)
 	}
 }
 
@@ -531,7 +532,7 @@ func (b *IdleBill) drains(t *template, add func(kind, id, basis string, usd floa
 			continue
 		}
 		add("idle receives of the dead-letter drain", name,
-			fmt.Sprintf("%s requests × $%g/M", num(receives), SQSStandardPerMillion), receives*SQSStandardPerMillion/1e6)
+			fmt.Sprintf("%s requests × $%g/M", num(receives), cost.SQSStandardPerMillion), receives*cost.SQSStandardPerMillion/1e6)
 	}
 }
 
@@ -553,14 +554,14 @@ func (b *IdleBill) consumer(t *template, idle IdleResult, add func(kind, id, bas
 	fn := u.Lambda["consumer"]
 	add("consumer invocations", name, fmt.Sprintf("%s invocations of %.0f ms at %d MB (%s GB-s)",
 		num(fn.Invocations), idle.InvocationMS, idle.MemoryMB, num(fn.GBSeconds)),
-		fn.Invocations*LambdaRequestsPerMillion/1e6+fn.GBSeconds*LambdaArmPerGBSecond)
+		fn.Invocations*cost.LambdaRequestsPerMillion/1e6+fn.GBSeconds*cost.LambdaArmPerGBSecond)
 	add("consumer reads", name, fmt.Sprintf("%s read units (%.1f an invocation) × $%g/M",
-		num(u.ReadUnits), u.ReadUnits/max(fn.Invocations, 1), DynamoDBReadPerMillion), u.ReadUnits*DynamoDBReadPerMillion/1e6)
-	if u.EventBridgeEvents > 0 && EventBridgeScheduledRulePerMillion > 0 {
-		add("consumer schedule", name, fmt.Sprintf("%s events", num(u.EventBridgeEvents)), u.EventBridgeEvents*EventBridgeScheduledRulePerMillion/1e6)
+		num(u.ReadUnits), u.ReadUnits/max(fn.Invocations, 1), cost.DynamoDBReadPerMillion), u.ReadUnits*cost.DynamoDBReadPerMillion/1e6)
+	if u.EventBridgeEvents > 0 && cost.EventBridgeScheduledRulePerMillion > 0 {
+		add("consumer schedule", name, fmt.Sprintf("%s events", num(u.EventBridgeEvents)), u.EventBridgeEvents*cost.EventBridgeScheduledRulePerMillion/1e6)
 	}
 	gb := u.LogBytes / (1 << 30)
-	add("consumer log ingestion", name, fmt.Sprintf("%.4f GB × $%g", gb, CloudWatchLogsPerGB), gb*CloudWatchLogsPerGB)
+	add("consumer log ingestion", name, fmt.Sprintf("%.4f GB × $%g", gb, cost.CloudWatchLogsPerGB), gb*cost.CloudWatchLogsPerGB)
 	months := retention / 30.4
 	kept := fmt.Sprintf("kept %.0f days", retention)
 	if retention == 0 {

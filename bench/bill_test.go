@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/openatf/atf/shared/cost"
 )
 
 // billFixture is a template with one resource of each kind the bill prices, and some it must
@@ -52,9 +54,9 @@ func TestIdleBill(t *testing.T) {
 	if err != nil || memoryMB != 128 || period.Minutes() != 1 {
 		t.Fatalf("consumer: %d MB every %s, %v", memoryMB, period, err)
 	}
-	idle := IdleResult{MemoryMB: 128, InvocationMS: 100, Usage: Usage{
+	idle := IdleResult{MemoryMB: 128, InvocationMS: 100, Usage: cost.Usage{
 		ReadUnits: 43_800 * 50, LogBytes: 43_800 * 1000,
-		Lambda: map[string]LambdaUse{"consumer": {Invocations: 43_800, GBSeconds: 43_800 * GBSeconds(100, 128)}},
+		Lambda: map[string]cost.LambdaUse{"consumer": {Invocations: 43_800, GBSeconds: 43_800 * cost.GBSeconds(100, 128)}},
 	}}
 	b := idleBill(stacks{tpl}, idle)
 	got := map[string]float64{}
@@ -76,11 +78,11 @@ func TestIdleBill(t *testing.T) {
 		"KMS key Key":                        KMSKeyPerMonth,
 		"Fargate tasks (0.25 vCPU, 0.5 GB) Always":                       fargate,
 		"public IPv4 address of Fargate tasks Always":                    PublicIPv4PerHour * h,
-		"idle SQS polls of an event source mapping atf-dev-echo-normal":  ESMIdlePollers * h * 3600 / SQSLongPollWaitSeconds * SQSStandardPerMillion / 1e6,
-		"idle receives of the dead-letter drain atf-dev-echo-normal-dlq": h * 12 * SQSStandardPerMillion / 1e6, // every 5 minutes
-		"consumer invocations Consumer":                                  43_800*LambdaRequestsPerMillion/1e6 + 43_800*GBSeconds(100, 128)*LambdaArmPerGBSecond,
-		"consumer reads Consumer":                                        43_800 * 50 * DynamoDBReadPerMillion / 1e6,
-		"consumer log ingestion Consumer":                                43_800 * 1000 / float64(1<<30) * CloudWatchLogsPerGB,
+		"idle SQS polls of an event source mapping atf-dev-echo-normal":  ESMIdlePollers * h * 3600 / SQSLongPollWaitSeconds * cost.SQSStandardPerMillion / 1e6,
+		"idle receives of the dead-letter drain atf-dev-echo-normal-dlq": h * 12 * cost.SQSStandardPerMillion / 1e6, // every 5 minutes
+		"consumer invocations Consumer":                                  43_800*cost.LambdaRequestsPerMillion/1e6 + 43_800*cost.GBSeconds(100, 128)*cost.LambdaArmPerGBSecond,
+		"consumer reads Consumer":                                        43_800 * 50 * cost.DynamoDBReadPerMillion / 1e6,
+		"consumer log ingestion Consumer":                                43_800 * 1000 / float64(1<<30) * cost.CloudWatchLogsPerGB,
 		"log storage Consumer":                                           43_800 * 1000 / float64(1<<30) * 7 / 30.4 * CloudWatchLogsStoragePerGBMonth,
 	}
 	total := 0.0
@@ -107,7 +109,7 @@ func TestIdleBill(t *testing.T) {
 
 // TestIdleBillWithoutTemplate: without a template the bill has the consumer alone.
 func TestIdleBillWithoutTemplate(t *testing.T) {
-	b := idleBill(nil, IdleResult{Usage: Usage{Lambda: map[string]LambdaUse{"consumer": {Invocations: 43_800}}}})
+	b := idleBill(nil, IdleResult{Usage: cost.Usage{Lambda: map[string]cost.LambdaUse{"consumer": {Invocations: 43_800}}}})
 	for _, l := range b.Lines {
 		if !strings.HasPrefix(l.Kind, "consumer") && l.Kind != "log storage" {
 			t.Errorf("line %+v without a template", l)
@@ -137,8 +139,8 @@ func TestScaleBill(t *testing.T) {
 		}
 	}
 	dev := scaleBill(run, "dev", environment{Shards: 4, LogRetentionDays: 7})
-	near("polls of 300 queues", line(dev, "idle SQS polls"), 300*657_000*SQSStandardPerMillion/1e6)
-	near("reads", line(dev, "consumer reads"), 43_800*300*DynamoDBReadPerMillion/1e6)
+	near("polls of 300 queues", line(dev, "idle SQS polls"), 300*657_000*cost.SQSStandardPerMillion/1e6)
+	near("reads", line(dev, "consumer reads"), 43_800*300*cost.DynamoDBReadPerMillion/1e6)
 	near("dev's alarms", line(dev, "alarms"), 0)
 	staging := scaleBill(run, "staging", environment{Shards: 4, LogRetentionDays: 30, NATGateways: 1, Alarms: &struct{}{}})
 	near("staging's alarms", line(staging, "alarms"), (100*7+2)*CloudWatchAlarmPerMetricMonth)
@@ -253,7 +255,7 @@ func TestIdleBillProvisionedTable(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	want := (30*DynamoDBWCUHour + 15*DynamoDBRCUHour) * 730 // $15.66
+	want := (30*cost.DynamoDBWCUHour + 15*cost.DynamoDBRCUHour) * 730 // $15.66
 	if len(lines) != 1 || lines[0].Resource != "Provisioned" || math.Abs(lines[0].USD-want) > 1e-9 {
 		t.Errorf("lines %+v, want one of Provisioned at $%.4f", lines, want)
 	}

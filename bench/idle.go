@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/store/dynamostore"
@@ -31,7 +32,7 @@ type IdleResult struct {
 	LogBytes            float64            `json:"log_bytes_per_invocation"`
 	MemoryMB            int                `json:"memory_mb"`
 	InvocationsPerMonth float64            `json:"invocations_per_month"`
-	Usage               Usage              `json:"usage_per_month"`
+	Usage               cost.Usage         `json:"usage_per_month"`
 	USDPerMonth         map[string]float64 `json:"usd_per_month_by_service"`
 	Total               float64            `json:"usd_per_month"`
 }
@@ -85,16 +86,16 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 	r.LogBytes = float64(fn.logBytes.Load())*per + LambdaPlatformLogBytes
 
 	r.InvocationsPerMonth = month.Minutes() / period.Minutes()
-	r.Usage = Usage{
+	r.Usage = cost.Usage{
 		ReadUnits: readUnits * r.InvocationsPerMonth,
-		Lambda: map[string]LambdaUse{"consumer": {
-			Invocations: r.InvocationsPerMonth, GBSeconds: r.InvocationsPerMonth * GBSeconds(math.Ceil(r.InvocationMS), memoryMB),
+		Lambda: map[string]cost.LambdaUse{"consumer": {
+			Invocations: r.InvocationsPerMonth, GBSeconds: r.InvocationsPerMonth * cost.GBSeconds(math.Ceil(r.InvocationMS), memoryMB),
 		}},
 		EventBridgeEvents: r.InvocationsPerMonth,
 		LogBytes:          r.InvocationsPerMonth * r.LogBytes,
 	}
 	r.USDPerMonth = r.Usage.Cost()
-	r.Total = Total(r.USDPerMonth)
+	r.Total = cost.Total(r.USDPerMonth)
 	return r, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/openatf/atf/shared/cost"
 )
 
 // Results is bench/results.json. The fields up to AWSCallsPerImmediateTask are the headline
@@ -101,12 +103,12 @@ type Prices struct {
 
 func currentPrices() Prices {
 	return Prices{
-		Checked: PricesChecked, APIGatewayHTTPPerMillion: APIGatewayHTTPPerMillion,
-		LambdaRequestsPerMillion: LambdaRequestsPerMillion, LambdaArmPerGBSecond: LambdaArmPerGBSecond,
-		DynamoDBWritePerMillion: DynamoDBWritePerMillion, DynamoDBReadPerMillion: DynamoDBReadPerMillion,
-		DynamoDBStoragePerGBMonth: DynamoDBStoragePerGBMo, SQSStandardPerMillion: SQSStandardPerMillion,
-		EventBridgeRulePerMillion: EventBridgeScheduledRulePerMillion, CloudWatchLogsPerGB: CloudWatchLogsPerGB,
-		DynamoDBWCUHour: DynamoDBWCUHour, DynamoDBRCUHour: DynamoDBRCUHour, ProvisionedChecked: ProvisionedPricesChecked,
+		Checked: cost.PricesChecked, APIGatewayHTTPPerMillion: cost.APIGatewayHTTPPerMillion,
+		LambdaRequestsPerMillion: cost.LambdaRequestsPerMillion, LambdaArmPerGBSecond: cost.LambdaArmPerGBSecond,
+		DynamoDBWritePerMillion: cost.DynamoDBWritePerMillion, DynamoDBReadPerMillion: cost.DynamoDBReadPerMillion,
+		DynamoDBStoragePerGBMonth: cost.DynamoDBStoragePerGBMo, SQSStandardPerMillion: cost.SQSStandardPerMillion,
+		EventBridgeRulePerMillion: cost.EventBridgeScheduledRulePerMillion, CloudWatchLogsPerGB: cost.CloudWatchLogsPerGB,
+		DynamoDBWCUHour: cost.DynamoDBWCUHour, DynamoDBRCUHour: cost.DynamoDBRCUHour, ProvisionedChecked: cost.ProvisionedPricesChecked,
 	}
 }
 
@@ -151,10 +153,10 @@ func (r *Results) judge() {
 		river.Got, river.Met = fmt.Sprintf("%.2f × River", rr), verdict(rr >= targetRiverRatio)
 		asynq.Got, asynq.Met = fmt.Sprintf("%.2f × asynq", ra), verdict(ra >= targetAsynqRatio)
 	}
-	cost := Target{Name: "AWS cost, immediate no-op tasks in batches of 100", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillion), Got: "not measured"}
+	awsCost := Target{Name: "AWS cost, immediate no-op tasks in batches of 100", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillion), Got: "not measured"}
 	idle := Target{Name: "idle dev environment, everything included", Want: fmt.Sprintf("≤ $%.2f a month", targetIdleUSDPerMonth), Got: "not measured"}
 	if len(r.Cases) > 0 {
-		cost.Got, cost.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionImmediate), verdict(r.USDPerMillionImmediate <= targetUSDPerMillion)
+		awsCost.Got, awsCost.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionImmediate), verdict(r.USDPerMillionImmediate <= targetUSDPerMillion)
 	}
 	switch {
 	case r.IdleBill != nil && r.IdleBill.Note != "":
@@ -188,7 +190,7 @@ func (r *Results) judge() {
 	if r.AtfPeakRSSMB > 0 {
 		rss.Got, rss.Met = fmt.Sprintf("%.0f MB at %s tasks", r.AtfPeakRSSMB, num(float64(r.Throughput.Tasks))), verdict(r.AtfPeakRSSMB <= targetPeakRSSMB)
 	}
-	r.Targets = append(r.Targets, river, asynq, wait, cost, steady, idle, firing, grown, rss)
+	r.Targets = append(r.Targets, river, asynq, wait, awsCost, steady, idle, firing, grown, rss)
 	for _, b := range r.ScaleBills {
 		r.Targets = append(r.Targets, Target{
 			Name: fmt.Sprintf("idle environment of %d lambdas of %d priorities, everything included, %s configuration", b.Lambdas, b.Priorities, b.Environment),
@@ -280,9 +282,9 @@ func (r *Results) Print(w io.Writer) {
 	fmt.Fprintln(w)
 
 	if len(r.Cases) > 0 {
-		fmt.Fprintf(w, "AWS cost per million no-op tasks, us-east-1 list prices checked %s (share of the total)\n\n", PricesChecked)
-		fmt.Fprintf(w, "| case | total | %s |\n", strings.Join(services, " | "))
-		fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(services)))
+		fmt.Fprintf(w, "AWS cost per million no-op tasks, us-east-1 list prices checked %s (share of the total)\n\n", cost.PricesChecked)
+		fmt.Fprintf(w, "| case | total | %s |\n", strings.Join(cost.Services, " | "))
+		fmt.Fprintf(w, "|---|---|%s\n", strings.Repeat("---|", len(cost.Services)))
 		for _, c := range r.Cases {
 			fmt.Fprintf(w, "| %s | **%s** |%s\n", c.Title, usd(c.TotalPerMillon), shares(c.USDPerMillion, c.TotalPerMillon))
 		}
@@ -331,14 +333,14 @@ func (r *Results) Print(w io.Writer) {
 }
 
 // shares is the table cells of a cost by service: dollars and share of the total.
-func shares(cost map[string]float64, total float64) string {
+func shares(bySvc map[string]float64, total float64) string {
 	var b strings.Builder
-	for _, s := range services {
+	for _, s := range cost.Services {
 		share := 0.0
 		if total > 0 {
-			share = cost[s] / total * 100
+			share = bySvc[s] / total * 100
 		}
-		fmt.Fprintf(&b, " %s (%.0f%%) |", usd(cost[s]), share)
+		fmt.Fprintf(&b, " %s (%.0f%%) |", usd(bySvc[s]), share)
 	}
 	return b.String()
 }

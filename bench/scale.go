@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/task"
 )
@@ -249,19 +250,19 @@ func scaleBill(run ScaleRun, name string, env environment) ScaleBill {
 	queues := L * P
 	polls := ESMIdlePollers * hoursPerMonth * 3600 / SQSLongPollWaitSeconds
 	add("idle SQS polls of the event source mappings (counted, not measured)",
-		fmt.Sprintf("%s queues × %s requests × $%g/M", trim(queues), num(polls), SQSStandardPerMillion), queues*polls*SQSStandardPerMillion/1e6)
+		fmt.Sprintf("%s queues × %s requests × $%g/M", trim(queues), num(polls), cost.SQSStandardPerMillion), queues*polls*cost.SQSStandardPerMillion/1e6)
 	drains := hoursPerMonth * 3600 / consumer.DefaultDrainInterval.Seconds()
 	add("dead-letter drains: SQS requests (measured)",
-		fmt.Sprintf("%s drains × %s requests", num(drains), trim(run.DrainSQSCalls)), drains*run.DrainSQSCalls*SQSStandardPerMillion/1e6)
+		fmt.Sprintf("%s drains × %s requests", num(drains), trim(run.DrainSQSCalls)), drains*run.DrainSQSCalls*cost.SQSStandardPerMillion/1e6)
 	invocations := month.Minutes() / consumerfn.Period.Minutes()
-	gbs := invocations*GBSeconds(math.Ceil(run.InvocationMS), ConsumerMemoryMB) + drains*GBSeconds(math.Ceil(run.DrainMS), ConsumerMemoryMB)
+	gbs := invocations*cost.GBSeconds(math.Ceil(run.InvocationMS), ConsumerMemoryMB) + drains*cost.GBSeconds(math.Ceil(run.DrainMS), ConsumerMemoryMB)
 	add("consumer invocations (measured time)",
 		fmt.Sprintf("%s invocations of %.0f ms, and %s drains of %.0f ms, at %d MB (%s GB-s)", num(invocations), run.InvocationMS, num(drains), run.DrainMS, ConsumerMemoryMB, num(gbs)),
-		invocations*LambdaRequestsPerMillion/1e6+gbs*LambdaArmPerGBSecond)
+		invocations*cost.LambdaRequestsPerMillion/1e6+gbs*cost.LambdaArmPerGBSecond)
 	reads := invocations * run.ReadUnits
-	add("consumer reads (measured)", fmt.Sprintf("%s read units (%.1f an invocation) × $%g/M", num(reads), run.ReadUnits, DynamoDBReadPerMillion), reads*DynamoDBReadPerMillion/1e6)
+	add("consumer reads (measured)", fmt.Sprintf("%s read units (%.1f an invocation) × $%g/M", num(reads), run.ReadUnits, cost.DynamoDBReadPerMillion), reads*cost.DynamoDBReadPerMillion/1e6)
 	logGB := invocations * run.LogBytes / (1 << 30)
-	add("consumer log ingestion (measured)", fmt.Sprintf("%.4f GB × $%g", logGB, CloudWatchLogsPerGB), logGB*CloudWatchLogsPerGB)
+	add("consumer log ingestion (measured)", fmt.Sprintf("%.4f GB × $%g", logGB, cost.CloudWatchLogsPerGB), logGB*cost.CloudWatchLogsPerGB)
 	months := float64(CloudWatchLogsRetentionUnsetMonths)
 	if env.LogRetentionDays > 0 {
 		months = float64(env.LogRetentionDays) / 30.4

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/store/dynamostore"
 )
 
@@ -81,17 +82,17 @@ func steadyShards(rate float64) int {
 
 // steadyBill prices a month of rate tasks a second of one lambda of priorities priorities, each
 // task using perTask (a case's measured usage, named caseName).
-func steadyBill(caseName string, perTask Usage, rate float64, priorities int) SteadyBill {
+func steadyBill(caseName string, perTask cost.Usage, rate float64, priorities int) SteadyBill {
 	secs := month.Seconds()
 	b := SteadyBill{Case: caseName, TasksPerS: rate, TasksPerMonth: rate * secs, Priorities: priorities,
 		Shards: steadyShards(rate), MeasuredAt: dynamostore.DefaultShards, TargetUtilization: steadyTargetUtilization}
 	u := perTask.Scale(b.TasksPerMonth)
-	cost := u.Cost()
+	usd := u.Cost()
 	both := func(service, basis string, usd float64) {
 		b.Lines = append(b.Lines, SteadyLine{Service: service, Basis: basis, OnDemand: usd, Provisioned: usd})
 	}
 
-	both(SvcAPIGateway, fmt.Sprintf("%s requests × $%g/M", num(u.APIRequests), APIGatewayHTTPPerMillion), cost[SvcAPIGateway])
+	both(cost.SvcAPIGateway, fmt.Sprintf("%s requests × $%g/M", num(u.APIRequests), cost.APIGatewayHTTPPerMillion), usd[cost.SvcAPIGateway])
 
 	// The tasks' functions as measured, and the consumer, which a busy lambda keeps passing for
 	// its whole minute (less its margin) every minute.
@@ -100,10 +101,10 @@ func steadyBill(caseName string, perTask Usage, rate float64, priorities int) St
 		invocations, gbs = invocations+l.Invocations, gbs+l.GBSeconds
 	}
 	consumerCalls := month.Minutes() / consumerfn.Period.Minutes()
-	consumerGBs := consumerCalls * GBSeconds(ms(consumerfn.Period-consumerfn.DefaultMargin), ConsumerMemoryMB)
-	both(SvcLambda, fmt.Sprintf("the tasks' %s invocations and %s GB-s; the consumer's %s invocations of %.0f s at %d MB",
+	consumerGBs := consumerCalls * cost.GBSeconds(ms(consumerfn.Period-consumerfn.DefaultMargin), ConsumerMemoryMB)
+	both(cost.SvcLambda, fmt.Sprintf("the tasks' %s invocations and %s GB-s; the consumer's %s invocations of %.0f s at %d MB",
 		num(invocations), num(gbs), num(consumerCalls), (consumerfn.Period-consumerfn.DefaultMargin).Seconds(), ConsumerMemoryMB),
-		cost[SvcLambda]+consumerCalls*LambdaRequestsPerMillion/1e6+consumerGBs*LambdaArmPerGBSecond)
+		usd[cost.SvcLambda]+consumerCalls*cost.LambdaRequestsPerMillion/1e6+consumerGBs*cost.LambdaArmPerGBSecond)
 
 	// DynamoDB: the same units a second, bought by the unit or as capacity held every hour.
 	passesPerS := 1 / consumerfn.DefaultInterval.Seconds()
@@ -112,31 +113,31 @@ func steadyBill(caseName string, perTask Usage, rate float64, priorities int) St
 	b.ReadUnitsPerS = perTask.ReadUnits*rate + b.SweepReadUnitsPerS
 	b.WCU = math.Ceil(b.WriteUnitsPerS / b.TargetUtilization)
 	b.RCU = math.Ceil(b.ReadUnitsPerS / b.TargetUtilization)
-	b.Lines = append(b.Lines, SteadyLine{Service: SvcDynamoDB + " writes",
+	b.Lines = append(b.Lines, SteadyLine{Service: cost.SvcDynamoDB + " writes",
 		Basis: fmt.Sprintf("%.2f WRU a task: %s WRU/s × $%g/M; provisioned %s WCU (at %.0f%%) × %.0f h × $%g",
-			perTask.WriteUnits, num(b.WriteUnitsPerS), DynamoDBWritePerMillion, num(b.WCU), b.TargetUtilization*100, hoursPerMonth, DynamoDBWCUHour),
-		OnDemand:    b.WriteUnitsPerS * secs * DynamoDBWritePerMillion / 1e6,
-		Provisioned: b.WCU * hoursPerMonth * DynamoDBWCUHour})
-	b.Lines = append(b.Lines, SteadyLine{Service: SvcDynamoDB + " reads",
+			perTask.WriteUnits, num(b.WriteUnitsPerS), cost.DynamoDBWritePerMillion, num(b.WCU), b.TargetUtilization*100, hoursPerMonth, cost.DynamoDBWCUHour),
+		OnDemand:    b.WriteUnitsPerS * secs * cost.DynamoDBWritePerMillion / 1e6,
+		Provisioned: b.WCU * hoursPerMonth * cost.DynamoDBWCUHour})
+	b.Lines = append(b.Lines, SteadyLine{Service: cost.SvcDynamoDB + " reads",
 		Basis: fmt.Sprintf("%.2f RRU a task and the consumer's passes over %d shards, %s RRU/s: %s RRU/s × $%g/M; provisioned %s RCU × %.0f h × $%g",
-			perTask.ReadUnits, b.Shards, num(b.SweepReadUnitsPerS), num(b.ReadUnitsPerS), DynamoDBReadPerMillion, num(b.RCU), hoursPerMonth, DynamoDBRCUHour),
-		OnDemand:    b.ReadUnitsPerS * secs * DynamoDBReadPerMillion / 1e6,
-		Provisioned: b.RCU * hoursPerMonth * DynamoDBRCUHour})
-	both(SvcDynamoDB+" storage", fmt.Sprintf("%s GB held (finished tasks kept %.0f days) × $%g", num(u.StorageGBMonths), dynamostore.DefaultRetention.Hours()/24, DynamoDBStoragePerGBMo),
-		u.StorageGBMonths*DynamoDBStoragePerGBMo)
+			perTask.ReadUnits, b.Shards, num(b.SweepReadUnitsPerS), num(b.ReadUnitsPerS), cost.DynamoDBReadPerMillion, num(b.RCU), hoursPerMonth, cost.DynamoDBRCUHour),
+		OnDemand:    b.ReadUnitsPerS * secs * cost.DynamoDBReadPerMillion / 1e6,
+		Provisioned: b.RCU * hoursPerMonth * cost.DynamoDBRCUHour})
+	both(cost.SvcDynamoDB+" storage", fmt.Sprintf("%s GB held (finished tasks kept %.0f days) × $%g", num(u.StorageGBMonths), dynamostore.DefaultRetention.Hours()/24, cost.DynamoDBStoragePerGBMo),
+		u.StorageGBMonths*cost.DynamoDBStoragePerGBMo)
 
-	both(SvcSQS, fmt.Sprintf("%s requests × $%g/M", num(u.SQSRequests), SQSStandardPerMillion), cost[SvcSQS])
-	both(SvcEventBridge, fmt.Sprintf("the consumer's schedule, %s events of a rule on the default bus: free", num(consumerCalls)),
-		cost[SvcEventBridge]+consumerCalls*EventBridgeScheduledRulePerMillion/1e6)
-	both(SvcLogs, fmt.Sprintf("%.0f bytes a task: %s GB × $%g", perTask.LogBytes, num(u.LogBytes/(1<<30)), CloudWatchLogsPerGB), cost[SvcLogs])
+	both(cost.SvcSQS, fmt.Sprintf("%s requests × $%g/M", num(u.SQSRequests), cost.SQSStandardPerMillion), usd[cost.SvcSQS])
+	both(cost.SvcEventBridge, fmt.Sprintf("the consumer's schedule, %s events of a rule on the default bus: free", num(consumerCalls)),
+		usd[cost.SvcEventBridge]+consumerCalls*cost.EventBridgeScheduledRulePerMillion/1e6)
+	both(cost.SvcLogs, fmt.Sprintf("%.0f bytes a task: %s GB × $%g", perTask.LogBytes, num(u.LogBytes/(1<<30)), cost.CloudWatchLogsPerGB), usd[cost.SvcLogs])
 	series := float64(emfSeriesPerLambda + emfSeriesPerEnvironment)
 	both("CloudWatch metrics", fmt.Sprintf("%.0f custom metrics (%d of the lambda, %d of the environment) × $%g",
 		series, emfSeriesPerLambda, emfSeriesPerEnvironment, CloudWatchCustomMetricPerMonth), series*CloudWatchCustomMetricPerMonth)
 
 	events := b.TasksPerMonth * lifecycleEventsPerTask
-	usd := events * EventBridgeCustomEventsPerMillion / 1e6
+	eventsUSD := events * cost.EventBridgeCustomEventsPerMillion / 1e6
 	b.LeftOut = append(b.LeftOut, SteadyLine{Service: "EventBridge lifecycle events, where the environment publishes them",
-		Basis: fmt.Sprintf("%d a task: %s events × $%g/M", lifecycleEventsPerTask, num(events), EventBridgeCustomEventsPerMillion), OnDemand: usd, Provisioned: usd})
+		Basis: fmt.Sprintf("%d a task: %s events × $%g/M", lifecycleEventsPerTask, num(events), cost.EventBridgeCustomEventsPerMillion), OnDemand: eventsUSD, Provisioned: eventsUSD})
 
 	for _, l := range b.Lines {
 		b.OnDemand += l.OnDemand
@@ -149,7 +150,7 @@ func steadyBill(caseName string, perTask Usage, rate float64, priorities int) St
 func (b *SteadyBill) Print(w io.Writer) {
 	fmt.Fprintf(w, "A steady %s tasks a second for a month (%s tasks), one lambda of %d priorities on %d shards (docs/capacity.md: S = ⌈4R / 500⌉), from the units per task of \"%s\" (measured at %d shards); provisioned at %.0f%% target utilization: %s WCU, %s RCU; list prices checked %s, provisioned %s\n\n",
 		num(b.TasksPerS), num(b.TasksPerMonth), b.Priorities, b.Shards, b.Case, b.MeasuredAt, b.TargetUtilization*100,
-		num(b.WCU), num(b.RCU), PricesChecked, ProvisionedPricesChecked)
+		num(b.WCU), num(b.RCU), cost.PricesChecked, cost.ProvisionedPricesChecked)
 	fmt.Fprintln(w, "| service | basis | on demand | provisioned |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, l := range b.Lines {

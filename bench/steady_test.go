@@ -5,16 +5,18 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/openatf/atf/shared/cost"
 )
 
 // TestSteadyBill: a month of 10,000 tasks a second from known units per task, worked out by hand
-// at the prices of prices.go: 26.28 billion tasks on the model's 80 shards, DynamoDB on demand by
+// at the prices of shared/cost: 26.28 billion tasks on the model's 80 shards, DynamoDB on demand by
 // the unit and provisioned at 70% target utilization by the capacity-hour, the other services the
 // same in both modes, lifecycle events priced apart; printed a row per service.
 func TestSteadyBill(t *testing.T) {
-	perTask := Usage{
+	perTask := cost.Usage{
 		APIRequests: 0.01, WriteUnits: 11, ReadUnits: 2, StorageGBMonths: 1e-6, SQSRequests: 0.3, LogBytes: 800,
-		Lambda: map[string]LambdaUse{
+		Lambda: map[string]cost.LambdaUse{
 			"api": {Invocations: 0.01, GBSeconds: 0.0005}, "status": {Invocations: 0.2, GBSeconds: 0.001}, "worker": {Invocations: 0.1, GBSeconds: 0.002},
 		},
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/openatf/atf/shared/adapter/awsfn"
 	"github.com/openatf/atf/shared/adapter/sqsworker"
 	"github.com/openatf/atf/shared/client"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/task"
@@ -568,6 +569,39 @@ func TestStatusEvents(t *testing.T) {
 				t.Errorf("%s: the task is %s after, want %s", name, got, want)
 			}
 		}
+	}
+}
+
+// TestStatusUnits: the status binary with a metrics namespace writes, at the end of its first
+// invocation, one EMF line of the capacity units its store calls consumed for the lambda (DynamoDB
+// Local reports them as DynamoDB does) and the invocation that made them; the invocations after
+// it within the minute add to the next line rather than write one each.
+func TestStatusUnits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	echo := e.lambda(t, "echo")
+	name := e.b.Name + "-echo-status-units"
+	st := e.function(t, name, "status", 10*time.Second, map[string]string{
+		awsfn.EnvLambda: "echo", awsfn.EnvLambdas: e.lambdasJSON(t, "echo"), awsfn.EnvMetricsNamespace: "atf/test",
+	})
+	for _, id := range []string{"units-1", "units-2", "units-3"} {
+		e.put(t, echo, id, `{}`, 0, true, false)
+		invoke(t, st, map[string]any{"v": 1, "op": "claim", "lambda": "echo", "task_id": id}, 0)
+	}
+	var lines []map[string]any
+	for line := range strings.Lines(e.logs.String()) {
+		if rest, ok := strings.CutPrefix(line, name+": "); ok && strings.Contains(rest, `"WriteUnits"`) {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(rest), &v); err != nil {
+				t.Fatalf("not a JSON line: %q", rest)
+			}
+			lines = append(lines, v)
+		}
+	}
+	claim := cost.TransitionUnits(task.StatusEnqueued, task.StatusProcessing)
+	if len(lines) != 1 || lines[0]["Lambda"] != "echo" || lines[0]["Invocations"] != 1.0 ||
+		lines[0]["WriteUnits"] != claim.Write || lines[0]["ReadUnits"].(float64) < claim.Read {
+		t.Errorf("units lines %v, want one of lambda echo: 1 invocation, its claim's %v WRU and at least %v RRU", lines, claim.Write, claim.Read)
 	}
 }
 

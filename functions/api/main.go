@@ -15,5 +15,5 @@ func main() {
 	env, clients, logger := awsfn.Setup()
 	svc := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: clients.Catalog, Task: env.Task, Queue: clients.Queue, Logger: logger})
 	handler := apifn.New(httpapi.New(svc, logger), logger).Handle
-	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
+	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush), clients.Invoked)
 }

@@ -18,5 +18,5 @@ func main() {
 	firings := frontend.New(clients.TaskStore(), frontend.Config{Lambdas: clients.Catalog, Task: env.Task, Queue: clients.Queue, Logger: logger})
 	c := consumer.New(clients.TaskStore(), clients.Queue, consumer.Config{Lambdas: clients.Catalog, Task: env.Task, Logger: logger, Scheduler: firings, Metrics: clients.Metrics})
 	handler := consumerfn.New(c, consumerfn.Deployed(logger)).Handle
-	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush))
+	awsfn.Start(lifecycle.FlushAfterErr(handler, clients.Events, env.EventsFlush), clients.Invoked)
 }

@@ -20,5 +20,5 @@ func main() {
 	}
 	hsc := status.New(clients.TaskStore(), status.Config{Task: env.Task, Logger: logger, Queue: clients.Queue, Lambdas: clients.Catalog})
 	handler := statusfn.NewLambdaHandler(hsc, env.Lambda, logger).Handle
-	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush))
+	awsfn.Start(lifecycle.FlushAfter(handler, clients.Events, env.EventsFlush), clients.Invoked)
 }

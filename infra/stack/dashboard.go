@@ -63,14 +63,14 @@ func newCoreDashboard(scope constructs.Construct, id string, d *deployment, m *m
 // newLambdaDashboard makes the dashboard of a lambda stack, atf-<env>-<stack>: a row per lambda,
 // queue depth and age by priority, and its worker and status functions or its executors; then,
 // over the stack's lambdas, dead-letter messages, dead tasks, delivery latency, outcomes, handler
-// and pass durations.
+// and pass durations, and the dollars of each lambda's day (usdToday).
 func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m *metrics, stack string, lambdas []*lambdaResources) awscloudwatch.Dashboard {
 	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum")}
 	p95 := &awscloudwatch.MetricOptions{Statistic: jsii.String("p95")}
 	max := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum")}
 	var rows [][]awscloudwatch.IWidget
-	var dlq, dead, latency, handlers, sweeps, outcomes []awscloudwatch.IMetric
-	for _, l := range lambdas {
+	var dlq, dead, latency, handlers, sweeps, outcomes, usd []awscloudwatch.IMetric
+	for n, l := range lambdas {
 		var ld, la []awscloudwatch.IMetric
 		for _, p := range l.queues.priorities {
 			ld = append(ld, l.queues.queue[p].MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Label: jsii.String(p)}))
@@ -93,6 +93,7 @@ func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m 
 		latency = append(latency, m.metric(metricDeliveryLatency, l.entry.Name, "p95"))
 		handlers = append(handlers, m.metric(metricHandlerDuration, l.entry.Name, "p95"))
 		sweeps = append(sweeps, m.metric(metricSweepDuration, l.entry.Name, "p95"))
+		usd = append(usd, m.usdToday(l, n))
 		for _, t := range []lifecycle.Type{lifecycle.Succeeded, lifecycle.Retried, lifecycle.Failed} {
 			outcomes = append(outcomes, m.events(l.entry.Name, t).With(&awscloudwatch.MetricOptions{Label: jsii.String(l.entry.Name + " " + string(t))}))
 		}
@@ -105,6 +106,10 @@ func newLambdaDashboard(scope constructs.Construct, id string, d *deployment, m 
 	}, []awscloudwatch.IWidget{
 		graph("Handler duration p95 (ms)", handlers...),
 		graph("Consumer pass duration p95 (ms)", sweeps...),
+		awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{
+			Title:   jsii.String("USD per lambda, the day: DynamoDB units, functions' invocations and time"),
+			Metrics: &usd, FullPrecision: jsii.Bool(true), Width: jsii.Number(12), Height: jsii.Number(6),
+		}),
 	})
 	return dashboard(scope, id, StackName(d.name, stack), rows)
 }

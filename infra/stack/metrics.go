@@ -1,12 +1,16 @@
 package stack
 
 import (
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/openatf/atf/shared/adapter/emf"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 )
 
@@ -32,6 +36,12 @@ const (
 	// metricStoreErrors counts store calls that failed for a reason of the store's own
 	// (throttled, timeout, ...), without dimensions (and by Operation).
 	metricStoreErrors = emf.StoreErrors
+	// metricWriteUnits and metricReadUnits are DynamoDB's capacity units of the store calls made
+	// for a lambda, and metricInvocations the invocations of the API, consumer and status
+	// functions that made them; dimension Lambda.
+	metricWriteUnits  = emf.WriteUnits
+	metricReadUnits   = emf.ReadUnits
+	metricInvocations = emf.Invocations
 )
 
 // alarmPeriod is the period of every alarm: one period at or over the threshold fires it.
@@ -67,4 +77,45 @@ func (m *metrics) withDimensions(name string, dims map[string]*string, statistic
 		p.DimensionsMap = &dims
 	}
 	return awscloudwatch.NewMetric(p)
+}
+
+// usdExpression is the metric math of the dollars of lambda n's day: its write units w<n>, read
+// units r<n> and invocations i<n> (metricWriteUnits, metricReadUnits, metricInvocations), and, for
+// a lambda of kind function, its worker function's invocations wi<n> and the milliseconds of its
+// worker and status functions, wd<n> and sd<n> (AWS/Lambda), at their memory; each summed over
+// the period, at the on-demand list prices of package cost, the ones `make bench` prices with. A
+// period without one of them counts it as 0.
+func usdExpression(n, workerMB, statusMB int) string {
+	price := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) } // no exponent
+	e := fmt.Sprintf("(FILL(w%d, 0) * %s + FILL(r%d, 0) * %s + FILL(i%d, 0) * %s) / 1000000",
+		n, price(cost.DynamoDBWritePerMillion), n, price(cost.DynamoDBReadPerMillion), n, price(cost.LambdaRequestsPerMillion))
+	if workerMB > 0 {
+		e += fmt.Sprintf(" + FILL(wi%d, 0) * %s / 1000000 + (FILL(wd%d, 0) * %d + FILL(sd%d, 0) * %d) / 1024000 * %s",
+			n, price(cost.LambdaRequestsPerMillion), n, workerMB, n, statusMB, price(cost.LambdaArmPerGBSecond))
+	}
+	return e
+}
+
+// usdToday is the dollars of lambda l's day (usdExpression); n, its place in its widget, keeps its
+// metrics' ids apart from the others'.
+func (m *metrics) usdToday(l *lambdaResources, n int) awscloudwatch.IMetric {
+	day := awscdk.Duration_Days(jsii.Number(1))
+	sum := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: day}
+	id := func(prefix string) string { return fmt.Sprintf("%s%d", prefix, n) }
+	using := map[string]awscloudwatch.IMetric{
+		id("w"): m.metric(metricWriteUnits, l.entry.Name, "Sum").With(sum),
+		id("r"): m.metric(metricReadUnits, l.entry.Name, "Sum").With(sum),
+		id("i"): m.metric(metricInvocations, l.entry.Name, "Sum").With(sum),
+	}
+	workerMB := 0
+	if l.worker != nil {
+		workerMB = l.entry.Function.MemoryMB
+		using[id("wi")] = l.worker.function.function.MetricInvocations(sum)
+		using[id("wd")] = l.worker.function.function.MetricDuration(sum)
+		using[id("sd")] = l.status.function.function.MetricDuration(sum)
+	}
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(usdExpression(n, workerMB, statusMemoryMB)), UsingMetrics: &using,
+		Label: jsii.String(l.entry.Name + " USD"), Period: day,
+	})
 }

@@ -132,6 +132,7 @@ type Stack struct {
 	consumer    *consumer.Consumer
 	controllers []*controller.Controller
 	activity    *dashboard.Activity // the dashboard's last hour of claims and results
+	costs       *dashboard.Costs    // the dashboard's cost on AWS of each lambda's transitions today
 
 	// With Functions: the event sources, and how to stop them and cut their invocations short.
 	loops                 sync.WaitGroup
@@ -156,7 +157,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			"handlers", unserved, "folder", c.HandlersDir)
 	}
 	c.Mux = handlers
-	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil)}
+	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil), costs: dashboard.NewCosts(names(lambdas), nil)}
 	queue := c.Queue
 	// runs is the store of the services that run tasks (consumer, status controller): the API's,
 	// but on the embedded store a view whose transitions are not synced on their own (see
@@ -196,11 +197,13 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if c.Store != nil {
 		c.Store = s.store
 	}
-	// Metrics: the store's writes and errors, on every service of the stack (see serve).
+	// Metrics: the store's writes and errors, on every service of the stack (see serve), and
+	// what the writes would cost on AWS (the dashboard's costs).
 	s.metrics = prommetrics.New(prommetrics.Config{Lambdas: lambdas, Counts: s.store.Counts, Queue: sizer(queue), Logger: c.Logger})
-	s.store = metrics.Wrap(s.store, s.metrics)
+	writes := metrics.Tee{s.metrics, s.costs}
+	s.store = metrics.Wrap(s.store, writes)
 	if runs != nil {
-		runs = metrics.Wrap(runs, s.metrics)
+		runs = metrics.Wrap(runs, writes)
 	} else {
 		runs = s.store
 	}

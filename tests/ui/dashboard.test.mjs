@@ -44,6 +44,17 @@ test('asks for the token, then shows the lambdas with tasks in every status', as
   await shot('lambdas');
 });
 
+test('shows what each lambda\'s work would cost on AWS today, more than nothing once its tasks ran', async () => {
+  await page.goto(url + '/#/lambdas');
+  const cell = row('echo').locator('td[data-cost]');
+  await cell.filter({ hasText: /^\$0\.0*[1-9]/ }).waitFor(WAIT);
+  assert.match(await cell.locator('span').getAttribute('title'), /^\d+ WRU and \d+ RRU in [1-9]\d* transitions$/);
+  const echo = (await apiGet('/v1/dashboard/costs')).lambdas.find((c) => c.lambda === 'echo');
+  assert.ok(echo.usd > 0 && echo.write_units > 0 && echo.transitions > 0, `echo's costs: ${JSON.stringify(echo)}`);
+  assert.match(await page.locator('#costs-note').textContent(), /make bench/);
+  await shot('costs');
+});
+
 test('pauses a lambda and opens it again', async () => {
   await row('echo').locator('button[data-mode="pause"]').click();
   await row('echo').locator('[data-gate="pause"]').waitFor(WAIT);

@@ -28,6 +28,7 @@ import (
 	"github.com/openatf/atf/shared/adapter/eventbus"
 	"github.com/openatf/atf/shared/adapter/ssmcatalog"
 	"github.com/openatf/atf/shared/adapter/statusfn"
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/executor"
@@ -237,6 +238,17 @@ type Clients struct {
 	// Catalog is where the services that serve every lambda learn them: the parameters under
 	// ATF_LAMBDAS_PATH if it is set, else the lambdas of ATF_LAMBDAS.
 	Catalog task.Catalog
+
+	emf *emf.Recorder // Metrics, if any
+}
+
+// Invoked ends an invocation of a function whose services write through TaskStore: it writes
+// the capacity units of its store calls by lambda, at most once a minute (emf.Recorder.Invoked).
+// A function's main passes it to Start.
+func (c Clients) Invoked() {
+	if c.emf != nil {
+		c.emf.Invoked()
+	}
 }
 
 // TaskStore is the store the services write through: Store, publishing lifecycle events when
@@ -265,11 +277,20 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 	if cfg.Region == "" {
 		return Clients{}, errors.New("no AWS region: set AWS_REGION")
 	}
-	db := dynamostore.NewClient(cfg, func(o *dynamodb.Options) {
+	var emfMetrics *emf.Recorder
+	dbOpts := []func(*dynamodb.Options){func(o *dynamodb.Options) {
 		// Emulators send no CRC32 header on errors, and the SDK then warns about every failed
 		// condition (aws/aws-sdk-go-v2#3545). AWS itself keeps the check.
 		o.DisableValidateResponseChecksum = Emulated("DYNAMODB")
-	})
+	}}
+	if e.MetricsNamespace != "" {
+		emfMetrics = emf.New(os.Stderr, e.MetricsNamespace) // beside the JSON logs; stdout is ATF_INVOKE's answer
+		// The capacity units of each store call, by the lambda TaskStore names in its context.
+		dbOpts = append(dbOpts, dynamostore.ReportConsumed(func(ctx context.Context, u cost.Units) {
+			emfMetrics.Consumed(metrics.LambdaOf(ctx), u)
+		}))
+	}
+	db := dynamostore.NewClient(cfg, dbOpts...)
 	store, err := dynamostore.New(db, dynamostore.Config{Table: e.Table, Shards: e.Shards})
 	if err != nil {
 		return Clients{}, err
@@ -285,10 +306,8 @@ func Open(ctx context.Context, e Env, log *slog.Logger) (Clients, error) {
 		return Clients{}, err
 	}
 	c := Clients{AWS: cfg, DB: db, Store: store, Queue: queue, Catalog: task.FixedCatalog(e.Lambdas)}
-	var emfMetrics *emf.Recorder
-	if e.MetricsNamespace != "" {
-		emfMetrics = emf.New(os.Stderr, e.MetricsNamespace) // beside the JSON logs; stdout is ATF_INVOKE's answer
-		c.Metrics = emfMetrics
+	if emfMetrics != nil {
+		c.Metrics, c.emf = emfMetrics, emfMetrics
 	}
 	if e.LambdasPath != "" {
 		cc := ssmcatalog.Config{Client: ssm.NewFromConfig(cfg), Path: e.LambdasPath, Parse: ParseLambdas, Logger: log}

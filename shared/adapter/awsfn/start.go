@@ -25,11 +25,13 @@ const (
 )
 
 // Start serves handler (any handler lambda.Start takes), or invokes it once on the event file
-// named by ATF_INVOKE and exits.
-func Start(handler any) {
+// named by ATF_INVOKE and exits. Each of after runs at the end of every invocation, before the
+// answer goes back (and AWS Lambda freezes the process): Clients.Invoked, for one.
+func Start(handler any, after ...func()) {
+	h := afterEach(lambda.NewHandler(handler), after)
 	path := os.Getenv(EnvInvoke)
 	if path == "" {
-		lambda.Start(handler)
+		lambda.Start(h)
 		return
 	}
 	timeout := DefaultInvokeTimeout
@@ -43,12 +45,33 @@ func Start(handler any) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := Invoke(ctx, handler, path)
+	out, err := Invoke(ctx, h, path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Println(string(out))
+}
+
+// afterEach returns h running each of after at the end of every invocation.
+func afterEach(h lambda.Handler, after []func()) lambda.Handler {
+	if len(after) == 0 {
+		return h
+	}
+	return invokeFunc(func(ctx context.Context, payload []byte) ([]byte, error) {
+		out, err := h.Invoke(ctx, payload)
+		for _, f := range after {
+			f()
+		}
+		return out, err
+	})
+}
+
+// invokeFunc is a lambda.Handler of a function.
+type invokeFunc func(ctx context.Context, payload []byte) ([]byte, error)
+
+func (f invokeFunc) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
 }
 
 // Invoke runs handler once on the event in the file at path and returns its response, indented.

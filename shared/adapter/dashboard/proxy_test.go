@@ -110,6 +110,9 @@ func TestProxySigns(t *testing.T) {
 	if code, body := call("GET", dashboard.ActivityPath+"?lambda=echo", ""); code != http.StatusNotImplemented || !strings.Contains(body, `"not_available"`) || !strings.Contains(body, "run atf dev") {
 		t.Errorf("the charts' endpoint: %d %s; want 501 not_available", code, body)
 	}
+	if code, body := call("GET", dashboard.CostsPath, ""); code != http.StatusNotImplemented || !strings.Contains(body, `"not_available"`) || !strings.Contains(body, "CloudWatch dashboard") {
+		t.Errorf("the costs' endpoint: %d %s; want 501 not_available, pointing to the CloudWatch dashboard", code, body)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(reached) != n {

@@ -213,10 +213,10 @@ func waitFor(t *testing.T, c *client.Client, lambda, id string, want task.Status
 }
 
 // checkStaticNeedsNoToken: the page loads without the token and holds no data; the API and the
-// activity still need it.
+// activity and the costs still need it.
 func checkStaticNeedsNoToken(t *testing.T, endpoint string) {
 	t.Helper()
-	for path, want := range map[string]int{"/": 200, "/app.js": 200, "/v1/lambdas": 401, local.ActivityPath: 401} {
+	for path, want := range map[string]int{"/": 200, "/app.js": 200, "/v1/lambdas": 401, local.ActivityPath: 401, local.CostsPath: 401} {
 		resp, err := http.Get(endpoint + path)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,15 @@
 //	StoreErrors      Count         [] and [Operation]  store calls that failed for a reason of the store's own; the line says the Kind
 //	LambdasReads     Count         []               reads of the lambdas from SSM (package ssmcatalog); with LambdasReadErrors
 //	                                                (Count), 1 for a failed read, and LambdasAge (Seconds), the age of the lambdas served
+//	WriteUnits        Count         [Lambda]         DynamoDB's write units of the store calls for the lambda (metrics.Recorder.Consumed);
+//	                                                with ReadUnits (Count), and Invocations (Count), the function's invocations
+//	                                                that made them: the dollars per lambda of the stack's dashboards
+//
+// WriteUnits, ReadUnits and Invocations are added up in the process and written at the end of an
+// invocation (Invoked), at most once per UnitsEvery: a line per lambda, whatever the tasks, so
+// that they cost no log bytes per task. What a process holds when AWS retires it, at most that
+// long's worth, is lost: the figures are a lower bound. They are three custom metrics per lambda,
+// billed for the hours a lambda's line is written ($0.90 a month for a lambda busy every hour).
 //
 // The format is a few lines of JSON (see the specification in CloudWatch's documentation), so it
 // is written here rather than through a library: there is no AWS-kept one for Go, and the
@@ -22,9 +31,12 @@ package emf
 import (
 	"encoding/json"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/task"
@@ -42,7 +54,14 @@ const (
 	LambdasReads      = "LambdasReads"
 	LambdasReadErrors = "LambdasReadErrors"
 	LambdasAge        = "LambdasAge"
+	// WriteUnits, ReadUnits and Invocations: see Invoked.
+	WriteUnits  = "WriteUnits"
+	ReadUnits   = "ReadUnits"
+	Invocations = "Invocations"
 )
+
+// UnitsEvery is how often at most a process writes its units and invocations (Invoked).
+const UnitsEvery = time.Minute
 
 // Recorder writes metrics as EMF lines. It is safe for concurrent use.
 type Recorder struct {
@@ -50,13 +69,26 @@ type Recorder struct {
 	w         io.Writer
 	namespace string
 	now       func() time.Time
+
+	// The units and invocations not written yet (Invoked), by lambda; those of the invocation
+	// under way are in current.
+	unitsMu   sync.Mutex
+	current   map[string]cost.Units
+	pending   map[string]spent
+	unitsLast time.Time // when they were last written
+}
+
+// spent is what a lambda's store calls consumed, and in how many invocations.
+type spent struct {
+	units       cost.Units
+	invocations int
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
 
 // New returns a Recorder writing to w (a function's log: stderr, as its JSON logger) in namespace.
 func New(w io.Writer, namespace string) *Recorder {
-	return &Recorder{w: w, namespace: namespace, now: time.Now}
+	return &Recorder{w: w, namespace: namespace, now: time.Now, current: map[string]cost.Units{}, pending: map[string]spent{}}
 }
 
 // metric is one metric of a line: its name, unit and value.
@@ -154,4 +186,41 @@ func (r *Recorder) LambdasRead(failed bool, age time.Duration) {
 	}
 	r.write([][]string{{}}, nil,
 		metric{LambdasReads, "Count", 1}, metric{LambdasReadErrors, "Count", errs}, metric{LambdasAge, "Seconds", age.Seconds()})
+}
+
+// Consumed adds units of lambda's store calls to the invocation under way (metrics.Recorder).
+// Calls of no single lambda (the gates, the failed tasks of every lambda) are not counted.
+func (r *Recorder) Consumed(lambda string, u cost.Units) {
+	if lambda == "" {
+		return
+	}
+	r.unitsMu.Lock()
+	defer r.unitsMu.Unlock()
+	r.current[lambda] = r.current[lambda].Plus(u)
+}
+
+// Invoked ends an invocation of the function: each lambda whose store calls consumed units in it
+// counts one invocation more. If UnitsEvery has passed since they were last written, it writes
+// each lambda's units and invocations since then as one line, and starts them again.
+func (r *Recorder) Invoked() {
+	r.unitsMu.Lock()
+	for lambda, u := range r.current {
+		p := r.pending[lambda]
+		r.pending[lambda] = spent{units: p.units.Plus(u), invocations: p.invocations + 1}
+	}
+	clear(r.current)
+	now := r.now()
+	if len(r.pending) == 0 || now.Sub(r.unitsLast) < UnitsEvery {
+		r.unitsMu.Unlock()
+		return
+	}
+	written := r.pending
+	r.pending, r.unitsLast = map[string]spent{}, now
+	r.unitsMu.Unlock()
+	for _, lambda := range slices.Sorted(maps.Keys(written)) {
+		p := written[lambda]
+		r.write(byLambda, map[string]string{"Lambda": lambda},
+			metric{WriteUnits, "Count", p.units.Write}, metric{ReadUnits, "Count", p.units.Read},
+			metric{Invocations, "Count", float64(p.invocations)})
+	}
 }

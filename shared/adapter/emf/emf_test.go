@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/task"
@@ -91,5 +92,45 @@ func TestConcurrentLinesDoNotMix(t *testing.T) {
 	wg.Wait()
 	if n := len(lines(t, buf.String())); n != 400 {
 		t.Fatalf("%d lines, want 400", n)
+	}
+}
+
+// TestUnits: the units of an invocation's store calls count for their lambdas, with one
+// invocation each; they are written at the end of an invocation, a line per lambda, at most once
+// a UnitsEvery, so a busy function writes no line per task.
+func TestUnits(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(&buf, "atf/test")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.now = func() time.Time { return at }
+
+	r.Consumed("send-email", cost.Units{Write: 4})
+	r.Consumed("send-email", cost.Units{Write: 4, Read: 1})
+	r.Consumed("", cost.Units{Read: 1}) // the gates: no lambda's
+	r.Invoked()
+	got := lines(t, buf.String())
+	want := map[string]any{"Lambda": "send-email", "WriteUnits": 8.0, "ReadUnits": 1.0, "Invocations": 1.0,
+		"_aws": aws([]any{[]any{"Lambda"}}, "WriteUnits", "Count", "ReadUnits", "Count", "Invocations", "Count")}
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("the first invocation wrote\n%s\nwant one line %v", buf.String(), want)
+	}
+
+	buf.Reset()
+	for range 100 { // within the minute: added up, not written
+		r.Consumed("send-email", cost.Units{Write: 3, Read: 1})
+		r.Consumed("resize", cost.Units{Read: 0.5})
+		r.Invoked()
+	}
+	r.Invoked() // an invocation of neither
+	if buf.Len() != 0 {
+		t.Fatalf("wrote within %s of the last line:\n%s", UnitsEvery, buf.String())
+	}
+	at = at.Add(UnitsEvery)
+	r.Consumed("send-email", cost.Units{Write: 3, Read: 1})
+	r.Invoked()
+	got = lines(t, buf.String())
+	if len(got) != 2 || got[0]["Lambda"] != "resize" || got[0]["ReadUnits"] != 50.0 || got[0]["Invocations"] != 100.0 ||
+		got[1]["Lambda"] != "send-email" || got[1]["WriteUnits"] != 303.0 || got[1]["ReadUnits"] != 101.0 || got[1]["Invocations"] != 101.0 {
+		t.Errorf("a minute later:\n%s\nwant resize 50 RRU in 100 invocations, send-email 303 WRU and 101 RRU in 101", buf.String())
 	}
 }

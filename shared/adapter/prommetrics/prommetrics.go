@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/queue/memqueue"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/metrics"
@@ -158,6 +159,10 @@ func (m *Metrics) Pass(lambda string, took time.Duration, failed bool) {
 func (m *Metrics) StoreError(op string, kind metrics.Kind) {
 	m.storeErrors.WithLabelValues(op, string(kind)).Inc()
 }
+
+// Consumed is not kept: atf dev's embedded store has no capacity units, and the dashboard prices
+// its transitions with DynamoDB's model instead (dashboard.Costs).
+func (m *Metrics) Consumed(string, cost.Units) {}
 
 // state collects what is, at each scrape: tasks by status and queue depth.
 type state struct{ cfg Config }

@@ -8,11 +8,15 @@
 // task.Store a process's services write through and tells its Recorder what each successful write
 // did (the task's From and Status) and which calls failed for a reason of the store's own. The
 // executor (handler durations) and the consumer (pass durations) take a Recorder in their Config.
+// Store also names the lambda of each call in its context (WithLambda), so that the DynamoDB
+// store's capacity units reach the Recorder by lambda (Consumed).
 package metrics
 
 import (
+	"context"
 	"time"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/task"
 )
@@ -34,6 +38,10 @@ type Recorder interface {
 	// StoreError counts a store call op (a task.Store method, such as Update) that failed for a
 	// reason of the store's own: kind is one of the Kind constants.
 	StoreError(op string, kind Kind)
+	// Consumed adds capacity units that the store's calls for lambda consumed, as the store
+	// itself reports them (dynamostore.ReportConsumed: DynamoDB's own figures). lambda is the one
+	// Store named in the call's context (LambdaOf), empty for a call of no single lambda.
+	Consumed(lambda string, u cost.Units)
 }
 
 // OutcomeStopped is the outcome of a handler run that the executor stopped because its lease was
@@ -63,5 +71,76 @@ func (Nop) Delivery(string, time.Duration)                                    {}
 func (Nop) HandlerRan(string, string, time.Duration)                          {}
 func (Nop) Pass(string, time.Duration, bool)                                  {}
 func (Nop) StoreError(string, Kind)                                           {}
+func (Nop) Consumed(string, cost.Units)                                       {}
 
 var _ Recorder = Nop{}
+
+// Tee is a Recorder that tells each of its Recorders everything, in order.
+type Tee []Recorder
+
+func (t Tee) Transitions(lambda string, from, to task.Status, event lifecycle.Type, n int) {
+	for _, r := range t {
+		r.Transitions(lambda, from, to, event, n)
+	}
+}
+
+func (t Tee) Delivery(lambda string, latency time.Duration) {
+	for _, r := range t {
+		r.Delivery(lambda, latency)
+	}
+}
+
+func (t Tee) HandlerRan(lambda, outcome string, took time.Duration) {
+	for _, r := range t {
+		r.HandlerRan(lambda, outcome, took)
+	}
+}
+
+func (t Tee) Pass(lambda string, took time.Duration, failed bool) {
+	for _, r := range t {
+		r.Pass(lambda, took, failed)
+	}
+}
+
+func (t Tee) StoreError(op string, kind Kind) {
+	for _, r := range t {
+		r.StoreError(op, kind)
+	}
+}
+
+func (t Tee) Consumed(lambda string, u cost.Units) {
+	for _, r := range t {
+		r.Consumed(lambda, u)
+	}
+}
+
+var _ Recorder = Tee{}
+
+type lambdaKey struct{}
+
+// WithLambda returns ctx naming the lambda whose tasks a store call serves, so that a store that
+// reports what each call consumed can tell the lambdas apart (LambdaOf). Store names it on every
+// call of a single lambda.
+func WithLambda(ctx context.Context, lambda string) context.Context {
+	return context.WithValue(ctx, lambdaKey{}, lambda)
+}
+
+// LambdaOf returns the lambda that ctx names (WithLambda), or "".
+func LambdaOf(ctx context.Context) string {
+	l, _ := ctx.Value(lambdaKey{}).(string)
+	return l
+}
+
+// lambdaOf returns the lambda of n items, by item i's, if they all have the same; "" otherwise.
+func lambdaOf(n int, lambda func(i int) string) string {
+	if n == 0 {
+		return ""
+	}
+	first := lambda(0)
+	for i := 1; i < n; i++ {
+		if lambda(i) != first {
+			return ""
+		}
+	}
+	return first
+}

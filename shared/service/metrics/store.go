@@ -79,6 +79,7 @@ func (s *Store) written(t task.Task) {
 
 // Create stores t (see task.Store) and records its creation.
 func (s *Store) Create(ctx context.Context, t task.Task) error {
+	ctx = WithLambda(ctx, t.Lambda)
 	if err := s.check("Create", s.Store.Create(ctx, t)); err != nil {
 		return err
 	}
@@ -88,6 +89,7 @@ func (s *Store) Create(ctx context.Context, t task.Task) error {
 
 // CreateBatch stores tasks (see task.Store) and records their creation, once per lambda and status.
 func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	ctx = WithLambda(ctx, lambdaOf(len(tasks), func(i int) string { return tasks[i].Lambda }))
 	if err := s.check("CreateBatch", s.Store.CreateBatch(ctx, tasks)); err != nil {
 		return err
 	}
@@ -98,6 +100,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 // FireSchedule makes a schedule's firings (see task.ScheduleStore) and records the creation of
 // the tasks it created, as CreateBatch does.
 func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
+	ctx = WithLambda(ctx, sc.Lambda)
 	created, err := s.Store.FireSchedule(ctx, sc, prev, tasks)
 	if err := s.check("FireSchedule", err); err != nil {
 		return nil, err
@@ -134,6 +137,7 @@ func (s *Store) created(tasks []task.Task) {
 
 // Update writes t (see task.Store) and records its transition.
 func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
+	ctx = WithLambda(ctx, t.Lambda)
 	if err := s.check("Update", s.Store.Update(ctx, t, prev)); err != nil {
 		return err
 	}
@@ -147,6 +151,7 @@ func (s *Store) Unwrap() task.Store { return s.Store }
 // UpdateMany writes ws (see task.UpdateMany), in one commit if the wrapped store can, and
 // records the transition of each update written.
 func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	ctx = WithLambda(ctx, lambdaOf(len(ws), func(i int) string { return ws[i].Task.Lambda }))
 	errs := task.UpdateMany(ctx, s.Store, ws)
 	for i, err := range errs {
 		if errs[i] = s.check("UpdateMany", err); err == nil {
@@ -158,12 +163,14 @@ func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
 
 // GetBatch reads through the wrapped store's GetBatch, or one Get after another (task.GetBatch).
 func (s *Store) GetBatch(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	ctx = WithLambda(ctx, lambdaOf(len(refs), func(i int) string { return refs[i].Lambda }))
 	tasks, err := task.GetBatch(ctx, s.Store, refs)
 	return tasks, s.check("GetBatch", err)
 }
 
 // AddUpstreams writes t (see task.FlowStore) and records its transition.
 func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
+	ctx = WithLambda(ctx, t.Lambda)
 	if err := s.check("AddUpstreams", s.Store.AddUpstreams(ctx, t, prev, from)); err != nil {
 		return err
 	}
@@ -173,6 +180,7 @@ func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from 
 
 // Redrive writes t (see task.RedriveStore) and records its transition.
 func (s *Store) Redrive(ctx context.Context, t task.Task, prev int64) error {
+	ctx = WithLambda(ctx, t.Lambda)
 	if err := s.check("Redrive", s.Store.Redrive(ctx, t, prev)); err != nil {
 		return err
 	}
@@ -183,6 +191,7 @@ func (s *Store) Redrive(ctx context.Context, t task.Task, prev int64) error {
 // GetState reads through the wrapped store's GetState if it has one (task.StateReader), and Get
 // otherwise, so that wrapping a store keeps its cheaper reads.
 func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	ctx = WithLambda(ctx, lambda)
 	if r, ok := s.Store.(task.StateReader); ok {
 		t, err := r.GetState(ctx, lambda, id)
 		return t, s.check("GetState", err)
@@ -193,11 +202,13 @@ func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, err
 // The other calls only count their errors.
 
 func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	ctx = WithLambda(ctx, lambda)
 	t, err := s.Store.Get(ctx, lambda, id)
 	return t, s.check("Get", err)
 }
 
 func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	ctx = WithLambda(ctx, p.Lambda)
 	tasks, next, err := s.Store.List(ctx, p)
 	return tasks, next, s.check("List", err)
 }
@@ -208,21 +219,25 @@ func (s *Store) ListFailed(ctx context.Context, p task.FailedParams) ([]task.Tas
 }
 
 func (s *Store) Due(ctx context.Context, p task.DueParams) ([]task.Task, error) {
+	ctx = WithLambda(ctx, p.Lambda)
 	tasks, err := s.Store.Due(ctx, p)
 	return tasks, s.check("Due", err)
 }
 
 func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
+	ctx = WithLambda(ctx, lambda)
 	found, err := s.Store.Triggered(ctx, lambda)
 	return found, s.check("Triggered", err)
 }
 
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+	ctx = WithLambda(ctx, lambda)
 	n, err := s.Store.Counts(ctx, lambda)
 	return n, s.check("Counts", err)
 }
 
 func (s *Store) SetGate(ctx context.Context, g task.Gate) error {
+	ctx = WithLambda(ctx, g.Lambda)
 	return s.check("SetGate", s.Store.SetGate(ctx, g))
 }
 
@@ -232,47 +247,57 @@ func (s *Store) Gates(ctx context.Context) ([]task.Gate, error) {
 }
 
 func (s *Store) CreateSchedule(ctx context.Context, sc task.Schedule) error {
+	ctx = WithLambda(ctx, sc.Lambda)
 	return s.check("CreateSchedule", s.Store.CreateSchedule(ctx, sc))
 }
 
 func (s *Store) GetSchedule(ctx context.Context, lambda, id string) (task.Schedule, error) {
+	ctx = WithLambda(ctx, lambda)
 	sc, err := s.Store.GetSchedule(ctx, lambda, id)
 	return sc, s.check("GetSchedule", err)
 }
 
 func (s *Store) ListSchedules(ctx context.Context, lambda, cursor string, limit int) ([]task.Schedule, string, error) {
+	ctx = WithLambda(ctx, lambda)
 	scs, next, err := s.Store.ListSchedules(ctx, lambda, cursor, limit)
 	return scs, next, s.check("ListSchedules", err)
 }
 
 func (s *Store) UpdateSchedule(ctx context.Context, sc task.Schedule, prev int64) error {
+	ctx = WithLambda(ctx, sc.Lambda)
 	return s.check("UpdateSchedule", s.Store.UpdateSchedule(ctx, sc, prev))
 }
 
 func (s *Store) DeleteSchedule(ctx context.Context, lambda, id string) error {
+	ctx = WithLambda(ctx, lambda)
 	return s.check("DeleteSchedule", s.Store.DeleteSchedule(ctx, lambda, id))
 }
 
 func (s *Store) DueSchedules(ctx context.Context, lambda string, before time.Time, limit int) ([]task.Schedule, error) {
+	ctx = WithLambda(ctx, lambda)
 	scs, err := s.Store.DueSchedules(ctx, lambda, before, limit)
 	return scs, s.check("DueSchedules", err)
 }
 
 func (s *Store) AddEdges(ctx context.Context, edges []task.Edge) error {
+	ctx = WithLambda(ctx, lambdaOf(len(edges), func(i int) string { return edges[i].Down.Lambda }))
 	return s.check("AddEdges", s.Store.AddEdges(ctx, edges))
 }
 
 func (s *Store) Downstreams(ctx context.Context, up task.Ref, cursor string, limit int) ([]task.Edge, string, error) {
+	ctx = WithLambda(ctx, up.Lambda)
 	edges, next, err := s.Store.Downstreams(ctx, up, cursor, limit)
 	return edges, next, s.check("Downstreams", err)
 }
 
 func (s *Store) Upstreams(ctx context.Context, down task.Ref, from, limit int) ([]task.Ref, error) {
+	ctx = WithLambda(ctx, down.Lambda)
 	refs, err := s.Store.Upstreams(ctx, down, from, limit)
 	return refs, s.check("Upstreams", err)
 }
 
 func (s *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	ctx = WithLambda(ctx, lambdaOf(len(refs), func(i int) string { return refs[i].Lambda }))
 	tasks, err := s.Store.GetMany(ctx, refs)
 	return tasks, s.check("GetMany", err)
 }

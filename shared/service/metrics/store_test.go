@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/lifecycle"
 	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/store/sqlitestore"
@@ -37,6 +38,7 @@ func (r *recorder) Delivery(lambda string, latency time.Duration) {
 func (r *recorder) HandlerRan(lambda, outcome string, took time.Duration) {}
 func (r *recorder) Pass(lambda string, took time.Duration, failed bool)   {}
 func (r *recorder) StoreError(op string, kind metrics.Kind)               { r.add("error %s %s", op, kind) }
+func (r *recorder) Consumed(lambda string, u cost.Units)                  { r.add("consumed %s %+v", lambda, u) }
 
 // TestStoreRecordsWrites: a task's life through the wrapper tells its creation, each transition
 // with its lifecycle event, and the delivery latency of its first claim, from the write's own
@@ -114,5 +116,82 @@ func TestKindOf(t *testing.T) {
 		if kind != c.kind || ok != c.ok {
 			t.Errorf("KindOf(%v) = %q, %v; want %q, %v", c.err, kind, ok, c.kind, c.ok)
 		}
+	}
+}
+
+// TestTee: each recorder of a Tee is told everything.
+func TestTee(t *testing.T) {
+	a, b := &recorder{}, &recorder{}
+	tee := metrics.Tee{a, b}
+	tee.Transitions("echo", task.StatusEnqueued, task.StatusProcessing, lifecycle.Started, 1)
+	tee.Delivery("echo", time.Second)
+	tee.StoreError("Update", metrics.KindThrottled)
+	want := []string{`transition echo "enqueued"→processing started 1`, "delivery echo 1s", "error Update throttled"}
+	for _, r := range []*recorder{a, b} {
+		if !slices.Equal(r.lines, want) {
+			t.Errorf("told %q, want %q", r.lines, want)
+		}
+	}
+}
+
+// lambdaSpy is a store that keeps the lambda each call's context names.
+type lambdaSpy struct {
+	task.Store
+	seen []string
+}
+
+func (s *lambdaSpy) Create(ctx context.Context, t task.Task) error {
+	s.seen = append(s.seen, "Create "+metrics.LambdaOf(ctx))
+	return s.Store.Create(ctx, t)
+}
+
+func (s *lambdaSpy) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	s.seen = append(s.seen, "Get "+metrics.LambdaOf(ctx))
+	return s.Store.Get(ctx, lambda, id)
+}
+
+func (s *lambdaSpy) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	s.seen = append(s.seen, "GetMany "+metrics.LambdaOf(ctx))
+	return s.Store.GetMany(ctx, refs)
+}
+
+func (s *lambdaSpy) Gates(ctx context.Context) ([]task.Gate, error) {
+	s.seen = append(s.seen, "Gates "+metrics.LambdaOf(ctx))
+	return s.Store.Gates(ctx)
+}
+
+// TestStoreNamesTheLambda: each call through the wrapper names its lambda in its context, for a
+// store that reports what each call consumed; a call of several lambdas or of none names none.
+func TestStoreNamesTheLambda(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	spy := &lambdaSpy{Store: base}
+	s := metrics.Wrap(spy, &recorder{})
+	tk, err := task.New(task.Spec{ID: "one"}, task.Lambda{Name: "echo"}.WithDefaults(), time.Now(), task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "echo", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMany(ctx, []task.Ref{{Lambda: "echo", ID: "one"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetMany(ctx, []task.Ref{{Lambda: "echo", ID: "one"}, {Lambda: "resize", ID: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Gates(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Create echo", "Get echo", "GetMany echo", "GetMany ", "Gates "}
+	if !slices.Equal(spy.seen, want) {
+		t.Errorf("the calls' contexts named %q, want %q", spy.seen, want)
 	}
 }

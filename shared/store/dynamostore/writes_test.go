@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -159,9 +160,12 @@ func TestWritesPerTask(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.take()
+			// A step that is a transition costs what the product's model says it does (the atf dev
+			// dashboard prices transitions with it): table, counter and indexes together.
 			type step struct {
-				name string
-				run  func() error
+				name     string
+				run      func() error
+				from, to task.Status // "" to "" for a heartbeat, which is no transition
 			}
 			var lease string
 			steps := []step{
@@ -172,18 +176,18 @@ func TestWritesPerTask(t *testing.T) {
 						return err
 					}
 					return s.Create(ctx, enq)
-				}},
+				}, "", task.StatusEnqueued},
 				{"claim", func() error {
 					claimed, err := hsc.Claim(ctx, l.Name, id, "", "")
 					lease = claimed.Lease
 					return err
-				}},
-				{"heartbeat 1", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }},
-				{"heartbeat 2", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }},
+				}, task.StatusEnqueued, task.StatusProcessing},
+				{"heartbeat 1", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }, "", ""},
+				{"heartbeat 2", func() error { return hsc.Heartbeat(ctx, l.Name, id, lease) }, "", ""},
 				{"result", func() error {
 					_, err := hsc.SetResult(ctx, l.Name, id, lease, status.Result{Outcome: status.Success, Result: []byte(`{"ok":true}`)})
 					return err
-				}},
+				}, task.StatusProcessing, task.StatusSuccess},
 			}
 			var all []writeCall
 			largest := 0
@@ -198,6 +202,16 @@ func TestWritesPerTask(t *testing.T) {
 				for _, call := range calls {
 					if call.table != 1 {
 						t.Errorf("%s: %s of %s cost the table %.0f WRU, want 1: the item is over 1 KB", st.name, call.op, call.pk, call.table)
+					}
+				}
+				if st.to != "" {
+					measured := tbl
+					for _, u := range ix {
+						measured += u
+					}
+					if want := cost.TransitionUnits(st.from, st.to).Write; measured != want {
+						t.Errorf("%s (%q to %s) took %.0f WRU; cost.TransitionUnits says %.0f: change the model (shared/cost/units.go, docs/capacity.md) with the write path",
+							st.name, st.from, st.to, measured, want)
 					}
 				}
 				if st.name != "schedule" {

@@ -100,8 +100,13 @@ function LambdaSelect({ value, onChange, lambdas, any }) {
 
 // --- Lambdas --------------------------------------------------------------------------------
 
+// usd writes a small amount of dollars to two significant digits: $0.0000069.
+const usd = (v) => '$' + (v >= 0.01 || v === 0 ? v.toFixed(2) : v.toFixed(Math.min(20, 1 - Math.floor(Math.log10(v)))));
+
 function Lambdas() {
   const [lambdas, error, reload] = useLambdas();
+  const [costs, costsError] = usePoll(() => api('/v1/dashboard/costs'), []);
+  const costOf = (name) => costs && costs.lambdas.find((c) => c.lambda === name);
   const [act, notice] = useAction(reload);
   const setGate = (lambda, mode, collection) => {
     if (mode === 'drop' && !confirm(`Drop the waiting tasks of ${lambda}${collection ? '/' + collection : ''}?`)) return;
@@ -110,13 +115,18 @@ function Lambdas() {
   };
   return html`<section><h2>Lambdas</h2><${Err} error=${error} />${notice}
     <table id="lambdas"><thead><tr><th>lambda</th><th>gate</th>
-      ${STATUSES.map((s) => html`<th class="num">${s.replace('_', ' ')}</th>`)}<th>waiting by priority</th></tr></thead>
-    <tbody>${(lambdas || []).map((l) => html`<${LambdaRow} l=${l} setGate=${setGate} />`)}</tbody></table>
+      ${STATUSES.map((s) => html`<th class="num">${s.replace('_', ' ')}</th>`)}<th>waiting by priority</th>
+      <th class="num">on AWS, today</th></tr></thead>
+    <tbody>${(lambdas || []).map((l) => html`<${LambdaRow} l=${l} setGate=${setGate} cost=${costOf(l.name)} costsError=${costsError} />`)}</tbody></table>
     <p class="muted">Queued: the <em>enqueued</em> column, tasks sent to their queue and not claimed yet.
-      Waiting by priority counts the first page of waiting tasks (200; "+" when there are more).</p></section>`;
+      Waiting by priority counts the first page of waiting tasks (200; "+" when there are more).</p>
+    <p class="muted" id="costs-note">On AWS, today: what the DynamoDB store of a deployed stack would be billed, on demand,
+      for the transitions this atf dev wrote for the lambda since midnight UTC (GET /v1/dashboard/costs): the units per transition
+      of docs/capacity.md at the list prices ${costs ? 'checked ' + costs.prices_checked : ''} that <code>make bench</code> uses.
+      DynamoDB is most of a task's bill; heartbeats, sweeps, queues and functions are not in it.</p></section>`;
 }
 
-function LambdaRow({ l, setGate }) {
+function LambdaRow({ l, setGate, cost, costsError }) {
   const lambdaGate = (l.gates.find((g) => !g.collection) || { mode: 'open' }).mode;
   const collections = l.gates.filter((g) => g.collection);
   const [byPriority] = usePoll(async () => {
@@ -139,6 +149,8 @@ function LambdaRow({ l, setGate }) {
     ${STATUSES.map((s) => html`<td class="num" data-count=${s}>${l.counts[s]
       ? html`<a href="#/tasks?lambda=${enc(l.name)}&status=${s}">${l.counts[s]}</a>` : html`<span class="muted">0</span>`}</td>`)}
     <td>${byPriority && l.priorities.map((p) => html`<span data-priority=${p}>${p} ${byPriority.n[p] || 0}${byPriority.more ? '+' : ''} </span>`)}</td>
+    <td class="num" data-cost>${cost ? html`<span title=${`${cost.write_units} WRU and ${cost.read_units} RRU in ${cost.transitions} transitions`}>${usd(cost.usd)}</span>`
+      : html`<span class="muted" title=${costsError || ''}>—</span>`}</td>
   </tr>`;
 }
 
