@@ -36,9 +36,10 @@ const (
 
 	// CloudWatch metrics: the series of the functions' EMF (shared/adapter/emf) for one lambda whose
 	// tasks succeed at once, TaskEvents of scheduled, started and succeeded, DeliveryLatency,
-	// HandlerDuration, SweepDuration and SweepErrors; and the environment's LambdasReads,
+	// HandlerDuration, SweepDuration and SweepErrors, and its cost's WriteUnits, ReadUnits and
+	// Invocations (docs/capacity.md, "Cost per lambda"); and the environment's LambdasReads,
 	// LambdasReadErrors and LambdasAge. StoreErrors is made only by a failure.
-	emfSeriesPerLambda      = 7
+	emfSeriesPerLambda      = 10
 	emfSeriesPerEnvironment = 3
 
 	// lifecycleEventsPerTask: scheduled, started, succeeded, where an environment publishes them.

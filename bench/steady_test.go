@@ -47,7 +47,7 @@ func TestSteadyBill(t *testing.T) {
 		"SQS":                {3_153.60, 3_153.60}, // 7.884 G requests × $0.40/M
 		"EventBridge":        {0, 0},
 		"CloudWatch Logs":    {9_790.06, 9_790.06}, // 800 B × 26.28 G = 19,580 GiB × $0.50
-		"CloudWatch metrics": {3, 3},               // 10 series × $0.30
+		"CloudWatch metrics": {3.90, 3.90},         // 13 series × $0.30
 	}
 	if len(b.Lines) != len(want) {
 		t.Errorf("%d lines, want %d: %+v", len(b.Lines), len(want), b.Lines)
@@ -61,8 +61,8 @@ func TestSteadyBill(t *testing.T) {
 		near(l.Service+" on demand", l.OnDemand, w[0])
 		near(l.Service+" provisioned", l.Provisioned, w[1])
 	}
-	near("total on demand", b.OnDemand, 209_976.94)
-	near("total provisioned", b.Provisioned, 99_953.46)
+	near("total on demand", b.OnDemand, 209_977.84)
+	near("total provisioned", b.Provisioned, 99_954.36)
 	if len(b.LeftOut) != 1 || !strings.HasPrefix(b.LeftOut[0].Service, "EventBridge lifecycle events") {
 		t.Fatalf("left out %+v, want the lifecycle events", b.LeftOut)
 	}
@@ -70,7 +70,7 @@ func TestSteadyBill(t *testing.T) {
 
 	var out bytes.Buffer
 	b.Print(&out)
-	for _, row := range []string{"| DynamoDB writes | ", "| **total, a month** | | **$209,977** | **$99,953** |", "| EventBridge lifecycle events, where the environment publishes them: not in the total | "} {
+	for _, row := range []string{"| DynamoDB writes | ", "| **total, a month** | | **$209,978** | **$99,954** |", "| EventBridge lifecycle events, where the environment publishes them: not in the total | "} {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("no row %q in\n%s", row, out.String())
 		}
