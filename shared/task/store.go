@@ -418,6 +418,35 @@ func UpdateMany(ctx context.Context, s Store, ws []Versioned) []error {
 	return errs
 }
 
+// CountGatherer is a Store that keeps its counts (Counts) in items of their own, written after
+// each write that moves a task from one status to another: DynamoDB's counter items. Under the
+// context GatherCounts returns, the store adds the moves of its writes up in memory, per counter
+// item, and flush writes each item's sum: one write per item instead of one per move. flush runs
+// to its end even if the caller's context has ended (the task writes it counts are made), and a
+// write under the context after flush is counted at once, as without it. A caller that makes
+// many writes together (the status function's batch, a consumer's pass) gathers them and flushes
+// before it answers or ends. A store whose counts are kept in the task writes' own transactions
+// (the embedded store's) has nothing to gather.
+type CountGatherer interface {
+	GatherCounts(ctx context.Context) (gathered context.Context, flush func())
+}
+
+// GatherCounts gathers the count moves of s's writes made under the context it returns, if s, or
+// the store it wraps (through Unwrap() Store, see Batched), is a CountGatherer; otherwise it
+// returns ctx and a flush that does nothing.
+func GatherCounts(ctx context.Context, s Store) (context.Context, func()) {
+	for {
+		if g, ok := s.(CountGatherer); ok {
+			return g.GatherCounts(ctx)
+		}
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return ctx, func() {}
+		}
+		s = w.Unwrap()
+	}
+}
+
 // BatchGetter is a Store that reads many whole tasks in one read: the embedded store, whose
 // claims of one batch of messages read their tasks together.
 type BatchGetter interface {

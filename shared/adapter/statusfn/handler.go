@@ -67,18 +67,25 @@ func (h *Handler) handleBatch(ctx context.Context, batch Request) Response {
 	}
 	resps := make([]Response, len(batch.Requests))
 	slots := make(chan struct{}, batchConcurrency)
+	// The counter writes of the batch's moves go out summed, one per counter item, before the
+	// answer: a move is counted once its request is answered, as when each was written alone.
+	served, flush := ctx, func() {}
+	if g, ok := h.status.(task.CountGatherer); ok {
+		served, flush = g.GatherCounts(ctx)
+	}
 	var wg sync.WaitGroup
 	for i, req := range batch.Requests {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			resps[i] = h.handle(ctx, req)
+			resps[i] = h.handle(served, req)
 			if req.Op == OpSetResult && resps[i].Task != nil {
 				resps[i].Task.Result = nil // the worker has it
 			}
 		})
 	}
 	wg.Wait()
+	flush()
 	h.fit(ctx, batch.Requests, resps)
 	return Response{V: BatchVersion, Responses: resps}
 }

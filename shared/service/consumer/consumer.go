@@ -644,7 +644,11 @@ func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.C
 	defer cancel()
 	s := &passState{Consumer: c, ctx: ctx, hard: hard, probe: probe}
 	started := time.Now()
+	// The pass's moves are counted summed, one counter write per item they touch, when it ends:
+	// before the next pass of the lambda reads the counts for its room.
+	work, flush := task.GatherCounts(work, c.store)
 	err = s.sweepLambda(work, l, gates)
+	flush()
 	if c.metrics != nil {
 		c.metrics.Pass(l.Name, time.Since(started), err != nil)
 	}

@@ -100,6 +100,13 @@ func New(store task.Store, c Config) *Controller {
 	return ctl
 }
 
+// GatherCounts gathers the count moves of the store writes made under the context it returns,
+// for flush to write summed (task.GatherCounts): the status function serves a batch of requests
+// so, and flushes before it answers.
+func (c *Controller) GatherCounts(ctx context.Context) (context.Context, func()) {
+	return task.GatherCounts(ctx, c.store)
+}
+
 // GateAge is how long a claim trusts the gates it read: a gate closed now holds the claims of its
 // tasks within it. Tasks may be sent to their queue up to task.MaxSendAhead before they run, so
 // the claim, not only the consumer's sweep, must honour a pause or a drop.

@@ -125,6 +125,7 @@ type Store struct {
 }
 
 var _ task.Store = (*Store)(nil)
+var _ task.CountGatherer = (*Store)(nil)
 
 // NewClient returns a DynamoDB client that retries throttled calls with backoff, up to
 // MaxAttempts, and never gives up early on a client-side retry budget: under a burst, waiting is

@@ -7,6 +7,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"DueParked", testDueParked},
 		{"Triggered", testTriggered},
 		{"Counts", testCounts},
+		{"GatheredCounts", testGatheredCounts},
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
 		{"CancelRequested", testCancelRequested},
@@ -820,6 +822,71 @@ func testCounts(t *testing.T, s task.Store) {
 	if got, err := s.Counts(ctx, lambdaName()); err != nil || len(got) != 0 {
 		t.Errorf("Counts of a lambda without tasks: got %v, %v; want an empty map", got, err)
 	}
+}
+
+// testGatheredCounts: the count moves of writes made together under task.GatherCounts (from
+// many goroutines, as a status batch serves its requests) are all in Counts once flushed, also
+// when the writers' context ended before the flush; a write under the context after the flush
+// counts at once.
+func testGatheredCounts(t *testing.T, s task.Store) {
+	l, now := lambdaName(), base()
+	ctx, cancel := context.WithCancel(t.Context())
+	gathered, flush := task.GatherCounts(ctx, s)
+	const n = 12
+	var batch []task.Task
+	for i := range n / 2 {
+		tk := plain(l, fmt.Sprintf("b%d", i), now)
+		tk.Status = task.StatusEnqueued
+		batch = append(batch, tk)
+	}
+	if err := s.CreateBatch(gathered, batch); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			tk := plain(l, fmt.Sprintf("g%d", i), now)
+			tk.Status = task.StatusEnqueued
+			if i >= n/2 {
+				tk = batch[i-n/2]
+			} else if errs[i] = s.Create(gathered, tk); errs[i] != nil {
+				return
+			}
+			// enqueued -> processing -> success, as a claim and a result move it.
+			for _, st := range []task.Status{task.StatusProcessing, task.StatusSuccess} {
+				next := tk
+				next.Status, next.Version = st, tk.Version+1
+				if errs[i] = s.Update(gathered, next, tk.Version); errs[i] != nil {
+					return
+				}
+				tk = next
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the writers are gone; their writes are made, and the flush counts them
+	flush()
+	check := func(want map[task.Status]int) {
+		t.Helper()
+		got, err := s.Counts(t.Context(), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("Counts: got %v, want %v", got, want)
+		}
+	}
+	check(map[task.Status]int{task.StatusSuccess: n})
+
+	late := plain(l, "late", now)
+	if err := s.Create(context.WithoutCancel(gathered), late); err != nil {
+		t.Fatal(err)
+	}
+	check(map[task.Status]int{task.StatusSuccess: n, task.StatusNew: 1})
 }
 
 func testGates(t *testing.T, s task.Store) {
