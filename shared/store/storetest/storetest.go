@@ -317,11 +317,19 @@ func testUpdateConditional(t *testing.T, s task.Store) {
 	}
 	mustEqual(t, s, v2)
 
-	// A writer that read version 1 is too late.
+	// A writer that read version 1 is too late. A store that tells the task as it found it
+	// (task.Changed, for Apply to retry without a read) tells the stored one.
 	stale := v1
 	stale.Status, stale.Version, stale.Error = task.StatusCancelled, 2, "stale writer"
-	if err := s.Update(t.Context(), stale, 1); !errors.Is(err, task.ErrConflict) {
+	err := s.Update(t.Context(), stale, 1)
+	if !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("Update from a stale version: got %v, want ErrConflict", err)
+	}
+	var changed *task.Changed
+	if errors.As(err, &changed) {
+		if d := diff(v2, changed.Current); len(d) > 0 || !changed.Whole {
+			t.Errorf("the conflict's task differs from the stored one (whole: %v): %s", changed.Whole, strings.Join(d, "; "))
+		}
 	}
 	// So is one that claims a version the task never had.
 	ahead := v2
@@ -334,8 +342,12 @@ func testUpdateConditional(t *testing.T, s task.Store) {
 	// Update never creates.
 	ghost := plain(l, "ghost", now)
 	ghost.Version = 2
-	if err := s.Update(t.Context(), ghost, 1); !errors.Is(err, task.ErrConflict) {
+	err = s.Update(t.Context(), ghost, 1)
+	if !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("Update of a missing task: got %v, want ErrConflict", err)
+	}
+	if errors.As(err, &changed) {
+		t.Errorf("Update of a missing task tells a task as found: %+v", changed.Current)
 	}
 	if _, err := s.Get(t.Context(), l, "ghost"); !errors.Is(err, task.ErrNotFound) {
 		t.Fatalf("Get after Update of a missing task: got %v, want ErrNotFound", err)
