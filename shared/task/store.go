@@ -277,7 +277,7 @@ type StateReader interface {
 // through s's GetState if s is a StateReader, or Get otherwise.
 func ApplyState(ctx context.Context, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
 	if r, ok := s.(StateReader); ok {
-		return apply(ctx, r.GetState, s, lambda, id, fn)
+		return apply(ctx, r.GetState, false, s, lambda, id, fn)
 	}
 	return Apply(ctx, s, lambda, id, fn)
 }
@@ -304,29 +304,61 @@ func SendOrUnsent(sendCtx, unsentCtx context.Context, q Queue, s Store, msgs []M
 // Apply reads a task, computes a transition with fn and writes it conditionally. If another
 // writer got there first it reads again and retries, a few times, so fn always sees the latest
 // state; an error from fn itself (such as a transition not allowed from the new status) ends it.
+// A write that failed with Changed carries the latest state already: the retry starts from it,
+// without a read.
 func Apply(ctx context.Context, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
-	return apply(ctx, s.Get, s, lambda, id, fn)
+	return apply(ctx, s.Get, true, s, lambda, id, fn)
 }
 
-func apply(ctx context.Context, get func(ctx context.Context, lambda, id string) (Task, error), s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
+// apply is Apply reading through get: whole tells that get reads the whole task (Get), not its
+// state (StateReader.GetState).
+func apply(ctx context.Context, get func(ctx context.Context, lambda, id string) (Task, error), whole bool, s Store, lambda, id string, fn func(Task) (Task, error)) (Task, error) {
+	var (
+		t     Task
+		found bool // t is the latest state, from a failed write
+	)
 	for range 5 {
-		t, err := get(ctx, lambda, id)
-		if err != nil {
-			return Task{}, err
+		if !found {
+			var err error
+			if t, err = get(ctx, lambda, id); err != nil {
+				return Task{}, err
+			}
 		}
 		next, err := fn(t)
 		if err != nil {
 			return t, err
 		}
-		switch err := s.Update(ctx, next, t.Version); {
+		err = s.Update(ctx, next, t.Version)
+		switch {
 		case err == nil:
 			return next, nil
 		case !errors.Is(err, ErrConflict):
 			return t, err
 		}
+		var changed *Changed
+		found = errors.As(err, &changed) && changed.Current.ID != "" && (changed.Whole || !whole)
+		if found {
+			t = changed.Current
+		}
 	}
 	return Task{}, Errorf(ErrConflict, "task %s/%s keeps changing; try again", lambda, id)
 }
+
+// Changed is the ErrConflict of an Update that found its task at another version, from a store
+// that learns the task as it found it from the failed write itself (DynamoDB answers a failed
+// condition with the item, at no cost): Apply tries again from Current instead of reading the
+// task again. Current is the task as GetState reads it; Whole tells that it is also the task as
+// Get reads it (it has no payload or upstream list kept apart).
+type Changed struct {
+	Current Task
+	Whole   bool
+	Msg     string
+}
+
+func (e *Changed) Error() string { return e.Msg }
+
+// Unwrap makes a Changed match ErrConflict.
+func (e *Changed) Unwrap() error { return ErrConflict }
 
 // GateSnapshot reads the gates of a store at most once per Age and answers from what it read in
 // between: the schedule path and the claim read them so, and a gate set acts on them within Age.
@@ -416,6 +448,35 @@ func UpdateMany(ctx context.Context, s Store, ws []Versioned) []error {
 		errs[i] = s.Update(ctx, w.Task, w.Prev)
 	}
 	return errs
+}
+
+// CountGatherer is a Store that keeps its counts (Counts) in items of their own, written after
+// each write that moves a task from one status to another: DynamoDB's counter items. Under the
+// context GatherCounts returns, the store adds the moves of its writes up in memory, per counter
+// item, and flush writes each item's sum: one write per item instead of one per move. flush runs
+// to its end even if the caller's context has ended (the task writes it counts are made), and a
+// write under the context after flush is counted at once, as without it. A caller that makes
+// many writes together (the status function's batch, a consumer's pass) gathers them and flushes
+// before it answers or ends. A store whose counts are kept in the task writes' own transactions
+// (the embedded store's) has nothing to gather.
+type CountGatherer interface {
+	GatherCounts(ctx context.Context) (gathered context.Context, flush func())
+}
+
+// GatherCounts gathers the count moves of s's writes made under the context it returns, if s, or
+// the store it wraps (through Unwrap() Store, see Batched), is a CountGatherer; otherwise it
+// returns ctx and a flush that does nothing.
+func GatherCounts(ctx context.Context, s Store) (context.Context, func()) {
+	for {
+		if g, ok := s.(CountGatherer); ok {
+			return g.GatherCounts(ctx)
+		}
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			return ctx, func() {}
+		}
+		s = w.Unwrap()
+	}
 }
 
 // BatchGetter is a Store that reads many whole tasks in one read: the embedded store, whose

@@ -143,7 +143,8 @@ func New(c Config) (*Handler, error) {
 		c.Logger = slog.Default()
 	}
 	// The executor adds the lambda, task id and attempt to its own records.
-	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics, Worker: c.Worker, LogHandlerOutput: c.LogHandlerOutput}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
+	// A run that succeeded is logged at debug: the batch's summary counts it (Handle).
+	return &Handler{cfg: c, exec: executor.New(c.Status, executor.Config{Task: c.Task, Logger: c.Logger, Abandon: c.Abandon, Metrics: c.Metrics, Worker: c.Worker, QuietSuccess: true, LogHandlerOutput: c.LogHandlerOutput}), log: c.Logger.With("lambda", c.Lambda.Name)}, nil
 }
 
 // errOutOfTime is the cause a handler's context carries when the invocation is about to end.
@@ -194,6 +195,8 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: e.Records[i].MessageId})
 		}
 	}
+	// One record per batch: each record that failed, or whose run failed, has one of its own.
+	log.Info("batch done", "records", len(e.Records), "back", len(resp.BatchItemFailures))
 	return resp, nil
 }
 

@@ -815,3 +815,33 @@ func TestLogHandlerOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchLogsSummary: a batch logs one record at info, its summary, beside one per run that
+// failed; a run that succeeded is logged at debug only (CloudWatch Logs bills each record).
+func TestBatchLogsSummary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "ok1", `{}`, 0, false)
+	e.put(t, "ok2", `{}`, 0, false)
+	e.put(t, "busy", `{"Fail":"retriable"}`, 0, false)
+	var logs syncBuffer
+	h := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	resp, err := h.Handle(context.Background(), event("ok1", "ok2", "busy"))
+	must(t, err)
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batchItemFailures %v, want none", failures(resp))
+	}
+	var msgs []string
+	for line := range strings.Lines(logs.String()) {
+		var r struct {
+			Msg     string `json:"msg"`
+			TaskID  string `json:"task_id"`
+			Records int    `json:"records"`
+		}
+		must(t, json.Unmarshal([]byte(line), &r))
+		msgs = append(msgs, fmt.Sprintf("%s %s%d", r.Msg, r.TaskID, r.Records))
+	}
+	if want := []string{"task ran busy0", "batch done 3"}; !slices.Equal(msgs, want) {
+		t.Errorf("the batch logged %q, want %q:\n%s", msgs, want, logs.String())
+	}
+}

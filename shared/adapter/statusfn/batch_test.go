@@ -415,3 +415,72 @@ func TestClientResendAlone(t *testing.T) {
 		}
 	}
 }
+
+// gathering is a status controller whose store gathers counts (task.CountGatherer): it records
+// the requests served under the gathered context, and when the flush came.
+type gathering struct {
+	*status.Controller
+	mu                   sync.Mutex
+	gathered, afterFlush int
+	flushes              int
+}
+
+type gatheredKey struct{}
+
+func (g *gathering) GatherCounts(ctx context.Context) (context.Context, func()) {
+	return context.WithValue(ctx, gatheredKey{}, true), func() {
+		g.mu.Lock()
+		g.flushes++
+		g.mu.Unlock()
+	}
+}
+
+func (g *gathering) Heartbeat(ctx context.Context, lambda, id, lease string) error {
+	g.mu.Lock()
+	if ctx.Value(gatheredKey{}) != nil {
+		g.gathered++
+	}
+	if g.flushes > 0 {
+		g.afterFlush++
+	}
+	g.mu.Unlock()
+	return g.Controller.Heartbeat(ctx, lambda, id, lease)
+}
+
+// TestBatchGathersCounts: the requests of a batch are served under one gathering of the store's
+// counts, flushed once after the last of them and before the answer; the batch logs one record
+// at info, its summary, and none per request served.
+func TestBatchGathersCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	g := &gathering{Controller: e.hsc}
+	var logs strings.Builder
+	h := statusfn.NewHandler(g, slog.New(slog.NewJSONHandler(&logs, nil)))
+	var reqs []statusfn.Request
+	for i := range 5 {
+		id := fmt.Sprintf("run%d", i)
+		e.fixture(t, id, task.StatusProcessing, eventLease)
+		reqs = append(reqs, statusfn.Request{V: 1, Op: statusfn.OpHeartbeat, Lambda: "echo", TaskID: id, Lease: eventLease})
+	}
+	reqs = append(reqs, statusfn.Request{V: 1, Op: statusfn.OpHeartbeat, Lambda: "echo", TaskID: "missing", Lease: eventLease})
+	resp, err := h.Handle(context.Background(), statusfn.Request{V: statusfn.BatchVersion, Requests: reqs})
+	if err != nil || len(resp.Responses) != len(reqs) {
+		t.Fatalf("answered %+v, %v", resp, err)
+	}
+	if g.gathered != len(reqs) || g.afterFlush != 0 || g.flushes != 1 {
+		t.Errorf("%d of %d requests served gathered, %d after the flush, %d flushes; want all, none, 1", g.gathered, len(reqs), g.afterFlush, g.flushes)
+	}
+	var records []map[string]any
+	dec := json.NewDecoder(strings.NewReader(logs.String()))
+	for dec.More() {
+		var r map[string]any
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, r)
+	}
+	// The refused heartbeat of the missing task, and the summary.
+	if len(records) != 2 || records[1]["msg"] != "status batch done" || records[1]["requests"] != float64(6) || records[1]["ok"] != float64(5) || records[1]["refused"] != float64(1) {
+		t.Errorf("the batch logged %s; want its refusal and one summary of 6 requests, 5 ok, 1 refused", logs.String())
+	}
+}

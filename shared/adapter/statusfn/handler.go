@@ -67,20 +67,49 @@ func (h *Handler) handleBatch(ctx context.Context, batch Request) Response {
 	}
 	resps := make([]Response, len(batch.Requests))
 	slots := make(chan struct{}, batchConcurrency)
+	// The counter writes of the batch's moves go out summed, one per counter item, before the
+	// answer: a move is counted once its request is answered, as when each was written alone.
+	served, flush := ctx, func() {}
+	if g, ok := h.status.(task.CountGatherer); ok {
+		served, flush = g.GatherCounts(ctx)
+	}
 	var wg sync.WaitGroup
 	for i, req := range batch.Requests {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			resps[i] = h.handle(ctx, req)
+			resps[i] = h.handle(served, req)
 			if req.Op == OpSetResult && resps[i].Task != nil {
 				resps[i].Task.Result = nil // the worker has it
 			}
 		})
 	}
 	wg.Wait()
+	flush()
 	h.fit(ctx, batch.Requests, resps)
+	h.summarize(ctx, resps)
 	return Response{V: BatchVersion, Responses: resps}
+}
+
+// summarize logs one record for a batch: how many of its requests were served, refused and
+// failed. Each refusal and failure has a record of its own too (handle).
+func (h *Handler) summarize(ctx context.Context, resps []Response) {
+	var ok, refused, failed int
+	for _, r := range resps {
+		switch {
+		case r.Error == nil:
+			ok++
+		case r.Error.Code == codeInternal:
+			failed++
+		default:
+			refused++
+		}
+	}
+	log := h.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
+	log.InfoContext(ctx, "status batch done", "requests", len(resps), "ok", ok, "refused", refused, "failed", failed)
 }
 
 // fit makes the answers to a batch fit in Lambda's response limit, which only claims can pass
@@ -141,9 +170,12 @@ func (h *Handler) handle(ctx context.Context, req Request) Response {
 	if resp.Task != nil {
 		log = log.With("status", resp.Task.Status, "attempt", resp.Task.Attempts)
 	}
-	// A heartbeat every few seconds per running task would drown the rest.
+	// A record per claim, heartbeat and success would be a few per task, most of what the
+	// function pays CloudWatch Logs for: the task's status and history tell what was done, and a
+	// batch has its summary (summarize). A failed run's result, a release or an unclaim is
+	// logged as before.
 	level := slog.LevelInfo
-	if req.Op == OpHeartbeat {
+	if req.Op == OpClaim || req.Op == OpHeartbeat || req.Op == OpSetResult && req.Outcome == status.Success {
 		level = slog.LevelDebug
 	}
 	log.Log(ctx, level, "status request done", "code", "ok")

@@ -66,6 +66,12 @@
 // Client sends each of those again alone, which the controller answers with the same claim
 // (claims are idempotent per delivery; a claim that names none is never answered so). A single request of version 1 is served as before.
 //
+// The store's counts of a batch's moves are written summed, one write per counter item they
+// touch, once its requests are served and before it is answered (task.GatherCounts). The
+// function logs one record per batch, its summary ("status batch done": requests, ok, refused,
+// failed), and one per refusal, failure, failed run's result, release and unclaim; a claim, a
+// heartbeat or a success served is logged at debug only.
+//
 // # Coalescing
 //
 // The Client gathers the calls its executors make at the same moment into one invocation: a call

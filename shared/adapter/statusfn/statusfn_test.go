@@ -270,16 +270,23 @@ func TestEvents(t *testing.T) {
 		}
 	}
 
-	// The log names ops and tasks, never payloads, results, handler errors or leases.
+	// The log names ops and tasks, never payloads, results, handler errors or leases; a claim,
+	// a heartbeat and a success served are not logged at info, a refusal or a failed run's
+	// result is.
 	logs := e.log.String()
 	for _, secret := range []string{eventLease, "someone", "there", "upstream answered 503", "no recipient"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log shows %q:\n%s", secret, logs)
 		}
 	}
-	for _, want := range []string{`"op":"set_result"`, `"task_id":"status-stale-1"`, `"code":"stale_lease"`, `"outcome":"fatal"`, `"request_id":"req-claim.json"`} {
+	for _, want := range []string{`"op":"set_result"`, `"task_id":"status-stale-1"`, `"code":"stale_lease"`, `"outcome":"fatal"`, `"request_id":"req-claim-not-found.json"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %s:\n%s", want, logs)
+		}
+	}
+	for _, quiet := range []string{`"request_id":"req-claim.json"`, `"request_id":"req-heartbeat.json"`, `"request_id":"req-set-result-success.json"`} {
+		if strings.Contains(logs, quiet) {
+			t.Errorf("the log shows %s at info:\n%s", quiet, logs)
 		}
 	}
 }

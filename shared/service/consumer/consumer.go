@@ -644,7 +644,12 @@ func (c *Consumer) pass(ctx context.Context, l task.Lambda, gates func(context.C
 	defer cancel()
 	s := &passState{Consumer: c, ctx: ctx, hard: hard, probe: probe}
 	started := time.Now()
+	// The pass's moves are counted summed, one counter write per item they touch, when it ends
+	// (its enqueues before their messages go, see move): before the next pass of the lambda reads
+	// the counts for its room.
+	work, flush := task.GatherCounts(work, c.store)
 	err = s.sweepLambda(work, l, gates)
+	flush()
 	if c.metrics != nil {
 		c.metrics.Pass(l.Name, time.Since(started), err != nil)
 	}
@@ -816,7 +821,11 @@ func (c *passState) move(ctx context.Context, due []task.Task, held, dropped []s
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		moved, aside := c.enqueue(ctx, chunk, held, dropped, now)
+		// The chunk's moves are counted before its messages go: no claim of a task enqueued here
+		// can take it out of the counts before its enqueue is in them.
+		gathered, flush := task.GatherCounts(ctx, c.store)
+		moved, aside := c.enqueue(gathered, chunk, held, dropped, now)
+		flush()
 		*quota -= len(moved) + aside
 		var sends []task.Task
 		for _, next := range moved {

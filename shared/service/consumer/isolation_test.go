@@ -438,3 +438,80 @@ func TestClaimRefillsCappedLambda(t *testing.T) {
 	}
 	t.Fatal("no pass refilled the capped lambda after a claim")
 }
+
+// TestEnqueuesCountedBeforeSent: on a store that gathers counts (task.CountGatherer, as
+// DynamoDB's does), a pass's enqueues are in the counts before their messages go, so that a
+// claim of one cannot take it out of the counts first and leave the room too large.
+func TestEnqueuesCountedBeforeSent(t *testing.T) {
+	log := &countLog{}
+	e := newEnvWith(t, options{
+		wrapStore: func(inner task.Store) task.Store { return gatherStore{Store: inner, log: log} },
+		wrapQueue: func(inner task.Queue) task.Queue { return sendLog{Queue: inner, log: log} },
+	}, "l")
+	for i := range 30 {
+		e.schedule(t, "l", task.Spec{ID: fmt.Sprintf("t%02d", i)})
+	}
+	if st := e.sweep(t); st.Enqueued != 30 {
+		t.Fatalf("the pass enqueued %d, want 30", st.Enqueued)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.unflushed) == 0 || slices.ContainsFunc(log.unflushed, func(n int) bool { return n != 0 }) {
+		t.Errorf("moves written but not counted at each send: %v, want none", log.unflushed)
+	}
+}
+
+// countLog records, at each send, how many moves were written under a gathering of counts and
+// not yet flushed.
+type countLog struct {
+	mu        sync.Mutex
+	gathers   []*int
+	unflushed []int
+}
+
+type gatherKey struct{}
+
+// gatherStore gathers counts as dynamostore does: moves written under GatherCounts wait for
+// its flush.
+type gatherStore struct {
+	task.Store
+	log *countLog
+}
+
+func (s gatherStore) GatherCounts(ctx context.Context) (context.Context, func()) {
+	n := new(int)
+	s.log.mu.Lock()
+	s.log.gathers = append(s.log.gathers, n)
+	s.log.mu.Unlock()
+	return context.WithValue(ctx, gatherKey{}, n), func() {
+		s.log.mu.Lock()
+		*n = 0
+		s.log.mu.Unlock()
+	}
+}
+
+func (s gatherStore) Update(ctx context.Context, t task.Task, prev int64) error {
+	err := s.Store.Update(ctx, t, prev)
+	if n, ok := ctx.Value(gatherKey{}).(*int); ok && err == nil {
+		s.log.mu.Lock()
+		*n++
+		s.log.mu.Unlock()
+	}
+	return err
+}
+
+type sendLog struct {
+	task.Queue
+	log *countLog
+}
+
+func (q sendLog) Send(ctx context.Context, msgs ...task.Message) error {
+	q.log.mu.Lock()
+	total := 0
+	for _, n := range q.log.gathers {
+		total += *n
+	}
+	q.log.unflushed = append(q.log.unflushed, total)
+	q.log.mu.Unlock()
+	return q.Queue.Send(ctx, msgs...)
+}

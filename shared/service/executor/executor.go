@@ -82,6 +82,10 @@ type Config struct {
 	// takes the next task without waiting for the write. Nil: each result is recorded by the
 	// Status's SetResult before the run ends.
 	Results Results
+	// QuietSuccess logs a run that succeeded at debug rather than info. A worker function sets it:
+	// CloudWatch Logs bills its log by the byte, and it logs a summary per batch instead
+	// (sqsworker). Runs that fail are logged as loudly either way.
+	QuietSuccess bool
 }
 
 // Results takes the result of a run under a lease, to be recorded later (status.Completer).
@@ -112,6 +116,7 @@ type Executor struct {
 	worker      string
 	logs        *task.LogLocation
 	logOutput   bool
+	success     slog.Level // of the record of a run that succeeded
 }
 
 // New returns an Executor.
@@ -127,6 +132,9 @@ func New(s Status, c Config) *Executor {
 	}
 	e := &Executor{status: s, results: c.Results, cfg: c.Task.WithDefaults(), log: c.Logger, abandon: c.Abandon, cancelGrace: c.CancelGrace, metrics: c.Metrics, worker: c.Worker,
 		logs: c.LogLocation, logOutput: c.LogHandlerOutput}
+	if c.QuietSuccess {
+		e.success = slog.LevelDebug
+	}
 	if e.abandon == nil {
 		e.abandon = func(t task.Task) {
 			e.log.Error("a stopped handler ignored its context past the lease margin; ending the process so it cannot overlap the task's next run",
@@ -476,7 +484,11 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o 
 		log.Warn("could not record result", "outcome", r.Outcome, "err", serr)
 		return
 	}
-	log.Info("task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
+	level := slog.LevelInfo
+	if r.Outcome == status.Success && stored.Status == task.StatusSuccess {
+		level = e.success
+	}
+	log.Log(ctx, level, "task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
 }
 
 // resultOf is the result that reports a handler's error: fatal, retriable, or a run again later

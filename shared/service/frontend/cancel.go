@@ -84,6 +84,9 @@ func (s *Service) CancelMatching(ctx context.Context, f CancelFilter) (CancelPag
 		return CancelPage{}, err
 	}
 	page := CancelPage{NextCursor: next}
+	// The page's moves are counted summed, one counter write per item they touch.
+	ctx, flush := task.GatherCounts(ctx, s.store)
+	defer flush()
 	for _, t := range tasks {
 		if t.Status.Terminal() || t.CancelRequested {
 			page.Skipped++

@@ -129,17 +129,20 @@ func (s *Service) RedriveMatching(ctx context.Context, p task.ListParams, o task
 	errs := make([]error, len(tasks))
 	left := make([]bool, len(tasks)) // redriven, and left to the consumer's sweep
 	slots := make(chan struct{}, redriveWorkers)
+	// The page's moves are counted summed, one counter write per item they touch.
+	gathered, flush := task.GatherCounts(ctx, s.store)
 	var wg sync.WaitGroup
 	for i, t := range tasks {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			var next task.Task
-			next, errs[i] = s.redrive(ctx, t.Lambda, t.ID, o)
+			next, errs[i] = s.redrive(gathered, t.Lambda, t.ID, o)
 			left[i] = errs[i] == nil && next.Status == task.StatusNew
 		})
 	}
 	wg.Wait()
+	flush()
 	if slices.Contains(left, true) {
 		s.notify()
 	}

@@ -100,6 +100,13 @@ func New(store task.Store, c Config) *Controller {
 	return ctl
 }
 
+// GatherCounts gathers the count moves of the store writes made under the context it returns,
+// for flush to write summed (task.GatherCounts): the status function serves a batch of requests
+// so, and flushes before it answers.
+func (c *Controller) GatherCounts(ctx context.Context) (context.Context, func()) {
+	return task.GatherCounts(ctx, c.store)
+}
+
 // GateAge is how long a claim trusts the gates it read: a gate closed now holds the claims of its
 // tasks within it. Tasks may be sent to their queue up to task.MaxSendAhead before they run, so
 // the claim, not only the consumer's sweep, must honour a pause or a drop.
@@ -129,8 +136,8 @@ const GateAge = time.Second
 // consumer's sweep applies the gate, and fails with task.ErrConflict.
 //
 // The claim of a first attempt logs delivery_ms, how long after its run time the task was
-// claimed: the delivery latency. The metrics (package metrics) measure the same from the claim's
-// write, for the Prometheus histogram of atf dev and the EMF metric and alarm on AWS.
+// claimed (the delivery latency), at debug: the metrics (package metrics) measure the same from
+// the claim's write, for the Prometheus histogram of atf dev and the EMF metric and alarm on AWS.
 func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	now := c.now().UTC()
 	gates, err := c.gates.At(ctx, now)
@@ -208,7 +215,7 @@ func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err 
 	case cl.again:
 		c.log.Info("claim repeated for the same delivery; answered with its lease, renewed", "lambda", cl.lambda, "task_id", cl.id, "attempt", t.Attempts)
 	case t.Attempts == 1:
-		c.log.Info("task claimed", "lambda", cl.lambda, "task_id", cl.id, "delivery_ms", cl.now.Sub(t.RunAt).Milliseconds())
+		c.log.Debug("task claimed", "lambda", cl.lambda, "task_id", cl.id, "delivery_ms", cl.now.Sub(t.RunAt).Milliseconds())
 	}
 	if t.AfterCount > 0 {
 		return c.withInputs(ctx, t)

@@ -125,6 +125,7 @@ type Store struct {
 }
 
 var _ task.Store = (*Store)(nil)
+var _ task.CountGatherer = (*Store)(nil)
 
 // NewClient returns a DynamoDB client that retries throttled calls with backoff, up to
 // MaxAttempts, and never gives up early on a client-side retry budget: under a burst, waiting is
@@ -472,11 +473,10 @@ func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra 
 		ExpressionAttributeValues: values,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 		// The old item tells the status the task leaves, for its counter, and whether a payload
-		// item needs a TTL; returning it costs no capacity.
-		ReturnValues: types.ReturnValueAllOld,
-	}
-	if cond != "" {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		// item needs a TTL; on a failed condition, the task as it is now, so that a transition
+		// tries again without reading it (task.Changed). Returning them costs no capacity.
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	out, err := st.db.UpdateItem(ctx, in)
 	if isConditionFailed(err) {
@@ -486,7 +486,7 @@ func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra 
 		if failed != nil {
 			old = failed.Item
 		}
-		return old, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		return old, st.changed(t, prev, old)
 	}
 	if err != nil {
 		return nil, st.translate(err, "update %s/%s", t.Lambda, t.ID)
@@ -503,6 +503,21 @@ func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra 
 		}
 	}
 	return out.Attributes, nil
+}
+
+// changed is the conflict of an update of t from version prev whose condition failed on old, the
+// item as it was then (nil if there was none): a task.Changed with the task as it is, when it
+// moved to another version.
+func (st *Store) changed(t task.Task, prev int64, old map[string]types.AttributeValue) error {
+	msg := fmt.Sprintf("task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+	if old == nil || attrInt(old, attrVersion) == int(prev) {
+		return task.Errorf(task.ErrConflict, "%s", msg) // gone, or refused by a further condition
+	}
+	cur, ref, err := unmarshal(old)
+	if err != nil {
+		return task.Errorf(task.ErrConflict, "%s", msg)
+	}
+	return &task.Changed{Current: cur, Whole: ref == "" && cur.AfterCount == 0, Msg: msg}
 }
 
 // expirePayload gives a finished task's payload item the TTL of its task item. This write costs

@@ -409,3 +409,66 @@ func TestListFailedReads(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictRetriedWithoutRead: a transition whose write meets a task that moved on since its
+// read tries again from the item the failed write answered (task.Changed), with no read of its
+// own; a transition that needs the payload kept in an item of its own reads the task again.
+func TestConflictRetriedWithoutRead(t *testing.T) {
+	ctx := t.Context()
+	var reads atomic.Int64
+	db, table := newTable(t, nil, itemsRead(&reads))
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "l"}.WithDefaults()
+	now := time.Now().UTC()
+	large := []byte(`"` + strings.Repeat("x", dynamostore.InlinePayload) + `"`)
+	for _, c := range []struct {
+		name       string
+		payload    []byte
+		apply      func(context.Context, task.Store, string, string, func(task.Task) (task.Task, error)) (task.Task, error)
+		retryReads int64 // items the retry reads
+	}{
+		{"small payload", []byte(`{"n":1}`), task.Apply, 0},
+		{"state of a large payload", large, task.ApplyState, 0},
+		{"whole of a large payload", large, task.Apply, 2}, // the task item and its payload item
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := task.NewID(now)
+			tk := newTask(t, l, id, c.payload, now)
+			if err := s.Create(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			var seen []task.Task
+			got, err := c.apply(ctx, s, l.Name, id, func(cur task.Task) (task.Task, error) {
+				seen = append(seen, cur)
+				if len(seen) == 1 {
+					// Another writer moves the task on between this read and its write.
+					other := cur
+					other.Version, other.Error = cur.Version+1, "the other writer's"
+					if err := s.Update(ctx, other, cur.Version); err != nil {
+						t.Fatal(err)
+					}
+					reads.Store(0)
+				}
+				next := cur
+				next.Version, next.Error = cur.Version+1, "mine"
+				return next, nil
+			})
+			if err != nil || len(seen) != 2 {
+				t.Fatalf("apply: %v after %d transitions, want 2", err, len(seen))
+			}
+			if retry := seen[1]; retry.Version != tk.Version+1 || retry.Error != "the other writer's" {
+				t.Errorf("the retry started from version %d with error %q, want the other writer's write", retry.Version, retry.Error)
+			}
+			if n := reads.Load(); n != c.retryReads {
+				t.Errorf("the retry read %d items, want %d", n, c.retryReads)
+			}
+			if c.retryReads > 0 && string(got.Payload) != string(c.payload) {
+				t.Errorf("the retry's task has a payload of %d bytes, want the task's %d", len(got.Payload), len(c.payload))
+			}
+			stored, err := s.Get(ctx, l.Name, id)
+			if err != nil || stored.Error != "mine" || stored.Version != tk.Version+2 {
+				t.Errorf("stored version %d with error %q, %v; want the retry's write at version %d", stored.Version, stored.Error, err, tk.Version+2)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/openatf/atf/shared/adapter/statusfn"
 	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
@@ -247,6 +248,89 @@ func TestWritesPerTask(t *testing.T) {
 				t.Errorf("the task item reached %d bytes, want under 1 KB", largest)
 			}
 		})
+	}
+}
+
+// TestWritesPerTaskInBatches runs tasks through their life as make bench does: created by one
+// schedule request, claimed by one batch of the status function (the records of one SQS batch)
+// and ended by another. The counter writes of each batch go out summed, one per counter item it
+// touches, so a task's share of them is at most 3 × shards / batch instead of 3: here 10 tasks
+// on 4 shards pay at most 12 counter writes, not 24 (docs/capacity.md, "Writes per task").
+func TestWritesPerTaskInBatches(t *testing.T) {
+	ctx := t.Context()
+	var w writeUnits
+	db, table := newTable(t, nil, w.option)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	l := task.Lambda{Name: "send-email"}.WithDefaults()
+	h := statusfn.NewHandler(status.New(s, status.Config{}), nil)
+	const n, shards = 10, dynamostore.DefaultShards
+	now := time.Now().UTC()
+	var tasks []task.Task
+	for range n {
+		tk, err := task.New(task.Spec{ID: task.NewID(now), Payload: []byte(`{"to":"a@example.com"}`)}, l, now, task.Config{}.WithDefaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk, _, err = task.EnqueueAhead(tk, now, task.Config{}.WithDefaults()); err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, tk)
+	}
+	w.take()
+	if err := s.CreateBatch(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(op statusfn.Op, leases []string) []string {
+		t.Helper()
+		batch := statusfn.Request{V: statusfn.BatchVersion}
+		for i, tk := range tasks {
+			req := statusfn.Request{V: statusfn.Version, Op: op, Lambda: l.Name, TaskID: tk.ID}
+			if op == statusfn.OpSetResult {
+				req.Lease, req.Outcome = leases[i], status.Success
+			}
+			batch.Requests = append(batch.Requests, req)
+		}
+		resp, err := h.Handle(ctx, batch)
+		if err != nil || len(resp.Responses) != n {
+			t.Fatalf("%s batch: %+v, %v", op, resp, err)
+		}
+		out := make([]string, n)
+		for i, r := range resp.Responses {
+			if r.Error != nil {
+				t.Fatalf("%s of %s: %+v", op, tasks[i].ID, r.Error)
+			}
+			out[i] = r.Lease
+		}
+		return out
+	}
+	serve(statusfn.OpSetResult, serve(statusfn.OpClaim, nil))
+
+	calls := w.take()
+	counters := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c.pk, "count#") {
+			counters++
+		}
+	}
+	tbl, ix := sum(calls)
+	total := tbl
+	for _, u := range ix {
+		total += u
+	}
+	t.Logf("%d tasks in batches: %.1f WRU per task beside the create's transaction (table %.0f with %d counter writes, due %.0f)",
+		n, total/n, tbl, counters, ix[dynamostore.DueIndex])
+	if most := 3 * shards; counters > most {
+		t.Errorf("the batches made %d counter writes, want at most %d: one per counter item a batch touches", counters, most)
+	}
+	// Claim 3 and result 2, and the task's share of the counters. (The create's transaction, 4
+	// WRU a task, is left out: DynamoDB Local reports a transaction's units as if it held one
+	// item; make bench prices it by its items.)
+	if want := 5 + float64(3*shards)/n; total/n > want {
+		t.Errorf("a task's claim, result and counts in batches took %.2f WRU, want at most %.2f", total/n, want)
+	}
+	got, err := s.Counts(ctx, l.Name)
+	if err != nil || !maps.Equal(got, map[task.Status]int{task.StatusSuccess: n}) {
+		t.Errorf("Counts after the batches: %v, %v; want %d success", got, err, n)
 	}
 }
 

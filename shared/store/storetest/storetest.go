@@ -7,6 +7,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"DueParked", testDueParked},
 		{"Triggered", testTriggered},
 		{"Counts", testCounts},
+		{"GatheredCounts", testGatheredCounts},
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
 		{"CancelRequested", testCancelRequested},
@@ -315,11 +317,19 @@ func testUpdateConditional(t *testing.T, s task.Store) {
 	}
 	mustEqual(t, s, v2)
 
-	// A writer that read version 1 is too late.
+	// A writer that read version 1 is too late. A store that tells the task as it found it
+	// (task.Changed, for Apply to retry without a read) tells the stored one.
 	stale := v1
 	stale.Status, stale.Version, stale.Error = task.StatusCancelled, 2, "stale writer"
-	if err := s.Update(t.Context(), stale, 1); !errors.Is(err, task.ErrConflict) {
+	err := s.Update(t.Context(), stale, 1)
+	if !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("Update from a stale version: got %v, want ErrConflict", err)
+	}
+	var changed *task.Changed
+	if errors.As(err, &changed) {
+		if d := diff(v2, changed.Current); len(d) > 0 || !changed.Whole {
+			t.Errorf("the conflict's task differs from the stored one (whole: %v): %s", changed.Whole, strings.Join(d, "; "))
+		}
 	}
 	// So is one that claims a version the task never had.
 	ahead := v2
@@ -332,8 +342,12 @@ func testUpdateConditional(t *testing.T, s task.Store) {
 	// Update never creates.
 	ghost := plain(l, "ghost", now)
 	ghost.Version = 2
-	if err := s.Update(t.Context(), ghost, 1); !errors.Is(err, task.ErrConflict) {
+	err = s.Update(t.Context(), ghost, 1)
+	if !errors.Is(err, task.ErrConflict) {
 		t.Fatalf("Update of a missing task: got %v, want ErrConflict", err)
+	}
+	if errors.As(err, &changed) {
+		t.Errorf("Update of a missing task tells a task as found: %+v", changed.Current)
 	}
 	if _, err := s.Get(t.Context(), l, "ghost"); !errors.Is(err, task.ErrNotFound) {
 		t.Fatalf("Get after Update of a missing task: got %v, want ErrNotFound", err)
@@ -820,6 +834,71 @@ func testCounts(t *testing.T, s task.Store) {
 	if got, err := s.Counts(ctx, lambdaName()); err != nil || len(got) != 0 {
 		t.Errorf("Counts of a lambda without tasks: got %v, %v; want an empty map", got, err)
 	}
+}
+
+// testGatheredCounts: the count moves of writes made together under task.GatherCounts (from
+// many goroutines, as a status batch serves its requests) are all in Counts once flushed, also
+// when the writers' context ended before the flush; a write under the context after the flush
+// counts at once.
+func testGatheredCounts(t *testing.T, s task.Store) {
+	l, now := lambdaName(), base()
+	ctx, cancel := context.WithCancel(t.Context())
+	gathered, flush := task.GatherCounts(ctx, s)
+	const n = 12
+	var batch []task.Task
+	for i := range n / 2 {
+		tk := plain(l, fmt.Sprintf("b%d", i), now)
+		tk.Status = task.StatusEnqueued
+		batch = append(batch, tk)
+	}
+	if err := s.CreateBatch(gathered, batch); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			tk := plain(l, fmt.Sprintf("g%d", i), now)
+			tk.Status = task.StatusEnqueued
+			if i >= n/2 {
+				tk = batch[i-n/2]
+			} else if errs[i] = s.Create(gathered, tk); errs[i] != nil {
+				return
+			}
+			// enqueued -> processing -> success, as a claim and a result move it.
+			for _, st := range []task.Status{task.StatusProcessing, task.StatusSuccess} {
+				next := tk
+				next.Status, next.Version = st, tk.Version+1
+				if errs[i] = s.Update(gathered, next, tk.Version); errs[i] != nil {
+					return
+				}
+				tk = next
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the writers are gone; their writes are made, and the flush counts them
+	flush()
+	check := func(want map[task.Status]int) {
+		t.Helper()
+		got, err := s.Counts(t.Context(), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("Counts: got %v, want %v", got, want)
+		}
+	}
+	check(map[task.Status]int{task.StatusSuccess: n})
+
+	late := plain(l, "late", now)
+	if err := s.Create(context.WithoutCancel(gathered), late); err != nil {
+		t.Fatal(err)
+	}
+	check(map[task.Status]int{task.StatusSuccess: n, task.StatusNew: 1})
 }
 
 func testGates(t *testing.T, s task.Store) {
