@@ -57,7 +57,7 @@ func TestTableCapacity(t *testing.T) {
 			if p["ServiceNamespace"] != "dynamodb" {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s %v %v..%v, %s", joined(p["ResourceId"]), p["ScalableDimension"], p["MinCapacity"], p["MaxCapacity"], policies[id]))
+			out = append(out, fmt.Sprintf("%s %v %v..%v, %s", joinedRefs(p["ResourceId"]), p["ScalableDimension"], p["MinCapacity"], p["MaxCapacity"], policies[id]))
 		}
 		slices.Sort(out)
 		return out
@@ -168,8 +168,8 @@ func TestCapacityChecked(t *testing.T) {
 	}
 }
 
-// joined is the string an Fn::Join of strings and Refs makes, each Ref written ${id}.
-func joined(v any) string {
+// joinedRefs is the string an Fn::Join of strings and Refs makes, each Ref written ${id}.
+func joinedRefs(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
@@ -183,7 +183,7 @@ func joined(v any) string {
 	}
 	var parts []string
 	for _, p := range list(j[1]) {
-		parts = append(parts, joined(p))
+		parts = append(parts, joinedRefs(p))
 	}
 	return strings.Join(parts, j[0].(string))
 }
