@@ -9,15 +9,16 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// errCancelRequested ends the Apply of a cancel that finds the task's cancel already requested:
-// it changes nothing, so it writes nothing.
+// errCancelRequested ends the Apply of a cancel that finds the task's cancel already requested,
+// or the task already cancelled: it changes nothing, so it writes nothing.
 var errCancelRequested = errors.New("cancel already requested")
 
-// cancel cancels one task (task.Cancel). A running task whose cancel was already requested is
-// answered as it stands, unwritten: a cancel sent again (a client's retry) succeeds again.
+// cancel cancels one task (task.Cancel). A running task whose cancel was already requested, and a
+// task already cancelled, are answered as they stand, unwritten: a cancel sent again (a client's
+// retry, whose first answer was lost while the task ended) succeeds again.
 func (s *Service) cancel(ctx context.Context, lambda, id string) (t task.Task, wrote bool, err error) {
 	t, err = task.Apply(ctx, s.store, lambda, id, func(t task.Task) (task.Task, error) {
-		if t.CancelRequested && slices.Contains(task.Running, t.Status) {
+		if t.CancelRequested && slices.Contains(task.Running, t.Status) || t.Status == task.StatusCancelled {
 			return t, errCancelRequested
 		}
 		return task.Cancel(t, s.now().UTC())
