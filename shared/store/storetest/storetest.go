@@ -48,6 +48,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"Counts", testCounts},
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
+		{"Bury", testBury},
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Snooze", testSnooze},
