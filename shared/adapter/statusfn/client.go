@@ -61,7 +61,7 @@ func NewClientLinger(inv Invoker, linger time.Duration) *Client {
 // same claim.
 func (c *Client) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token,
-		Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
+		Nonce: status.NonceOf(ctx), Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
 	if err != nil {
 		return task.Task{}, err
 	}

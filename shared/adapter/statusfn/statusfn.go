@@ -142,6 +142,9 @@ type Request struct {
 	// the claim call that made it: see Client.Claim.
 	Delivery string `json:"delivery,omitempty"`
 	Token    string `json:"token,omitempty"`
+	// Nonce is that of the message a claim is for, if it was sent before its task was written
+	// (status.WithNonce): a claim that finds no task buries it.
+	Nonce string `json:"nonce,omitempty"`
 	// Worker names the executor that claims, for the attempt's history (status.WithWorker), and
 	// LogLocation where its logs are (status.WithLogLocation).
 	Worker      string            `json:"worker,omitempty"`
@@ -161,7 +164,8 @@ type Request struct {
 // MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
 const MaxDelivery = 1024
 
-// MaxToken bounds a claim's token: the executor's are 26 characters (task.NewLease).
+// MaxToken bounds a claim's token, and its message's nonce: the executor's tokens and the
+// frontend's nonces are 26 characters (task.NewLease, task.SendFirst).
 const MaxToken = 64
 
 // Response is the answer to a Request: Error is set, or the op succeeded.
@@ -263,6 +267,9 @@ func (r Request) validate() error {
 	}
 	if len(r.Token) > MaxToken {
 		return task.Errorf(task.ErrInvalid, "token is %d bytes; at most %d", len(r.Token), MaxToken)
+	}
+	if len(r.Nonce) > MaxToken {
+		return task.Errorf(task.ErrInvalid, "nonce is %d bytes; at most %d", len(r.Nonce), MaxToken)
 	}
 	switch {
 	case r.Op == OpUnclaim && (r.Delivery == "" || r.Token == ""):

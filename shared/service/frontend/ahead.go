@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +70,8 @@ func (s *Service) take(ctx context.Context, l task.Lambda, n, keep int, now time
 }
 
 // enqueueAhead moves the tasks of a request, built but not yet stored, that can be sent ahead to
-// enqueued, in place, and returns their messages, to send once the tasks are stored.
+// enqueued, in place, and returns their messages: to send before the tasks are stored
+// (createSentFirst), or once they are (send).
 func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.Time) []task.Message {
 	if s.queue == nil {
 		return nil
@@ -133,23 +136,52 @@ func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.
 	return msgs
 }
 
-// resend sends again the message of a task a replayed request finds stored enqueued and never
-// moved since its create (the version it was created with): the first request may have ended
-// between its write and its send. A message too many is refused by the claim.
-func (s *Service) resend(ctx context.Context, stored, created []task.Task, now time.Time) {
-	var msgs []task.Message
-	for i, t := range stored {
-		if i < len(created) && t.Status == task.StatusEnqueued && t.Version == created[i].Version && created[i].Status == task.StatusEnqueued {
-			msgs = append(msgs, t.MessageAt(now))
+// sendFirstTries bounds the creates of one request whose messages a claim found before the
+// create landed, and dropped (task.ErrBuried): each try sends new messages first.
+const sendFirstTries = 3
+
+// createSentFirst creates tasks, built but not yet stored, with create (a Create of the one, or
+// a CreateBatch), having first sent the messages of those it can send ahead (enqueueAhead), each
+// with a nonce of its own that its task's create carries (task.SendFirst). So a task stored
+// enqueued always has its message on the way, and needs no resend trigger: the message may only
+// come too early, before the create lands, or for a create that never does; its claim then
+// buries the nonce (task.Store.Bury), and a create that lands after fails with task.ErrBuried,
+// to be tried again with new messages. If the send fails, the tasks are created as built
+// instead, for the consumer: a message that went all the same finds its task new, and its claim
+// drops it. It returns how many tasks it sent ahead. (Redrives and schedule firings write first,
+// and keep their trigger: see send.)
+func (s *Service) createSentFirst(ctx context.Context, tasks []task.Task, now time.Time, create func([]task.Task) error) (int, error) {
+	built := slices.Clone(tasks)
+	msgs := s.enqueueAhead(ctx, tasks, now)
+	at := make(map[task.Ref]int, len(msgs))
+	for i, t := range tasks {
+		if t.Status != built[i].Status {
+			at[t.Ref()] = i
 		}
 	}
-	if len(msgs) == 0 {
-		return
-	}
-	ctx, cancel := s.sendContext(ctx, now)
-	defer cancel()
-	if err := s.queue.Send(ctx, msgs...); err != nil {
-		s.log.Warn("could not send again the messages of tasks a replay found enqueued; the consumer resends them", "tasks", len(msgs), "err", err)
+	for try := 1; ; try++ {
+		for j, m := range msgs {
+			i := at[task.Ref{Lambda: m.Lambda, ID: m.TaskID}]
+			tasks[i], msgs[j] = task.SendFirst(tasks[i], m)
+		}
+		if len(msgs) > 0 {
+			sctx, cancel := s.sendContext(ctx, now)
+			err := s.queue.Send(sctx, msgs...)
+			cancel()
+			if err != nil {
+				s.log.Warn("could not send the messages of tasks to send ahead; they are created for the consumer", "tasks", len(msgs), "err", err)
+				copy(tasks, built)
+				msgs = nil
+			}
+		}
+		err := create(tasks)
+		switch {
+		case !errors.Is(err, task.ErrBuried):
+			return len(msgs), err
+		case try == sendFirstTries:
+			return 0, task.Errorf(task.ErrUnavailable, "%v, %d times; try again", err, try)
+		}
+		s.log.Info("a claim dropped the message of a task before its create landed; sending another", "err", err)
 	}
 }
 
@@ -164,7 +196,8 @@ func (s *Service) sendContext(ctx context.Context, now time.Time) (context.Conte
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// send puts the messages of tasks just stored enqueued on their queues. If that fails, each task
+// send puts the messages of tasks just stored enqueued (a firing's, a redrive's: written first,
+// with their resend trigger) on their queues. If that fails, each task
 // is made due again after a poll interval (task.Unsent), as the consumer does with a failed send,
 // so that a sweep sends it: the request has succeeded either way, since its tasks are stored.
 func (s *Service) send(ctx context.Context, msgs []task.Message, now time.Time) {

@@ -172,10 +172,11 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		}
 	}
 	one := []task.Task{t}
-	msgs := s.enqueueAhead(ctx, one, now)
+	ahead, err := s.createSentFirst(ctx, one, now, func(one []task.Task) error { return s.store.Create(ctx, one[0]) })
 	t = one[0]
-	switch err := s.store.Create(ctx, t); {
+	switch {
 	case errors.Is(err, task.ErrExists):
+		// A replay: its message, sent first, is one too many, which the claim drops.
 		old, err := s.store.Get(ctx, lambda, t.ID)
 		if err != nil {
 			return task.Task{}, false, err
@@ -183,19 +184,15 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		if old.Spec != t.Spec {
 			return task.Task{}, false, task.Errorf(task.ErrConflict, "task %q already exists with a different request", t.ID)
 		}
-		s.resend(ctx, []task.Task{old}, one, now)
 		return old, false, nil
 	case err != nil:
-		if !task.Refused(err) {
-			s.send(ctx, msgs, now) // the create may have landed: a message too many fails its claim
-		}
 		return task.Task{}, false, err
 	}
-	s.send(ctx, msgs, now)
 	s.markDownstream(ctx, ups)
-	if len(msgs) == 0 {
+	if ahead == 0 {
 		s.notify()
 	}
+	t.Nonce = ""
 	return t, true, nil
 }
 
@@ -237,24 +234,19 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 			return nil, false, err
 		}
 	}
-	msgs := s.enqueueAhead(ctx, tasks, now)
-	switch err := s.store.CreateBatch(ctx, tasks); {
+	ahead, err := s.createSentFirst(ctx, tasks, now, func(tasks []task.Task) error { return s.store.CreateBatch(ctx, tasks) })
+	switch {
 	case errors.Is(err, task.ErrExists):
-		stored, created, err := s.replayBatch(ctx, tasks)
-		if err == nil {
-			s.resend(ctx, stored, tasks, now)
-		}
-		return stored, created, err
+		return s.replayBatch(ctx, tasks) // its messages, sent first, are too many: the claims drop them
 	case err != nil:
-		if !task.Refused(err) {
-			s.send(ctx, msgs, now) // the batch may have landed: a message too many fails its claim
-		}
 		return nil, false, err
 	}
-	s.send(ctx, msgs, now)
 	s.markDownstream(ctx, ups)
-	if len(msgs) < len(tasks) {
+	if ahead < len(tasks) {
 		s.notify()
+	}
+	for i := range tasks {
+		tasks[i].Nonce = ""
 	}
 	return tasks, true, nil
 }

@@ -151,6 +151,13 @@ func (k *Claimer) claim(batch []*claimCall) {
 			call.answer <- claimAnswer{err: err} // its caller is gone: no claim for it
 			continue
 		}
+		if t.ID == "" && NonceOf(call.ctx) != "" {
+			// Perhaps sent before its create: Claim buries its nonce.
+			a := claimAnswer{}
+			a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
+			call.answer <- a
+			continue
+		}
 		if t.ID == "" {
 			call.answer <- claimAnswer{err: task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", call.id, call.lambda)}
 			continue

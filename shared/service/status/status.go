@@ -124,6 +124,11 @@ const GateAge = time.Second
 // token is a caller older than tokens: every such claim of the delivery shares its lease. An
 // empty delivery always makes a new claim.
 //
+// A claim for a message sent before its task was written (its nonce, WithNonce) that finds no
+// task buries the nonce (task.Store.Bury) before it answers task.ErrNotFound: the create, if it
+// comes later, then fails, and its request sends another message. If the task landed meanwhile,
+// the claim claims it.
+//
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
 // consumer's sweep applies the gate, and fails with task.ErrConflict.
@@ -139,6 +144,15 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	}
 	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
+	if nonce := NonceOf(ctx); errors.Is(err, task.ErrNotFound) && nonce != "" {
+		// The message was sent before its task's create, which may still land: bury its nonce
+		// so that it cannot, unless it just did.
+		if err = c.store.Bury(ctx, lambda, id, nonce, now.Add(task.TombstoneLife)); errors.Is(err, task.ErrExists) {
+			t, err = task.Apply(ctx, c.store, lambda, id, cl.transition)
+		} else if err == nil {
+			err = task.Errorf(task.ErrNotFound, "task %q of lambda %s not found; its message is dropped", id, lambda)
+		}
+	}
 	return c.claimed(ctx, cl, t, err)
 }
 

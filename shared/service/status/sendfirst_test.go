@@ -1,0 +1,95 @@
+package status_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/service/status"
+	"github.com/openatf/atf/shared/store/sqlitestore"
+	"github.com/openatf/atf/shared/task"
+)
+
+// sentFirst returns the task d1 of lambda l as the schedule path creates it after sending its
+// message first, with that message's nonce.
+func sentFirst(t *testing.T, now time.Time) task.Task {
+	t.Helper()
+	cfg := task.Config{}.WithDefaults()
+	tk, err := task.New(task.Spec{ID: "d1"}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, m, err := task.EnqueueAhead(tk, now, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, _ = task.SendFirst(ahead, m)
+	return ahead
+}
+
+// TestClaimBuriesMessageWithoutTask: the claim of a message sent before its task was written that
+// finds no task answers not found (the worker drops the message) and buries its nonce, so that
+// the create, landing later, fails and writes nothing: no task is left with its message dropped.
+// A claim without a nonce buries nothing. The batched claims of atf dev do the same.
+func TestClaimBuriesMessageWithoutTask(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		now := time.Now().UTC()
+		hsc := status.New(store, status.Config{})
+		claim := hsc.Claim
+		if batched {
+			k := status.NewClaimer(hsc)
+			defer k.Close()
+			claim = k.Claim
+		}
+		tk := sentFirst(t, now)
+		if _, err := claim(t.Context(), "l", "d1", "receipt", "token"); !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("batched %v: claim without a nonce: %v, want ErrNotFound", batched, err)
+		}
+		if _, err := claim(status.WithNonce(t.Context(), tk.Nonce), "l", "d1", "receipt", "token"); !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("batched %v: claim of a message that came first: %v, want ErrNotFound", batched, err)
+		}
+		if err := store.Create(t.Context(), tk); !errors.Is(err, task.ErrBuried) {
+			t.Fatalf("batched %v: the create after its message was dropped: %v, want ErrBuried", batched, err)
+		}
+		if _, err := store.Get(t.Context(), "l", "d1"); !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("batched %v: %v, want no task", batched, err)
+		}
+	}
+}
+
+// landingStore is a store whose task lands between the claim's read and its Bury, as a create
+// that was slow would.
+type landingStore struct {
+	task.Store
+	tk task.Task
+}
+
+func (s landingStore) Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error {
+	if err := s.Store.Create(ctx, s.tk); err != nil {
+		return err
+	}
+	return s.Store.Bury(ctx, lambda, id, nonce, until)
+}
+
+// TestClaimFindsTaskThatLandsMeanwhile: a claim that finds no task, but whose Bury finds the task
+// landed meanwhile, claims it.
+func TestClaimFindsTaskThatLandsMeanwhile(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tk := sentFirst(t, time.Now().UTC())
+	hsc := status.New(landingStore{store, tk}, status.Config{})
+	claimed, err := hsc.Claim(status.WithNonce(t.Context(), tk.Nonce), "l", "d1", "receipt", "token")
+	if err != nil || claimed.Status != task.StatusProcessing {
+		t.Fatalf("claim: %s, %v; want the task that landed, processing", claimed.Status, err)
+	}
+}
