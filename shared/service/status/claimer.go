@@ -25,6 +25,7 @@ type Claimer struct {
 	closed bool
 	in     chan *claimCall
 	runs   sync.WaitGroup
+	early  sync.WaitGroup // the claims of messages that came before their task (Controller.claimEarly)
 }
 
 // claimCall is one Claim waiting for its batch.
@@ -93,6 +94,7 @@ func (k *Claimer) Close() {
 	}
 	k.mu.Unlock()
 	k.runs.Wait()
+	k.early.Wait()
 }
 
 func (k *Claimer) run() {
@@ -152,10 +154,13 @@ func (k *Claimer) claim(batch []*claimCall) {
 			continue
 		}
 		if t.ID == "" && NonceOf(call.ctx) != "" {
-			// Perhaps sent before its create: Claim buries its nonce.
-			a := claimAnswer{}
-			a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
-			call.answer <- a
+			// Perhaps sent before its create: Claim waits for it, and then buries its nonce,
+			// apart from the batch, which does not wait.
+			k.early.Go(func() {
+				a := claimAnswer{}
+				a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
+				call.answer <- a
+			})
 			continue
 		}
 		if t.ID == "" {

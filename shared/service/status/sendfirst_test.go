@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,5 +92,54 @@ func TestClaimFindsTaskThatLandsMeanwhile(t *testing.T) {
 	claimed, err := hsc.Claim(status.WithNonce(t.Context(), tk.Nonce), "l", "d1", "receipt", "token")
 	if err != nil || claimed.Status != task.StatusProcessing {
 		t.Fatalf("claim: %s, %v; want the task that landed, processing", claimed.Status, err)
+	}
+}
+
+// slowCreate is a store whose task is not there for the first reads, as a create that lands
+// a moment after its message arrives; it counts the tombstones written.
+type slowCreate struct {
+	task.Store
+	mu     sync.Mutex
+	hidden int
+	buried int
+}
+
+func (s *slowCreate) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	s.mu.Lock()
+	hide := s.hidden > 0
+	s.hidden--
+	s.mu.Unlock()
+	if hide {
+		return task.Task{}, task.Errorf(task.ErrNotFound, "not yet")
+	}
+	return s.Store.Get(ctx, lambda, id)
+}
+
+func (s *slowCreate) Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error {
+	s.mu.Lock()
+	s.buried++
+	s.mu.Unlock()
+	return s.Store.Bury(ctx, lambda, id, nonce, until)
+}
+
+// TestClaimWaitsForCreate: a claim of a message sent first that finds no task reads again a few
+// times before it buries the message: the message of a task due now usually comes while its
+// create is landing, and a tombstone would fail the create (and its whole batch). Within
+// EarlyWait it claims the task, and writes no tombstone.
+func TestClaimWaitsForCreate(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tk := sentFirst(t, time.Now().UTC())
+	if err := store.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowCreate{Store: store, hidden: 3}
+	hsc := status.New(slow, status.Config{})
+	claimed, err := hsc.Claim(status.WithNonce(t.Context(), tk.Nonce), "l", "d1", "receipt", "token")
+	if err != nil || claimed.Status != task.StatusProcessing || slow.buried != 0 {
+		t.Fatalf("claim: %s, %v, %d tombstones; want the task claimed once it shows, and none", claimed.Status, err, slow.buried)
 	}
 }

@@ -59,6 +59,9 @@ type Controller struct {
 	now     func() time.Time
 	jitter  func() float64
 	log     *slog.Logger
+	// early is how long a claim of a message sent first waits, in all, for its task's create
+	// before it buries the message (Config.EarlyWait).
+	early time.Duration
 }
 
 // Config configures a Controller. Zero fields take defaults: the task defaults, the wall clock,
@@ -79,7 +82,17 @@ type Config struct {
 	// Lambdas, if set, gives each lambda's own backoff (task.Lambda.Backoff) to its retries.
 	// Without it, or for a lambda it does not list, retries take Task's backoff.
 	Lambdas task.Catalog
+	// EarlyWait is how long, in all, a claim of a message sent before its task was written waits
+	// for the task before it buries the message; DefaultEarlyWait if zero, none if negative.
+	EarlyWait time.Duration
 }
+
+// DefaultEarlyWait is how long a claim of a message sent first waits for its task's create:
+// the message of a task due now may be received before the create lands (a batch's transaction
+// takes tens of milliseconds), and burying it would fail the create, and with it its whole
+// batch, to be sent and written again. The claim reads again after 25 ms, then twice as long
+// each time, until this is spent.
+const DefaultEarlyWait = 750 * time.Millisecond
 
 // New returns a Controller over store.
 func New(store task.Store, c Config) *Controller {
@@ -92,7 +105,10 @@ func New(store task.Store, c Config) *Controller {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), lambdas: c.Lambdas, now: c.Now, jitter: c.Jitter, log: c.Logger}
+	if c.EarlyWait == 0 {
+		c.EarlyWait = DefaultEarlyWait
+	}
+	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), lambdas: c.Lambdas, now: c.Now, jitter: c.Jitter, log: c.Logger, early: c.EarlyWait}
 	ctl.gates = c.Gates
 	if ctl.gates == nil {
 		ctl.gates = &task.GateSnapshot{Store: store, Age: GateAge}
@@ -125,9 +141,9 @@ const GateAge = time.Second
 // empty delivery always makes a new claim.
 //
 // A claim for a message sent before its task was written (its nonce, WithNonce) that finds no
-// task buries the nonce (task.Store.Bury) before it answers task.ErrNotFound: the create, if it
-// comes later, then fails, and its request sends another message. If the task landed meanwhile,
-// the claim claims it.
+// task reads again for EarlyWait, and then buries the nonce (task.Store.Bury) before it answers
+// task.ErrNotFound: the create, if it comes later, then fails, and its request sends another
+// message. If the task landed meanwhile, the claim claims it.
 //
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
@@ -145,15 +161,46 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
 	if nonce := NonceOf(ctx); errors.Is(err, task.ErrNotFound) && nonce != "" {
-		// The message was sent before its task's create, which may still land: bury its nonce
-		// so that it cannot, unless it just did.
-		if err = c.store.Bury(ctx, lambda, id, nonce, now.Add(task.TombstoneLife)); errors.Is(err, task.ErrExists) {
-			t, err = task.Apply(ctx, c.store, lambda, id, cl.transition)
-		} else if err == nil {
-			err = task.Errorf(task.ErrNotFound, "task %q of lambda %s not found; its message is dropped", id, lambda)
-		}
+		t, err = c.claimEarly(ctx, cl, nonce)
 	}
 	return c.claimed(ctx, cl, t, err)
+}
+
+// claimEarly claims a task whose message, sent before the task was written, found no task: it
+// reads again, for EarlyWait at most, since the create is most likely just landing; then it
+// buries the nonce, so that the create cannot land after, unless it just did: then it claims
+// the task.
+func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) (task.Task, error) {
+	for wait, waited := 25*time.Millisecond, time.Duration(0); waited < c.early; wait *= 2 {
+		wait = min(wait, c.early-waited)
+		if err := sleep(ctx, wait); err != nil {
+			return task.Task{}, err
+		}
+		waited += wait
+		if t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition); !errors.Is(err, task.ErrNotFound) {
+			return t, err
+		}
+	}
+	err := c.store.Bury(ctx, cl.lambda, cl.id, nonce, c.now().UTC().Add(task.TombstoneLife))
+	if errors.Is(err, task.ErrExists) {
+		return task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition)
+	}
+	if err == nil {
+		err = task.Errorf(task.ErrNotFound, "task %q of lambda %s not found; its message is dropped", cl.id, cl.lambda)
+	}
+	return task.Task{}, err
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // claimOf is one claim's transition, and what it found.
