@@ -24,6 +24,7 @@ import (
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
@@ -559,10 +560,10 @@ func TestChaosSlowStoreAWS(t *testing.T) { testSlowStore(t, emulated(t, "slow", 
 func testSendFirstFaults(t *testing.T, b backend) {
 	n := size(b, 1000, 5000)
 	n -= n % 20
-	faulty := &chaostest.SendFirstFaults{Store: b.store, Rate: 0.2, MaxDelay: 300 * time.Millisecond}
+	// Slow creates outlast a claim's wait for them (status.DefaultEarlyWait) more often than not.
+	faulty := &chaostest.SendFirstFaults{Store: b.store, Rate: 0.2, MaxDelay: 3 * status.DefaultEarlyWait}
 	if b.aws {
-		// Fewer tasks, and a message that takes longer to arrive: more of them, and slower.
-		faulty.Rate, faulty.MaxDelay = 0.5, time.Second
+		faulty.Rate = 0.5 // fewer tasks: more of them broken
 	}
 	h := &chaostest.History{}
 	mux := worker.NewMux()
@@ -589,9 +590,13 @@ func testSendFirstFaults(t *testing.T, b backend) {
 	r := history.Check(h.Executions(), nil, observed, final, task.StatusSuccess)
 	r.Faults = faulty.Faults()
 	chaostest.Report(t, "send first ("+b.name+")", r, fmt.Sprintf(" buried=%d", faulty.Buried()))
-	if r.Duplicates != 0 || r.Tasks != n || r.Faults == 0 || faulty.Buried() == 0 {
-		t.Errorf("%d tasks of %d, %d duplicate executions, %d faults, %d creates buried: want each task run exactly once, under faults, some messages found before their task",
-			r.Tasks, n, r.Duplicates, r.Faults, faulty.Buried())
+	if r.Duplicates != 0 || r.Tasks != n || r.Faults == 0 {
+		t.Errorf("%d tasks of %d, %d duplicate executions, %d faults: want each task run exactly once, under faults", r.Tasks, n, r.Duplicates, r.Faults)
+	}
+	// Enough slow creates to be sure that some came after their message was buried; the
+	// emulators' few tasks may have none.
+	if !b.aws && faulty.Buried() == 0 {
+		t.Error("no create came after its message was buried: the scenario did not reach the tombstones")
 	}
 }
 

@@ -141,9 +141,10 @@ const GateAge = time.Second
 // empty delivery always makes a new claim.
 //
 // A claim for a message sent before its task was written (its nonce, WithNonce) that finds no
-// task reads again for EarlyWait, and then buries the nonce (task.Store.Bury) before it answers
-// task.ErrNotFound: the create, if it comes later, then fails, and its request sends another
-// message. If the task landed meanwhile, the claim claims it.
+// task reads again for EarlyWait (at most half its time left), and then buries the nonce
+// (task.Store.Bury) before it answers task.ErrNotFound: the create, if it comes later, then
+// fails, and its request sends another message. If the task landed meanwhile, the claim claims
+// it.
 //
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
@@ -167,12 +168,16 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 }
 
 // claimEarly claims a task whose message, sent before the task was written, found no task: it
-// reads again, for EarlyWait at most, since the create is most likely just landing; then it
-// buries the nonce, so that the create cannot land after, unless it just did: then it claims
-// the task.
+// reads again, for EarlyWait at most, and half the time ctx leaves, since the create is most
+// likely just landing; then it buries the nonce, so that the create cannot land after, unless
+// it just did: then it claims the task.
 func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) (task.Task, error) {
-	for wait, waited := 25*time.Millisecond, time.Duration(0); waited < c.early; wait *= 2 {
-		wait = min(wait, c.early-waited)
+	early := c.early
+	if d, ok := ctx.Deadline(); ok {
+		early = min(early, time.Until(d)/2)
+	}
+	for wait, waited := 25*time.Millisecond, time.Duration(0); waited < early; wait *= 2 {
+		wait = min(wait, early-waited)
 		if err := sleep(ctx, wait); err != nil {
 			return task.Task{}, err
 		}
