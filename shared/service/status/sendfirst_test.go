@@ -73,7 +73,7 @@ type landingStore struct {
 }
 
 func (s landingStore) Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error {
-	if err := s.Store.Create(ctx, s.tk); err != nil {
+	if err := s.Create(ctx, s.tk); err != nil {
 		return err
 	}
 	return s.Store.Bury(ctx, lambda, id, nonce, until)
