@@ -72,7 +72,15 @@ type Environment struct {
 	// environment's event bus (events.go) and the functions that write the table publish every
 	// task's events to it, at $1.00 per million events (docs/capacity.md).
 	Events *Events `json:"events,omitempty"`
+	// SendFirst, optional, true if absent: the API function sends the message of a task due
+	// within 15 minutes before it writes the task (ATF_SEND_FIRST; docs/guarantees.md, "Send,
+	// then write"). Set it false before upgrading an environment whose workers predate it (their
+	// claims do not forward the message's nonce), and true again once every worker is rebuilt.
+	SendFirst *bool `json:"send_first,omitempty"`
 }
+
+// sendFirst is SendFirst, with its default.
+func (e Environment) sendFirst() bool { return e.SendFirst == nil || *e.SendFirst }
 
 // Events configures the lifecycle events of an environment.
 type Events struct {

@@ -136,53 +136,60 @@ func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.
 	return msgs
 }
 
-// sendFirstTries bounds the creates of one request whose messages a claim found before the
-// create landed, and dropped (task.ErrBuried): each try sends new messages first.
-const sendFirstTries = 3
-
 // createSentFirst creates tasks, built but not yet stored, with create (a Create of the one, or
-// a CreateBatch), having first sent the messages of those it can send ahead (enqueueAhead), each
-// with a nonce of its own that its task's create carries (task.SendFirst). So a task stored
-// enqueued always has its message on the way, and needs no resend trigger: the message may only
-// come too early, before the create lands, or for a create that never does; its claim then
-// buries the nonce (task.Store.Bury), and a create that lands after fails with task.ErrBuried,
-// to be tried again with new messages. If the send fails, the tasks are created as built
-// instead, for the consumer: a message that went all the same finds its task new, and its claim
-// drops it. It returns how many tasks it sent ahead. (Redrives and schedule firings write first,
-// and keep their trigger: see send.)
+// a CreateBatch), with those it can send ahead enqueued (enqueueAhead), and returns how many it
+// sent ahead.
+//
+// With SendFirst (Config.SendFirst), it sends their messages first, each with a nonce of its own
+// that its task's create carries (task.SendFirst). So a task stored enqueued always has its
+// message on the way, and needs no resend trigger: the message may only come too early, before
+// the create lands, or for a create that never does; its claim then buries the nonce
+// (task.Store.Bury), and a create that lands after fails with task.ErrBuried. Then, and if the
+// send fails, the tasks are created as built instead, new and due, for the consumer: a message
+// that went all the same finds its task new, and its claim drops it. One send per request, so
+// that a claim's burial never makes more sends, claims and tombstones.
+//
+// Without it, the tasks are created first, with their resend trigger, and their messages sent
+// once they are (send): a claim that comes before its create (a worker that predates nonces)
+// may drop its message, and the consumer resends it. (Redrives and schedule firings write first
+// too.)
 func (s *Service) createSentFirst(ctx context.Context, tasks []task.Task, now time.Time, create func([]task.Task) error) (int, error) {
 	built := slices.Clone(tasks)
 	msgs := s.enqueueAhead(ctx, tasks, now)
+	if !s.sendFirst {
+		err := create(tasks)
+		if len(msgs) > 0 && (err == nil || !task.Refused(err)) {
+			s.send(ctx, msgs, now) // the create may have landed: a message too many fails its claim
+		}
+		return len(msgs), err
+	}
 	at := make(map[task.Ref]int, len(msgs))
 	for i, t := range tasks {
 		if t.Status != built[i].Status {
 			at[t.Ref()] = i
 		}
 	}
-	for try := 1; ; try++ {
-		for j, m := range msgs {
-			i := at[task.Ref{Lambda: m.Lambda, ID: m.TaskID}]
-			tasks[i], msgs[j] = task.SendFirst(tasks[i], m)
-		}
-		if len(msgs) > 0 {
-			sctx, cancel := s.sendContext(ctx, now)
-			err := s.queue.Send(sctx, msgs...)
-			cancel()
-			if err != nil {
-				s.log.Warn("could not send the messages of tasks to send ahead; they are created for the consumer", "tasks", len(msgs), "err", err)
-				copy(tasks, built)
-				msgs = nil
-			}
-		}
-		err := create(tasks)
-		switch {
-		case !errors.Is(err, task.ErrBuried):
-			return len(msgs), err
-		case try == sendFirstTries:
-			return 0, task.Errorf(task.ErrUnavailable, "%v, %d times; try again", err, try)
-		}
-		s.log.Info("a claim dropped the message of a task before its create landed; sending another", "err", err)
+	for j, m := range msgs {
+		i := at[task.Ref{Lambda: m.Lambda, ID: m.TaskID}]
+		tasks[i], msgs[j] = task.SendFirst(tasks[i], m)
 	}
+	if len(msgs) > 0 {
+		sctx, cancel := s.sendContext(ctx, now)
+		err := s.queue.Send(sctx, msgs...)
+		cancel()
+		if err != nil {
+			s.log.Warn("could not send the messages of tasks to send ahead; they are created for the consumer", "tasks", len(msgs), "err", err)
+			copy(tasks, built)
+			msgs = nil
+		}
+	}
+	err := create(tasks)
+	if errors.Is(err, task.ErrBuried) {
+		s.log.Info("a claim dropped the message of a task before its create landed; the tasks are created for the consumer", "err", err)
+		copy(tasks, built)
+		return 0, create(tasks)
+	}
+	return len(msgs), err
 }
 
 // sendContext bounds a request's sends: sendTimeout from now, and ctx's deadline if it has an

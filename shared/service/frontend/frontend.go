@@ -35,6 +35,12 @@ type Config struct {
 	// Queue, if set, is where Schedule sends the tasks due within task.MaxSendAhead itself
 	// (see ahead.go). Without it the consumer enqueues every task.
 	Queue task.Queue
+	// SendFirst sends those tasks' messages before it writes them, with a nonce the create
+	// carries, and gives them no resend trigger (ahead.go, createSentFirst). Only for an
+	// environment whose workers and status function all forward and bury nonces: a worker built
+	// before them drops a message that comes before its task's create, with no trigger left.
+	// Off, the tasks are written first, with their resend trigger, then sent.
+	SendFirst bool
 	// Gates, if set, is the snapshot of the gates that the schedule path reads (see ahead.go),
 	// shared with the claims of the same process (status.Config.Gates): SetGate invalidates it,
 	// so that both see a gate at once. Nil: a snapshot of the Service's own.
@@ -82,6 +88,7 @@ type Service struct {
 	// pollFirst and pollMax pace Wait's reads without changes.
 	pollFirst, pollMax time.Duration
 	queue              task.Queue
+	sendFirst          bool
 	admission          admission
 	log                *slog.Logger
 	feed               *lifecycle.Feed
@@ -93,7 +100,7 @@ func New(store task.Store, c Config) *Service {
 		store: store, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
 		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
 		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
-		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
+		queue: c.Queue, sendFirst: c.SendFirst, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
 	}
 	if s.now == nil {
 		s.now = time.Now
