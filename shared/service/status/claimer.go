@@ -153,7 +153,7 @@ func (k *Claimer) claim(batch []*claimCall) {
 			call.answer <- claimAnswer{err: err} // its caller is gone: no claim for it
 			continue
 		}
-		if t.ID == "" && NonceOf(call.ctx) != "" {
+		if t.ID == "" {
 			// Perhaps sent before its create: Claim waits for it, and then buries its nonce,
 			// apart from the batch, which does not wait.
 			k.early.Go(func() {
@@ -161,10 +161,6 @@ func (k *Claimer) claim(batch []*claimCall) {
 				a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
 				call.answer <- a
 			})
-			continue
-		}
-		if t.ID == "" {
-			call.answer <- claimAnswer{err: task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", call.id, call.lambda)}
 			continue
 		}
 		cl := c.claim(call.ctx, gates, call.lambda, call.id, call.delivery, call.token, now)

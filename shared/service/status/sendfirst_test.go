@@ -143,3 +143,62 @@ func TestClaimWaitsForCreate(t *testing.T) {
 		t.Fatalf("claim: %s, %v, %d tombstones; want the task claimed once it shows, and none", claimed.Status, err, slow.buried)
 	}
 }
+
+// TestClaimWithoutNonceWaitsForCreate: a claim without a nonce (a worker that predates them) that
+// finds no task reads again as one with a nonce does, and claims the task whose create lands
+// meanwhile, instead of dropping its only message; it buries nothing.
+func TestClaimWithoutNonceWaitsForCreate(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tk := sentFirst(t, time.Now().UTC())
+	if err := store.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowCreate{Store: store, hidden: 2}
+	claimed, err := status.New(slow, status.Config{}).Claim(t.Context(), "l", "d1", "receipt", "token")
+	if err != nil || claimed.Status != task.StatusProcessing || slow.buried != 0 {
+		t.Fatalf("claim: %s, %v, %d tombstones; want the task claimed once it shows, and none", claimed.Status, err, slow.buried)
+	}
+}
+
+// gateWhileWaiting is a slowCreate that pauses the lambda at the first read that finds no task,
+// as a gate set while a claim waits for its task's create.
+type gateWhileWaiting struct {
+	*slowCreate
+	gates *task.GateSnapshot
+	set   bool
+}
+
+func (g *gateWhileWaiting) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	if !g.set {
+		g.set = true
+		if err := g.SetGate(ctx, task.Gate{Lambda: lambda, Mode: task.GatePause, UpdatedAt: time.Now().UTC()}); err != nil {
+			return task.Task{}, err
+		}
+		g.gates.Invalidate()
+	}
+	return g.slowCreate.Get(ctx, lambda, id)
+}
+
+// TestClaimEarlyReadsGatesAgain: a claim that waits for its task's create reads the gates again
+// before each read of the task, so that a gate set meanwhile holds the task (status.GateAge).
+func TestClaimEarlyReadsGatesAgain(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tk := sentFirst(t, time.Now().UTC())
+	if err := store.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	gates := &task.GateSnapshot{Store: store, Age: status.GateAge}
+	s := &gateWhileWaiting{slowCreate: &slowCreate{Store: store, hidden: 1}, gates: gates}
+	_, err = status.New(s, status.Config{Gates: gates}).Claim(status.WithNonce(t.Context(), tk.Nonce), "l", "d1", "receipt", "token")
+	if got, _ := store.Get(t.Context(), "l", "d1"); !errors.Is(err, task.ErrConflict) || got.Status != task.StatusNew {
+		t.Fatalf("claim under a gate set while it waited: %v, task %s; want ErrConflict and the task held, new", err, got.Status)
+	}
+}

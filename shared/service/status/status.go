@@ -140,11 +140,11 @@ const GateAge = time.Second
 // token is a caller older than tokens: every such claim of the delivery shares its lease. An
 // empty delivery always makes a new claim.
 //
-// A claim for a message sent before its task was written (its nonce, WithNonce) that finds no
-// task reads again for EarlyWait (at most half its time left), and then buries the nonce
-// (task.Store.Bury) before it answers task.ErrNotFound: the create, if it comes later, then
-// fails, and its request sends another message. If the task landed meanwhile, the claim claims
-// it.
+// A claim that finds no task reads again for EarlyWait (at most half its time left) before it
+// answers task.ErrNotFound: its message may have been sent before its task's create landed. For
+// a message sent first (its nonce, WithNonce), it then buries the nonce (task.Store.Bury): the
+// create, if it comes later, then fails, and its request creates the task for the consumer. If
+// the task landed meanwhile, the claim claims it.
 //
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
@@ -161,17 +161,20 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	}
 	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
-	if nonce := NonceOf(ctx); errors.Is(err, task.ErrNotFound) && nonce != "" {
-		t, err = c.claimEarly(ctx, cl, nonce)
+	if errors.Is(err, task.ErrNotFound) {
+		cl, t, err = c.claimEarly(ctx, cl, NonceOf(ctx))
 	}
 	return c.claimed(ctx, cl, t, err)
 }
 
-// claimEarly claims a task whose message, sent before the task was written, found no task: it
-// reads again, for EarlyWait at most, and half the time ctx leaves, since the create is most
-// likely just landing; then it buries the nonce, so that the create cannot land after, unless
-// it just did: then it claims the task.
-func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) (task.Task, error) {
+// claimEarly claims a task whose message found no task, as one sent before its task was written
+// does: it reads again, for EarlyWait at most, and half the time ctx leaves, since the create is
+// most likely just landing. Then it buries the message's nonce, so that the create cannot land
+// after, unless it just did: then it claims the task. A message without a nonce (a worker or a
+// schedule path that predates them) buries nothing: its task, if it lands, has its resend
+// trigger. Each read claims with a claim made then, with the gates as they are then (GateAge),
+// which it returns.
+func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) (*claimOf, task.Task, error) {
 	early := c.early
 	if d, ok := ctx.Deadline(); ok {
 		early = min(early, time.Until(d)/2)
@@ -179,21 +182,44 @@ func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) 
 	for wait, waited := 25*time.Millisecond, time.Duration(0); waited < early; wait *= 2 {
 		wait = min(wait, early-waited)
 		if err := sleep(ctx, wait); err != nil {
-			return task.Task{}, err
+			return cl, task.Task{}, err
 		}
 		waited += wait
-		if t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition); !errors.Is(err, task.ErrNotFound) {
-			return t, err
+		var err error
+		if cl, err = c.again(ctx, cl); err != nil {
+			return cl, task.Task{}, err
 		}
+		if t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition); !errors.Is(err, task.ErrNotFound) {
+			return cl, t, err
+		}
+	}
+	if nonce == "" {
+		return cl, task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", cl.id, cl.lambda)
 	}
 	err := c.store.Bury(ctx, cl.lambda, cl.id, nonce, c.now().UTC().Add(task.TombstoneLife))
 	if errors.Is(err, task.ErrExists) {
-		return task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition)
+		if cl, err = c.again(ctx, cl); err != nil {
+			return cl, task.Task{}, err
+		}
+		t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition)
+		return cl, t, err
 	}
 	if err == nil {
 		err = task.Errorf(task.ErrNotFound, "task %q of lambda %s not found; its message is dropped", cl.id, cl.lambda)
 	}
-	return task.Task{}, err
+	return cl, task.Task{}, err
+}
+
+// again is the claim cl made anew at the time it is now, with the gates read within GateAge of it.
+func (c *Controller) again(ctx context.Context, cl *claimOf) (*claimOf, error) {
+	now := c.now().UTC()
+	gates, err := c.gates.At(ctx, now)
+	if err != nil {
+		return cl, unwritten(err)
+	}
+	next := *cl
+	next.gates, next.now = gates, now
+	return &next, nil
 }
 
 // sleep waits for d, or until ctx ends.
