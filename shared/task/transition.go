@@ -170,7 +170,7 @@ func Hold(t Task, now time.Time) (Task, error) {
 
 // MaxEnqueueWait caps the wait of a task enqueued again and again (see Enqueue). A message lost
 // after its first resend (moved to a dead-letter queue after failed claims) is sent again within
-// this; it is well below the retention of a queue (sqsqueue.QueueRetention, 4 days).
+// this; it is well below the retention of a queue (sqsqueue.QueueRetention, 14 days).
 const MaxEnqueueWait = 24 * time.Hour
 
 // Unsent makes an enqueued task whose message could not be sent due again after a poll interval,

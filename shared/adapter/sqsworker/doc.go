@@ -40,6 +40,8 @@
 //	                                                 longer, in the store; a message sent before
 //	                                                 its task's create had its nonce buried
 //	                                                 first, so that the create cannot land after)
+//	claim fails with task.ErrNotDue (the task is     failed, and hidden for RetryDelay: it may be
+//	  not due yet by the status controller's clock) the task's only message
 //	claim fails otherwise (store or status function  failed, and hidden for RetryDelay only: SQS
 //	  unreachable, throttled, ...)                   delivers it again in seconds
 //	less than Margin left before the deadline        failed, not claimed, hidden for RetryDelay

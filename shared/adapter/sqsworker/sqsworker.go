@@ -222,6 +222,11 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
 		log.Debug("message discarded", "reason", err)
 		return true
+	case errors.Is(err, task.ErrNotDue):
+		// Our clock is ahead of the status controller's: the message comes back, as the task's.
+		log.Info("claim refused as early; the message will come back", "err", err)
+		h.retrySoon(ctx, log, msg, m)
+		return false
 	default:
 		log.Warn("claim failed; the message will come back", "err", err)
 		h.retrySoon(ctx, log, msg, m)

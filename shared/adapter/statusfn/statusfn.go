@@ -208,6 +208,9 @@ var errorCodes = []struct {
 	{task.ErrTooLarge, "too_large"},
 	{task.ErrThrottled, "throttled"},
 	{task.ErrCancelled, codeCancelled},
+	// A claim before its task's NotBefore: a worker older than the code reads it as a failed
+	// claim, as a newer one does, and its message comes back.
+	{task.ErrNotDue, "not_due"},
 }
 
 // codeCancelled answers a heartbeat of a task cancelled while it runs (task.ErrCancelled): the

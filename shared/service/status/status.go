@@ -287,9 +287,11 @@ func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
 	case errors.Is(err, task.ErrNotDue):
-		// A message that came before its task's NotBefore (a resend or a duplicate of a task sent
-		// ahead): the worker drops it, as a duplicate; the task's own message comes then.
-		return task.Task{}, task.Errorf(task.ErrConflict, "%v; its message comes then", err)
+		// A message that came before its task's NotBefore, by the worker's clock ahead of ours,
+		// or a stale one: no duplicate to drop, since it may be the task's only message (sent
+		// first). The worker fails the record, and the message comes back, to claim the task
+		// once it is due.
+		return task.Task{}, err
 	case cl.cancelled && err == nil:
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", cl.id)
 	case cl.gated != "" && err == nil:
