@@ -145,6 +145,11 @@ type Request struct {
 	// Nonce is that of the message a claim is for, if it was sent before its task was written
 	// (status.WithNonce): a claim that finds no task buries it.
 	Nonce string `json:"nonce,omitempty"`
+	// BudgetMS is how long, in milliseconds, a claim's caller waits for its answer, as it sent
+	// the claim (0: unknown): the claim's wait for its task's create takes at most half of it
+	// (status.Controller.Claim), so that it does not claim, under a lease nobody holds, a task
+	// for a worker that gave up; the other half covers the invocation's way there and back.
+	BudgetMS int64 `json:"budget_ms,omitempty"`
 	// Worker names the executor that claims, for the attempt's history (status.WithWorker), and
 	// LogLocation where its logs are (status.WithLogLocation).
 	Worker      string            `json:"worker,omitempty"`
@@ -270,6 +275,9 @@ func (r Request) validate() error {
 	}
 	if len(r.Token) > MaxToken {
 		return task.Errorf(task.ErrInvalid, "token is %d bytes; at most %d", len(r.Token), MaxToken)
+	}
+	if r.BudgetMS < 0 {
+		return task.Errorf(task.ErrInvalid, "budget_ms is %d; want 0 or more", r.BudgetMS)
 	}
 	if len(r.Nonce) > MaxToken {
 		return task.Errorf(task.ErrInvalid, "nonce is %d bytes; at most %d", len(r.Nonce), MaxToken)
