@@ -20,14 +20,21 @@ import (
 //   - given up: the caller gets an error at once, and the write lands up to MaxDelay later, as a
 //     write a client gave up on may.
 //
-// Other creates pass through.
+// Other creates pass through, but for the first Hold of those sent first, which are held until
+// a claim of their (first task's) message found no task and buried it, so that some creates come
+// after their message was dropped, whatever the timing.
 type SendFirstFaults struct {
 	task.Store
 	Rate     float64
 	MaxDelay time.Duration
+	Hold     int
 	faults   atomic.Int64
 	buried   atomic.Int64 // creates refused because their message had been dropped
 	late     sync.WaitGroup
+
+	mu      sync.Mutex
+	held    int
+	burials map[string]chan struct{} // closed once its lambda/id/nonce is buried
 }
 
 // Faults is how many creates were broken.
@@ -41,15 +48,90 @@ func (s *SendFirstFaults) Buried() int { return int(s.buried.Load()) }
 func (s *SendFirstFaults) Wait() { s.late.Wait() }
 
 func (s *SendFirstFaults) Create(ctx context.Context, t task.Task) error {
-	return s.create(ctx, t.Nonce != "", func(ctx context.Context) error { return s.Store.Create(ctx, t) })
+	write := func(ctx context.Context) error { return s.Store.Create(ctx, t) }
+	if held, err := s.hold(ctx, []task.Task{t}); held || err != nil {
+		return s.counted(ctx, err, write)
+	}
+	return s.create(ctx, t.Nonce != "", write)
 }
 
 func (s *SendFirstFaults) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	write := func(ctx context.Context) error { return s.Store.CreateBatch(ctx, tasks) }
+	if held, err := s.hold(ctx, tasks); held || err != nil {
+		return s.counted(ctx, err, write)
+	}
 	sentFirst := false
 	for _, t := range tasks {
 		sentFirst = sentFirst || t.Nonce != ""
 	}
-	return s.create(ctx, sentFirst, func(ctx context.Context) error { return s.Store.CreateBatch(ctx, tasks) })
+	return s.create(ctx, sentFirst, write)
+}
+
+// counted writes a held create once its hold ended without err, counting a refusal as buried.
+func (s *SendFirstFaults) counted(ctx context.Context, err error, write func(context.Context) error) error {
+	if err == nil {
+		err = write(ctx)
+	}
+	if errors.Is(err, task.ErrBuried) {
+		s.buried.Add(1)
+	}
+	return err
+}
+
+func (s *SendFirstFaults) Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error {
+	err := s.Store.Bury(ctx, lambda, id, nonce, until)
+	if err == nil {
+		s.mu.Lock()
+		ch := s.burialLocked(lambda + "/" + id + "/" + nonce)
+		select {
+		case <-ch: // buried again: a second claim of the message
+		default:
+			close(ch)
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// burial is the channel closed once key is buried.
+func (s *SendFirstFaults) burial(key string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.burialLocked(key)
+}
+
+func (s *SendFirstFaults) burialLocked(key string) chan struct{} {
+	if s.burials == nil {
+		s.burials = map[string]chan struct{}{}
+	}
+	ch, ok := s.burials[key]
+	if !ok {
+		ch = make(chan struct{})
+		s.burials[key] = ch
+	}
+	return ch
+}
+
+// hold holds the create of tasks, if it is one of the first Hold sent first, until the message
+// of its first task is buried, or ctx ends; it reports whether it held it. A held create is not
+// broken otherwise.
+func (s *SendFirstFaults) hold(ctx context.Context, tasks []task.Task) (bool, error) {
+	t := tasks[0]
+	s.mu.Lock()
+	held := t.Nonce != "" && s.held < s.Hold
+	if held {
+		s.held++
+	}
+	s.mu.Unlock()
+	if !held {
+		return false, nil
+	}
+	select {
+	case <-s.burial(t.Lambda + "/" + t.ID + "/" + t.Nonce):
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
 }
 
 func (s *SendFirstFaults) create(ctx context.Context, sentFirst bool, write func(context.Context) error) error {
