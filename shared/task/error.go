@@ -31,7 +31,8 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrBuried: a create whose message was sent first (Task.Nonce) came after a claim of that
 	// message found no task and dropped it (Store.Bury). Nothing was written; the task needs a
-	// new message, and a create with its nonce.
+	// create without a nonce, with its trigger (the schedule path writes it new, for the
+	// consumer).
 	ErrBuried = errors.New("its message was dropped before the task was written")
 )
 
