@@ -270,7 +270,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 		return fail(err)
 	}
 	api := apifn.New(httpapi.New(frontend.New(apiStore, frontend.Config{
-		Lambdas: task.FixedCatalog{l}, Task: taskCfg, Now: h.clock.now, Queue: apiQueue, Logger: h.apiFn.logger(),
+		Lambdas: task.FixedCatalog{l}, Task: taskCfg, Now: h.clock.now, Queue: apiQueue, SendFirst: true, Logger: h.apiFn.logger(),
 	}), h.apiFn.logger()), h.apiFn.logger())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/openatf/atf/shared/adapter/awsfn"
 )
 
 // The API function's settings. The integration waits at most 29 s for the function (CDK allows no
@@ -71,10 +74,17 @@ type api struct {
 	accessLog awslogs.LogGroup
 }
 
+// apiEnv is the API function's environment: a writer's, and whether it sends first.
+func (d *deployment) apiEnv(table *string) map[string]*string {
+	env := d.writerEnv("", table)
+	env[awsfn.EnvSendFirst] = jsii.String(strconv.FormatBool(d.env.sendFirst()))
+	return env
+}
+
 func newAPI(scope constructs.Construct, id string, d *deployment, s *store) *api {
 	a := &api{function: newFunction(scope, id+"Function", d, functionProps{
 		asset: "api", description: "atf-" + d.name + ": the v1 HTTP API behind API Gateway",
-		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.writerEnv("", s.table.TableName()),
+		timeout: apiTimeout, memoryMB: apiMemoryMB, env: d.apiEnv(s.table.TableName()),
 	})}
 	s.grant(a.role, apiActions...)
 	d.grantPublish(a.role)

@@ -76,6 +76,11 @@ type Environment struct {
 	// demand. Provisioned capacity with auto scaling costs less under a steady load, and throttles
 	// a burst that outruns its scaling (docs/capacity.md, "A steady 10,000 tasks a second").
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// SendFirst, optional, true if absent: the API function sends the message of a task due
+	// within 15 minutes before it writes the task (ATF_SEND_FIRST; docs/guarantees.md, "Send,
+	// then write"). Set it false before upgrading an environment whose workers predate it (their
+	// claims do not forward the message's nonce), and true again once every worker is rebuilt.
+	SendFirst *bool `json:"send_first,omitempty"`
 }
 
 // The capacity modes of the table.
@@ -145,6 +150,9 @@ func (c *Capacity) validate() error {
 	}
 	return nil
 }
+
+// sendFirst is SendFirst, with its default.
+func (e Environment) sendFirst() bool { return e.SendFirst == nil || *e.SendFirst }
 
 // Events configures the lifecycle events of an environment.
 type Events struct {

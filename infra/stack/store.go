@@ -127,7 +127,8 @@ var (
 	// by another consumer) and advances its schedule (a conditional PutItem).
 	consumerActions = []string{"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}
 	// statusActions: a status controller (a lambda's status function, an ecs lambda's executor)
-	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem).
+	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem);
+	// a claim that finds no task writes its tombstone (UpdateItem, dynamostore.Store.Bury).
 	// Task flows add Query: a claimed task's after-list chunks, under its own key.
 	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
 	// upstreamReadActions: a claim hands the task its upstreams' results, which may be other

@@ -40,8 +40,8 @@ func TestCost(t *testing.T) {
 	}
 }
 
-// TestTransitionUnits: the life docs/capacity.md prices, schedule sent ahead, claim and success,
-// is 11 WRU and 2 RRU; a retry sent ahead and a death each pay the attempt's history item, a death
+// TestTransitionUnits: the life docs/capacity.md prices, schedule sent first (no due entry), claim
+// (which adds it) and success, is 9 WRU and 2 RRU; a retry sent ahead and a death each pay the attempt's history item, a death
 // its failed index entry too.
 func TestTransitionUnits(t *testing.T) {
 	for _, c := range []struct {
@@ -49,14 +49,15 @@ func TestTransitionUnits(t *testing.T) {
 		from, to task.Status
 		want     Units
 	}{
-		{"schedule, sent ahead", "", task.StatusEnqueued, Units{Write: 4}},
+		{"schedule, sent first", "", task.StatusEnqueued, Units{Write: 3}},
 		{"schedule, due later", "", task.StatusNew, Units{Write: 4}},
-		{"claim", task.StatusEnqueued, task.StatusProcessing, Units{Write: 4, Read: 1}},
+		{"claim", task.StatusEnqueued, task.StatusProcessing, Units{Write: 3, Read: 1}},
 		{"success", task.StatusProcessing, task.StatusSuccess, Units{Write: 3, Read: 1}},
 		{"retry, sent ahead", task.StatusProcessing, task.StatusEnqueued, Units{Write: 5, Read: 1}},
 		{"dead", task.StatusProcessing, task.StatusDead, Units{Write: 5, Read: 1}},
 		{"redrive", task.StatusDead, task.StatusEnqueued, Units{Write: 4, Read: 1}},
-		{"cancel a waiting task", task.StatusEnqueued, task.StatusCancelled, Units{Write: 3, Read: 1}},
+		{"cancel a task sent first", task.StatusEnqueued, task.StatusCancelled, Units{Write: 2, Read: 1}},
+		{"cancel a task due later", task.StatusNew, task.StatusCancelled, Units{Write: 3, Read: 1}},
 	} {
 		if got := TransitionUnits(c.from, c.to); got != c.want {
 			t.Errorf("%s (%q to %q): %+v, want %+v", c.name, c.from, c.to, got, c.want)
@@ -64,10 +65,10 @@ func TestTransitionUnits(t *testing.T) {
 	}
 	life := TransitionUnits("", task.StatusEnqueued).Plus(TransitionUnits(task.StatusEnqueued, task.StatusProcessing)).
 		Plus(TransitionUnits(task.StatusProcessing, task.StatusSuccess))
-	if life != (Units{Write: 11, Read: 2}) {
-		t.Errorf("a task's life: %+v, want 11 WRU and 2 RRU", life)
+	if life != (Units{Write: 9, Read: 2}) {
+		t.Errorf("a task's life: %+v, want 9 WRU and 2 RRU", life)
 	}
-	if got, want := life.Times(1e6).USD(), 11*DynamoDBWritePerMillion+2*DynamoDBReadPerMillion; math.Abs(got-want) > 1e-9 {
+	if got, want := life.Times(1e6).USD(), 9*DynamoDBWritePerMillion+2*DynamoDBReadPerMillion; math.Abs(got-want) > 1e-9 {
 		t.Errorf("a million lives: $%v, want $%v", got, want)
 	}
 }

@@ -36,7 +36,10 @@ const (
 
 // TransitionUnits is what the DynamoDB store spends to move one task from status from to status
 // to; from is empty for a task created. A task keeps its due entry while it is not terminal, so
-// a move between two such statuses moves the entry. Heartbeats, sweeps' reads, lists and gates
+// a move between two such statuses moves the entry, except an `enqueued` one, taken as the API
+// creates it: its message sent first, with no entry (docs/guarantees.md, "Send, then write"); a
+// task enqueued by a sweep or a retry sent ahead has one, which its claim moves: 1 WRU more than
+// this says. Heartbeats, sweeps' reads, lists and gates
 // are not transitions, and a batch's transaction (about 0.04 WRU a task) is left out.
 func TransitionUnits(from, to task.Status) Units {
 	u := Units{Write: TaskItemWrite + CounterWrite}
@@ -44,12 +47,16 @@ func TransitionUnits(from, to task.Status) Units {
 	failed := func(s task.Status) bool { return s == task.StatusDead || s == task.StatusFatalFailure }
 	if from == "" {
 		u.Write += ListEntryWrite
-		if due(to) {
+		if due(to) && to != task.StatusEnqueued {
 			u.Write += DueEntryWrite
 		}
 		return u // a create writes without reading
 	}
 	switch {
+	case from == task.StatusEnqueued: // sent first: no entry to move or remove
+		if due(to) {
+			u.Write += DueEntryWrite
+		}
 	case due(from) && due(to):
 		u.Write += 2 * DueEntryWrite
 	case due(from) != due(to):

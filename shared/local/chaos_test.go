@@ -24,6 +24,7 @@ import (
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
@@ -550,3 +551,54 @@ func testSlowStore(t *testing.T, b backend) {
 
 func TestChaosSlowStore(t *testing.T)    { testSlowStore(t, embedded(t)) }
 func TestChaosSlowStoreAWS(t *testing.T) { testSlowStore(t, emulated(t, "slow", "steady")) }
+
+// (k) The crash between send and write: a share of the creates of tasks sent ahead, whose
+// messages go first, fail before their write, fail after it, land slowly (the message comes
+// first), or are given up on while they land later; the client retries each failed request.
+// Half the tasks are scheduled in batches of 10. A message that finds no task buries its create,
+// which the request then writes for the consumer: every task runs, and exactly once.
+func testSendFirstFaults(t *testing.T, b backend) {
+	n := size(b, 1000, 5000)
+	n -= n % 20
+	// Slow creates outlast a claim's wait for them (status.DefaultEarlyWait) more often than not.
+	// The first 3 creates are held until their message is buried: some burials, whatever the timing.
+	faulty := &chaostest.SendFirstFaults{Store: b.store, Rate: 0.2, MaxDelay: 3 * status.DefaultEarlyWait, Hold: 3}
+	if b.aws {
+		faulty.Rate = 0.5 // fewer tasks: more of them broken
+	}
+	h := &chaostest.History{}
+	mux := worker.NewMux()
+	mux.Handle("sendfirst", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	chaostest.ScheduleAll(t, c, "sendfirst", "one", n/2, client.ScheduleRequest{})
+	for i := 0; i < n/2; i += 10 {
+		reqs := make([]client.ScheduleRequest, 10)
+		for j := range reqs {
+			reqs[j].ID = fmt.Sprintf("batch-%05d", i+j)
+		}
+		var err error
+		for range 20 {
+			if _, _, err = c.ScheduleBatch(t.Context(), "sendfirst", reqs); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("schedule batch %d: %v", i, err)
+		}
+	}
+	observed, final := chaostest.Wait(t, c, "sendfirst", n, waitFor(b, n))
+	faulty.Wait()
+	r := history.Check(h.Executions(), nil, observed, final, task.StatusSuccess)
+	r.Faults = faulty.Faults()
+	chaostest.Report(t, "send first ("+b.name+")", r, fmt.Sprintf(" buried=%d", faulty.Buried()))
+	if r.Duplicates != 0 || r.Tasks != n || r.Faults == 0 {
+		t.Errorf("%d tasks of %d, %d duplicate executions, %d faults: want each task run exactly once, under faults", r.Tasks, n, r.Duplicates, r.Faults)
+	}
+	// The held creates came after their message was buried, and were refused.
+	if faulty.Buried() < 3 {
+		t.Error("no create came after its message was buried: the scenario did not reach the tombstones")
+	}
+}
+
+func TestChaosSendFirst(t *testing.T)    { testSendFirstFaults(t, embedded(t)) }
+func TestChaosSendFirstAWS(t *testing.T) { testSendFirstFaults(t, emulated(t, "sendfirst")) }

@@ -66,7 +66,7 @@ func (s *Stack) startFunctions(c Config, lambdas []task.Lambda) error {
 		Handler: consumerfn.New(cons, consumerfn.Config{Logger: c.Logger}).Handle}
 	s.loops.Go(func() { _ = sched.Run(quit) })
 
-	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Queue: c.aheadQueue(c.Queue), Logger: c.Logger, Feed: s.feed}), c.Logger), c.Logger)
+	api := apifn.New(httpapi.New(frontend.New(c.Store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Queue: c.aheadQueue(c.Queue), SendFirst: true, Logger: c.Logger, Feed: s.feed}), c.Logger), c.Logger)
 	return s.serve(c, api)
 }
 

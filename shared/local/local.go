@@ -263,7 +263,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	s.consumer = cons
 
 	// On a store other processes may write too, waits poll it (frontend.Config.Changes).
-	svc := frontend.New(s.store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), Gates: gates, Logger: c.Logger, Feed: s.feed})
+	svc := frontend.New(s.store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Notify: cons.Wake, Changes: changes, Queue: c.aheadQueue(queue), SendFirst: true, Gates: gates, Logger: c.Logger, Feed: s.feed})
 	if err := s.serve(c, httpapi.New(svc, c.Logger)); err != nil {
 		s.Stop(context.Background())
 		return nil, err
@@ -279,7 +279,7 @@ func (c Config) firings(store task.Store, lambdas []task.Lambda, q task.Queue, g
 	if c.NoSendAhead {
 		return nil
 	}
-	return frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Queue: q, Gates: gates, Logger: c.Logger})
+	return frontend.New(store, frontend.Config{Lambdas: task.FixedCatalog(lambdas), Task: c.Task, Queue: q, SendFirst: true, Gates: gates, Logger: c.Logger})
 }
 
 // aheadQueue is the queue the API sends tasks ahead to: q, unless c.NoSendAhead.

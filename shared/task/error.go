@@ -29,6 +29,11 @@ var (
 	// (the network, the service's own fault), after its bounded retries. A write may or may not
 	// have been made; every write of the API is safe to send again (a schedule by its id).
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrBuried: a create whose message was sent first (Task.Nonce) came after a claim of that
+	// message found no task and dropped it (Store.Bury). Nothing was written; the task needs a
+	// create without a nonce, with its trigger (the schedule path writes it new, for the
+	// consumer).
+	ErrBuried = errors.New("its message was dropped before the task was written")
 )
 
 type codedError struct {

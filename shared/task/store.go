@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"time"
@@ -39,6 +40,12 @@ type Store interface {
 	// (docs/capacity.md). It sees what Due would: a store whose index lags its writes lags here
 	// as much.
 	Triggered(ctx context.Context, lambda string) (bool, error)
+	// Bury records that a message sent before its task was written (Message.Nonce) found no
+	// task lambda/id and is dropped: until at least until, a Create of that task carrying nonce
+	// fails with ErrBuried, and one carrying another nonce or none is not hindered. A tombstone
+	// is no task: no read returns it. It fails with ErrExists if the task exists: the message is
+	// then the task's to claim.
+	Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error
 	// Counts returns how many tasks of the lambda are in each status; statuses with none are absent.
 	Counts(ctx context.Context, lambda string) (map[Status]int, error)
 	// SetGate sets a gate; mode open removes it.
@@ -229,7 +236,24 @@ type Message struct {
 	// DeadLetterTrips counts the trips to a dead-letter queue of the messages that the drain
 	// sent again for this task, in a row (see DeadLettered); zero on every other message.
 	DeadLetterTrips int `json:"dlq_trips,omitempty"`
+	// Nonce is set on a message sent before its task was written (SendFirst), and on the task's
+	// create (Task.Nonce): a claim that finds no task buries it (Store.Bury), so that the create
+	// cannot land after its message was dropped.
+	Nonce string `json:"nonce,omitempty"`
 }
+
+// SendFirst gives the task t, about to be created enqueued with its message m (EnqueueAhead),
+// a fresh nonce, on both, for a message sent before its task is written.
+func SendFirst(t Task, m Message) (Task, Message) {
+	t.Nonce = rand.Text()
+	m.Nonce = t.Nonce
+	return t, m
+}
+
+// TombstoneLife is how long a tombstone (Store.Bury) keeps a create of its nonce out. A create
+// lands within its caller's deadline plus the five minutes for which AWS accepts a signed
+// request, or never (docs/guarantees.md, "Send, then write"): a day is far beyond it.
+const TombstoneLife = 24 * time.Hour
 
 // MessageAt returns the message that sends t to its queue at now: delayed to its NotBefore, and
 // carrying it, if that is later.

@@ -120,6 +120,12 @@ type Task struct {
 	// duplicate, a stale one), and every message sent for it while enqueued is delayed to it
 	// (MessageAt). Stored; cleared by the transition that takes it out of enqueued.
 	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Nonce is set on a task whose message was sent before the task was written (SendFirst): the
+	// nonce of that message (Message.Nonce). Create refuses it with ErrBuried once a claim that
+	// found no task buried that nonce (Store.Bury), and a store whose due index costs writes
+	// gives the task no resend trigger there: its message is on its way. Never stored as such;
+	// every transition clears it.
+	Nonce string `json:"-"`
 	// HandBacks counts the claims of the current attempt handed back untried because their
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.

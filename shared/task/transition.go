@@ -22,6 +22,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++
 	t.Ended = nil
+	t.Nonce = "" // a create's only: a transition's write has its trigger in the due index
 	t.Parked = false
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
@@ -144,7 +145,7 @@ const ClaimEarly = time.Second
 // or taken task, bad input), as opposed to one whose outcome is unknown (a timeout, a throttle,
 // a store fault): after those, the write may have landed.
 func Refused(err error) bool {
-	for _, k := range []error{ErrConflict, ErrNotDue, ErrStaleLease, ErrInvalid, ErrNotFound, ErrExists, ErrTooLarge, ErrCancelled} {
+	for _, k := range []error{ErrConflict, ErrNotDue, ErrStaleLease, ErrInvalid, ErrNotFound, ErrExists, ErrTooLarge, ErrCancelled, ErrBuried} {
 		if errors.Is(err, k) {
 			return true
 		}
@@ -169,7 +170,7 @@ func Hold(t Task, now time.Time) (Task, error) {
 
 // MaxEnqueueWait caps the wait of a task enqueued again and again (see Enqueue). A message lost
 // after its first resend (moved to a dead-letter queue after failed claims) is sent again within
-// this; it is well below the retention of a queue (sqsqueue.QueueRetention, 4 days).
+// this; it is well below the retention of a queue (sqsqueue.QueueRetention, 14 days).
 const MaxEnqueueWait = 24 * time.Hour
 
 // Unsent makes an enqueued task whose message could not be sent due again after a poll interval,

@@ -61,6 +61,10 @@ const (
 	// not at all: events still in flight go when the function next runs, or are lost if AWS
 	// retires it first (docs/guarantees.md).
 	EnvEventsFlush = "ATF_EVENTS_FLUSH"
+	// EnvSendFirst, "true", has the API function send a task's message before it writes the task
+	// (frontend.Config.SendFirst): only once every worker and status function forwards and
+	// buries message nonces. Unset or "false": write first.
+	EnvSendFirst = "ATF_SEND_FIRST"
 	// EnvMetricsNamespace is the CloudWatch namespace of the metrics a function writes in its log
 	// as Embedded Metric Format (package emf), such as atf/prod; none are written if it is unset.
 	EnvMetricsNamespace = "ATF_METRICS_NAMESPACE"
@@ -114,6 +118,7 @@ type Env struct {
 	StatusFunction string
 	EventBus       string        // empty: no lifecycle events
 	EventsFlush    time.Duration // ATF_EVENTS_FLUSH
+	SendFirst      bool          // ATF_SEND_FIRST
 	// MetricsNamespace is where the function's EMF metrics go; empty: none (ATF_METRICS_NAMESPACE).
 	MetricsNamespace string
 	Task             task.Config // with defaults
@@ -159,6 +164,13 @@ func ParseEnv(getenv func(string) string) (Env, error) {
 			return Env{}, fmt.Errorf("%s=%q: want a Go duration, 0 or more", EnvEventsFlush, v)
 		}
 		e.EventsFlush = d
+	}
+	if v := getenv(EnvSendFirst); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Env{}, fmt.Errorf("%s=%q: want true or false", EnvSendFirst, v)
+		}
+		e.SendFirst = b
 	}
 	if v := getenv(EnvHeartbeat); v != "" {
 		d, err := time.ParseDuration(v)

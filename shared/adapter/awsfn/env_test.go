@@ -41,6 +41,28 @@ func TestEventsEnv(t *testing.T) {
 	}
 }
 
+// TestSendFirstEnv: ATF_SEND_FIRST turns on sending first; unset, it is off, for an environment
+// whose workers may predate message nonces; a bad value is named.
+func TestSendFirstEnv(t *testing.T) {
+	base := map[string]string{awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "atf-dev", awsfn.EnvLambdas: `[{"name":"a"}]`}
+	parse := func(v string) (awsfn.Env, error) {
+		return awsfn.ParseEnv(func(k string) string {
+			if k == awsfn.EnvSendFirst {
+				return v
+			}
+			return base[k]
+		})
+	}
+	for v, want := range map[string]bool{"": false, "false": false, "true": true} {
+		if e, err := parse(v); err != nil || e.SendFirst != want {
+			t.Errorf("%s=%q: %v, %v; want %v", awsfn.EnvSendFirst, v, e.SendFirst, err, want)
+		}
+	}
+	if _, err := parse("soon"); err == nil || !strings.Contains(err.Error(), awsfn.EnvSendFirst) {
+		t.Errorf("%s=soon: %v, want an error naming it", awsfn.EnvSendFirst, err)
+	}
+}
+
 // TestLogsEnv: on Lambda the function's log stream names its worker, and its log group is where
 // its attempts' logs are; outside Lambda both are empty.
 func TestLogsEnv(t *testing.T) {

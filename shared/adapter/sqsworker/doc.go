@@ -24,8 +24,12 @@
 // # Acknowledge or fail
 //
 // The store, not the queue, keeps a task alive: every status has a next trigger, and the
-// consumer enqueues a task again when its message is lost. So a message is acknowledged as soon
-// as its claim is settled either way, and only a record whose claim never settled goes back:
+// consumer enqueues a task again when its message is lost. A task the schedule path sent ahead
+// has its message sent before it is written, and no resend trigger until its claim: a claim
+// settles its message, or fails and leaves it in the queue, and after MaxReceiveCount receives
+// in the dead-letter queue, which the consumer drains (docs/guarantees.md, "Send, then write").
+// So a message is acknowledged as soon as its claim is settled either way, and only a record
+// whose claim never settled goes back:
 //
 //	record                                          answer
 //	the task was claimed (whatever its handler did)  acknowledged: from the claim on, the store's
@@ -33,7 +37,11 @@
 //	claim fails with task.ErrConflict                acknowledged: a duplicate message, or the
 //	                                                 task is claimed, running or finished
 //	claim fails with task.ErrNotFound                acknowledged: no such task (never, or no
-//	                                                 longer, in the store)
+//	                                                 longer, in the store; a message sent before
+//	                                                 its task's create had its nonce buried
+//	                                                 first, so that the create cannot land after)
+//	claim fails with task.ErrNotDue (the task is     failed, and hidden for RetryDelay: it may be
+//	  not due yet by the status controller's clock) the task's only message
 //	claim fails otherwise (store or status function  failed, and hidden for RetryDelay only: SQS
 //	  unreachable, throttled, ...)                   delivers it again in seconds
 //	less than Margin left before the deadline        failed, not claimed, hidden for RetryDelay

@@ -223,13 +223,18 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return false
 	}
 
-	t, err := h.claim(ctx, msg.TaskID, m.ReceiptHandle)
+	t, err := h.claim(ctx, msg, m.ReceiptHandle)
 	switch {
 	case err == nil:
 	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
 		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
 		log.Debug("message discarded", "reason", err)
 		return true
+	case errors.Is(err, task.ErrNotDue):
+		// Our clock is ahead of the status controller's: the message comes back, as the task's.
+		log.Info("claim refused as early; the message will come back", "err", err)
+		h.retrySoon(ctx, log, msg, m)
+		return false
 	default:
 		log.Warn("claim failed; the message will come back", "err", err)
 		h.retrySoon(ctx, log, msg, m)
@@ -269,7 +274,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 // claim claims the task of a record. The claim, and its unclaim if it fails, end a third of the
 // margin before the invocation's deadline (executor.Executor.Claim keeps part of its time for
 // the unclaim): the rest of the margin answers the batch, which a runtime past its deadline loses.
-func (h *Handler) claim(ctx context.Context, id, receipt string) (executor.Claimed, error) {
+func (h *Handler) claim(ctx context.Context, msg task.Message, receipt string) (executor.Claimed, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-h.cfg.Margin/3))
@@ -282,7 +287,7 @@ func (h *Handler) claim(ctx context.Context, id, receipt string) (executor.Claim
 		}
 		ctx = status.WithLogLocation(ctx, logs)
 	}
-	return h.exec.Claim(ctx, h.cfg.Lambda.Name, id, receipt)
+	return h.exec.Claim(status.WithNonce(ctx, msg.Nonce), h.cfg.Lambda.Name, msg.TaskID, receipt)
 }
 
 func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {

@@ -845,3 +845,26 @@ func TestBatchLogsSummary(t *testing.T) {
 		t.Errorf("the batch logged %q, want %q:\n%s", msgs, want, logs.String())
 	}
 }
+
+// TestEarlyClaimComesBack: a claim refused as early (the worker's clock ahead of the status
+// controller's by more than task.ClaimEarly) is no duplicate: the record fails and is hidden for
+// RetryDelay, so that the message, perhaps its task's only one (docs/guarantees.md, "Send, then
+// write"), comes back, and the task stays enqueued.
+func TestEarlyClaimComesBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	now := time.Now().UTC()
+	in := 10 * time.Minute
+	tk, err := task.New(task.Spec{ID: "early", Delay: &in}, echo, now, cfg)
+	must(t, err)
+	tk, _, err = task.EnqueueAhead(tk, now, cfg)
+	must(t, err)
+	must(t, e.store.Create(context.Background(), tk))
+	ev := event("early") // as its worker reads it: the run time passed already
+	vis := &visibilities{}
+	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Queue: vis}).Handle(context.Background(), ev)
+	must(t, err)
+	if got := e.get(t, "early"); !slices.Equal(failures(resp), ids(ev, 0)) || vis.calls["rh-early"] != sqsworker.RetryDelayBase || got.Status != task.StatusEnqueued {
+		t.Fatalf("failures %v, visibility %v, task %s; want the record failed, hidden for RetryDelay, the task enqueued", failures(resp), vis.calls, got.Status)
+	}
+}

@@ -56,12 +56,21 @@ func NewClientLinger(inv Invoker, linger time.Duration) *Client {
 	return &Client{inv: inv, linger: linger, maxRequests: MaxBatchRequests}
 }
 
+// budgetMS is the time ctx leaves, in milliseconds, at least 1; 0 without a deadline.
+func budgetMS(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(d).Milliseconds(), 1)
+}
+
 // Claim claims an enqueued task for one delivery of its message, by the claim call token names;
 // the task returned carries its lease. A call retried with the same delivery and token gets the
 // same claim.
 func (c *Client) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token,
-		Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
+		Nonce: status.NonceOf(ctx), BudgetMS: budgetMS(ctx), Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
 	if err != nil {
 		return task.Task{}, err
 	}

@@ -192,7 +192,12 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		claimer := status.WithLogLocation(status.WithWorker(ctx, req.Worker), req.LogLocation)
+		claimer := status.WithNonce(status.WithLogLocation(status.WithWorker(ctx, req.Worker), req.LogLocation), req.Nonce)
+		if req.BudgetMS > 0 {
+			var cancel context.CancelFunc
+			claimer, cancel = context.WithTimeout(claimer, time.Duration(req.BudgetMS)*time.Millisecond)
+			defer cancel()
+		}
 		t, err := h.status.Claim(claimer, req.Lambda, req.TaskID, req.Delivery, req.Token)
 		if err != nil {
 			return Response{}, err

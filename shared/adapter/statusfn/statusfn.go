@@ -148,6 +148,14 @@ type Request struct {
 	// the claim call that made it: see Client.Claim.
 	Delivery string `json:"delivery,omitempty"`
 	Token    string `json:"token,omitempty"`
+	// Nonce is that of the message a claim is for, if it was sent before its task was written
+	// (status.WithNonce): a claim that finds no task buries it.
+	Nonce string `json:"nonce,omitempty"`
+	// BudgetMS is how long, in milliseconds, a claim's caller waits for its answer, as it sent
+	// the claim (0: unknown): the claim's wait for its task's create takes at most half of it
+	// (status.Controller.Claim), so that it does not claim, under a lease nobody holds, a task
+	// for a worker that gave up; the other half covers the invocation's way there and back.
+	BudgetMS int64 `json:"budget_ms,omitempty"`
 	// Worker names the executor that claims, for the attempt's history (status.WithWorker), and
 	// LogLocation where its logs are (status.WithLogLocation).
 	Worker      string            `json:"worker,omitempty"`
@@ -167,7 +175,8 @@ type Request struct {
 // MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
 const MaxDelivery = 1024
 
-// MaxToken bounds a claim's token: the executor's are 26 characters (task.NewLease).
+// MaxToken bounds a claim's token, and its message's nonce: the executor's tokens and the
+// frontend's nonces are 26 characters (task.NewLease, task.SendFirst).
 const MaxToken = 64
 
 // Response is the answer to a Request: Error is set, or the op succeeded.
@@ -210,6 +219,9 @@ var errorCodes = []struct {
 	{task.ErrTooLarge, "too_large"},
 	{task.ErrThrottled, "throttled"},
 	{task.ErrCancelled, codeCancelled},
+	// A claim before its task's NotBefore: a worker older than the code reads it as a failed
+	// claim, as a newer one does, and its message comes back.
+	{task.ErrNotDue, "not_due"},
 }
 
 // codeCancelled answers a heartbeat of a task cancelled while it runs (task.ErrCancelled): the
@@ -269,6 +281,12 @@ func (r Request) validate() error {
 	}
 	if len(r.Token) > MaxToken {
 		return task.Errorf(task.ErrInvalid, "token is %d bytes; at most %d", len(r.Token), MaxToken)
+	}
+	if r.BudgetMS < 0 {
+		return task.Errorf(task.ErrInvalid, "budget_ms is %d; want 0 or more", r.BudgetMS)
+	}
+	if len(r.Nonce) > MaxToken {
+		return task.Errorf(task.ErrInvalid, "nonce is %d bytes; at most %d", len(r.Nonce), MaxToken)
 	}
 	switch {
 	case r.Op == OpUnclaim && (r.Delivery == "" || r.Token == ""):

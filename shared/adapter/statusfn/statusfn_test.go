@@ -546,3 +546,41 @@ func TestClientSendsDelay(t *testing.T) {
 		}
 	}
 }
+
+// deadlineSeen is a store that records the deadline of the context of its last read.
+type deadlineSeen struct {
+	task.Store
+	deadline time.Time
+	ok       bool
+}
+
+func (s *deadlineSeen) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	s.deadline, s.ok = ctx.Deadline()
+	return s.Store.Get(ctx, lambda, id)
+}
+
+// detached invokes the status function with none of the caller's context, as Lambda does: the
+// function has a deadline of its own, not the worker's.
+type detached struct{ statusfn.LocalInvoker }
+
+func (d detached) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	return d.LocalInvoker.Invoke(context.WithoutCancel(ctx), payload)
+}
+
+// TestClaimBoundedByCallersTime: a claim carries the time its caller waits for it, and the status
+// function's claim (with its wait for a task's create) ends by then, not by its own deadline:
+// a claim the worker gave up on does not go on to claim the task under a lease nobody holds.
+func TestClaimBoundedByCallersTime(t *testing.T) {
+	e := newEnv(t)
+	seen := &deadlineSeen{Store: e.store}
+	h := statusfn.NewHandler(status.New(seen, status.Config{Task: cfg, EarlyWait: -1}), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	callerEnd, _ := ctx.Deadline()
+	if _, err := statusfn.NewClient(detached{statusfn.LocalInvoker{Handler: h}}).Claim(ctx, echo.Name, "absent", "receipt", "token"); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("claim: %v, want not found", err)
+	}
+	if !seen.ok || seen.deadline.After(callerEnd.Add(time.Second)) {
+		t.Fatalf("the claim's read had deadline %v (%v); want one by the caller's, %v", seen.deadline, seen.ok, callerEnd)
+	}
+}

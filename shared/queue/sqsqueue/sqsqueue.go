@@ -64,11 +64,13 @@ const (
 
 // Retention of messages in the queues that Create makes.
 const (
-	// QueueRetention is far beyond the enqueue timeout: by then the consumer has sent the task
-	// again, so an old message is only a duplicate.
-	QueueRetention = 4 * 24 * time.Hour
-	// DLQRetention is the SQS maximum. SQS keeps a message's original enqueue time when it moves
-	// it to the dead-letter queue, so this must exceed QueueRetention.
+	// QueueRetention is the SQS maximum: a task sent first has no resend trigger, its message is
+	// its only one (docs/guarantees.md, "Send, then write"), so it should outlast its lambda's
+	// workers stopped for as long as SQS allows.
+	QueueRetention = 14 * 24 * time.Hour
+	// DLQRetention is the SQS maximum too. SQS keeps a message's original enqueue time when it
+	// moves it to the dead-letter queue, so a message dead-lettered late in its retention has
+	// only the rest of it there: the consumer drains every dead-letter queue every 5 minutes.
 	DLQRetention = 14 * 24 * time.Hour
 )
 

@@ -649,7 +649,7 @@ func TestCreate(t *testing.T) {
 	if policy.DeadLetterTargetArn != dlq["QueueArn"] || policy.MaxReceiveCount != "3" {
 		t.Errorf("redrive policy %s, want %s after 3 receives", main["RedrivePolicy"], dlq["QueueArn"])
 	}
-	if main["MessageRetentionPeriod"] != "345600" || dlq["MessageRetentionPeriod"] != "1209600" {
-		t.Errorf("retention %s s, dead-letter queue %s s; want 4 and 14 days", main["MessageRetentionPeriod"], dlq["MessageRetentionPeriod"])
+	if main["MessageRetentionPeriod"] != "1209600" || dlq["MessageRetentionPeriod"] != "1209600" {
+		t.Errorf("retention %s s, dead-letter queue %s s; want 14 days each", main["MessageRetentionPeriod"], dlq["MessageRetentionPeriod"])
 	}
 }

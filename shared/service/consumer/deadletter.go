@@ -20,6 +20,8 @@ import (
 //     (task.DeadLettered), so that a task whose messages keep going there ends dead after
 //     task.MaxDeadLetterTrips trips in a row, saying why, rather than loop;
 //   - a message whose task moved on (claimed, ended, enqueued again by a gate) or is gone is stale;
+//     one sent before its task was written (task.Message.Nonce) is buried first, as its claim
+//     would have (task.Store.Bury), unless the task landed meanwhile: then it is the task's;
 //   - a body that is no task message of its queue is poison: logged at error level, with its head;
 //
 // and deletes each once handled. A message whose handling failed (the store or the queue did) is
@@ -172,9 +174,16 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 		st.Poison++
 	} else {
 		trips := l.DeadLetterTrips + 1
-		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, func(t task.Task) (task.Task, error) {
-			return task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
-		})
+		deadLettered := func(t task.Task) (task.Task, error) { return task.DeadLettered(t, trips, c.now().UTC(), c.cfg) }
+		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, deadLettered)
+		if errors.Is(err, task.ErrNotFound) && l.Nonce != "" {
+			// Sent before its task's create, which may still land: as a claim would, bury it.
+			if err = c.store.Bury(ctx, l.Lambda, l.TaskID, l.Nonce, c.now().UTC().Add(task.TombstoneLife)); errors.Is(err, task.ErrExists) {
+				t, err = task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, deadLettered)
+			} else if err == nil {
+				err = task.Errorf(task.ErrNotFound, "task %s not found; its message is dropped", l.TaskID)
+			}
+		}
 		switch {
 		case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
 			log.Debug("stale message in a dead-letter queue; deleted", "reason", err)

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -111,5 +112,65 @@ func TestDrainCutShortResumes(t *testing.T) {
 	}
 	if len(q.reached) != 300 {
 		t.Errorf("3 drains, each cut after 100 receives, read %d of the 300 dead-letter queues; want all", len(q.reached))
+	}
+}
+
+// oneDeadLetter is a queue whose dead-letter queue of lambda l holds one message, m, until it is
+// deleted.
+type oneDeadLetter struct {
+	task.Queue
+	mu      sync.Mutex
+	m       *task.Message
+	deleted bool
+}
+
+func (q *oneDeadLetter) ReceiveDead(_ context.Context, p task.ReceiveParams) ([]task.DeadLetter, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.m == nil || q.deleted || p.Lambda != q.m.Lambda || p.Priority != q.m.Priority {
+		return nil, nil
+	}
+	return []task.DeadLetter{{Delivery: task.Delivery{Message: *q.m, Receipt: "r", ReceiveCount: 11}}}, nil
+}
+
+func (q *oneDeadLetter) DeleteDead(context.Context, task.Delivery) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.deleted = true
+	return nil
+}
+
+// TestDrainBuriesMessageWithoutTask: a dead letter sent before its task was written, whose task is
+// not there, is buried as its claim would have been, and deleted: the create, landing later,
+// fails. One whose task is there is the task's: it is sent again.
+func TestDrainBuriesMessageWithoutTask(t *testing.T) {
+	q := &oneDeadLetter{}
+	e := newEnvWith(t, options{wrapQueue: func(inner task.Queue) task.Queue { q.Queue = inner; return q }}, "l")
+	tk, err := task.New(task.Spec{ID: "x"}, e.ls["l"], e.now, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, m, err := task.EnqueueAhead(tk, e.now, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, m = task.SendFirst(ahead, m)
+	q.m = &m
+	if st, err := e.cons.Drain(t.Context()); err != nil || st.Stale != 1 || !q.deleted {
+		t.Fatalf("drain of a message of no task: %+v, %v, deleted %v; want it stale and deleted", st, err, q.deleted)
+	}
+	if err := e.store.Create(t.Context(), ahead); !errors.Is(err, task.ErrBuried) {
+		t.Fatalf("the create after its dead letter was drained: %v, want ErrBuried", err)
+	}
+
+	ahead, m = task.SendFirst(ahead, m)
+	if err := e.store.Create(t.Context(), ahead); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	q.m, q.deleted = &m, false
+	q.mu.Unlock()
+	if st, err := e.cons.Drain(t.Context()); err != nil || st.Resent != 1 {
+		t.Fatalf("drain of a message of a task sent first: %+v, %v; want it sent again", st, err)
 	}
 }

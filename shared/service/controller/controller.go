@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/worker"
 )
@@ -490,7 +491,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // way: from then on the store's timeouts, not the queue, keep the task alive.
 func (c *Controller) run(ctx context.Context, d task.Delivery) {
 	executor.AwaitRunAt(ctx, d.Message) // a stop shows in the claim below
-	t, err := c.cfg.Executor.Claim(ctx, d.Lambda, d.TaskID, d.Receipt)
+	t, err := c.cfg.Executor.Claim(status.WithNonce(ctx, d.Nonce), d.Lambda, d.TaskID, d.Receipt)
 	claimed := err == nil
 	switch {
 	case claimed:

@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +70,8 @@ func (s *Service) take(ctx context.Context, l task.Lambda, n, keep int, now time
 }
 
 // enqueueAhead moves the tasks of a request, built but not yet stored, that can be sent ahead to
-// enqueued, in place, and returns their messages, to send once the tasks are stored.
+// enqueued, in place, and returns their messages: to send before the tasks are stored
+// (createSentFirst), or once they are (send).
 func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.Time) []task.Message {
 	if s.queue == nil {
 		return nil
@@ -133,24 +136,60 @@ func (s *Service) enqueueAhead(ctx context.Context, tasks []task.Task, now time.
 	return msgs
 }
 
-// resend sends again the message of a task a replayed request finds stored enqueued and never
-// moved since its create (the version it was created with): the first request may have ended
-// between its write and its send. A message too many is refused by the claim.
-func (s *Service) resend(ctx context.Context, stored, created []task.Task, now time.Time) {
-	var msgs []task.Message
-	for i, t := range stored {
-		if i < len(created) && t.Status == task.StatusEnqueued && t.Version == created[i].Version && created[i].Status == task.StatusEnqueued {
-			msgs = append(msgs, t.MessageAt(now))
+// createSentFirst creates tasks, built but not yet stored, with create (a Create of the one, or
+// a CreateBatch), with those it can send ahead enqueued (enqueueAhead), and returns how many it
+// sent ahead.
+//
+// With SendFirst (Config.SendFirst), it sends their messages first, each with a nonce of its own
+// that its task's create carries (task.SendFirst). So a task stored enqueued always has its
+// message on the way, and needs no resend trigger: the message may only come too early, before
+// the create lands, or for a create that never does; its claim then buries the nonce
+// (task.Store.Bury), and a create that lands after fails with task.ErrBuried. Then, and if the
+// send fails, the tasks are created as built instead, new and due, for the consumer: a message
+// that went all the same finds its task new, and its claim drops it. One send per request, so
+// that a claim's burial never makes more sends, claims and tombstones.
+//
+// Without it, the tasks are created first, with their resend trigger, and their messages sent
+// once they are (send): a claim that comes before its create (a worker that predates nonces)
+// may drop its message, and the consumer resends it. (Redrives and schedule firings write first
+// too.)
+func (s *Service) createSentFirst(ctx context.Context, tasks []task.Task, now time.Time, create func([]task.Task) error) (int, error) {
+	built := slices.Clone(tasks)
+	msgs := s.enqueueAhead(ctx, tasks, now)
+	if !s.sendFirst {
+		err := create(tasks)
+		if len(msgs) > 0 && (err == nil || !task.Refused(err)) {
+			s.send(ctx, msgs, now) // the create may have landed: a message too many fails its claim
+		}
+		return len(msgs), err
+	}
+	at := make(map[task.Ref]int, len(msgs))
+	for i, t := range tasks {
+		if t.Status != built[i].Status {
+			at[t.Ref()] = i
 		}
 	}
-	if len(msgs) == 0 {
-		return
+	for j, m := range msgs {
+		i := at[task.Ref{Lambda: m.Lambda, ID: m.TaskID}]
+		tasks[i], msgs[j] = task.SendFirst(tasks[i], m)
 	}
-	ctx, cancel := s.sendContext(ctx, now)
-	defer cancel()
-	if err := s.queue.Send(ctx, msgs...); err != nil {
-		s.log.Warn("could not send again the messages of tasks a replay found enqueued; the consumer resends them", "tasks", len(msgs), "err", err)
+	if len(msgs) > 0 {
+		sctx, cancel := s.sendContext(ctx, now)
+		err := s.queue.Send(sctx, msgs...)
+		cancel()
+		if err != nil {
+			s.log.Warn("could not send the messages of tasks to send ahead; they are created for the consumer", "tasks", len(msgs), "err", err)
+			copy(tasks, built)
+			msgs = nil
+		}
 	}
+	err := create(tasks)
+	if errors.Is(err, task.ErrBuried) {
+		s.log.Info("a claim dropped the message of a task before its create landed; the tasks are created for the consumer", "err", err)
+		copy(tasks, built)
+		return 0, create(tasks)
+	}
+	return len(msgs), err
 }
 
 // sendContext bounds a request's sends: sendTimeout from now, and ctx's deadline if it has an
@@ -164,7 +203,8 @@ func (s *Service) sendContext(ctx context.Context, now time.Time) (context.Conte
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
-// send puts the messages of tasks just stored enqueued on their queues. If that fails, each task
+// send puts the messages of tasks just stored enqueued (a firing's, a redrive's: written first,
+// with their resend trigger) on their queues. If that fails, each task
 // is made due again after a poll interval (task.Unsent), as the consumer does with a failed send,
 // so that a sweep sends it: the request has succeeded either way, since its tasks are stored.
 func (s *Service) send(ctx context.Context, msgs []task.Message, now time.Time) {

@@ -63,7 +63,7 @@ func aheadFixture(t *testing.T, capacity int) (*fixture, *sentQueue) {
 		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1, MaxEnqueued: capacity}.WithDefaults()},
 		Now:     func() time.Time { return f.now },
 		Notify:  func() { f.notices++ },
-		Queue:   q,
+		Queue:   q, SendFirst: true,
 	})
 	return f, q
 }
@@ -97,9 +97,10 @@ func TestSendAhead(t *testing.T) {
 			late.Status, after.Status, q.ids(), f.notices)
 	}
 
-	// A replay sends nothing more.
-	if _, created, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "now"}); err != nil || created || len(q.ids()) != 2 {
-		t.Fatalf("replay: created %v, %v, sent %v; want the stored task and no message", created, err, q.ids())
+	// A replay sends its message before its create finds the task: one too many, which its
+	// claim drops.
+	if _, created, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "now"}); err != nil || created || len(q.ids()) != 3 {
+		t.Fatalf("replay: created %v, %v, sent %v; want the stored task and one more message", created, err, q.ids())
 	}
 }
 
@@ -150,36 +151,128 @@ func TestSendAheadCap(t *testing.T) {
 	}
 }
 
-// TestSendAheadFails: a send that fails leaves the tasks stored, due again after a poll interval
-// for the consumer to send, and the request succeeds: nothing is lost.
+// TestSendAheadFails: a send that fails leaves the task stored as it would be without sending
+// ahead, new and due at its run time, for the consumer, which is woken: nothing is lost, and a
+// message that went all the same finds its task new, so its claim drops it.
 func TestSendAheadFails(t *testing.T) {
 	f, q := aheadFixture(t, 0)
 	q.fail = true
-	tk := f.schedule("echo", task.Spec{ID: "x"})
+	in := 10 * time.Minute
+	tk := f.schedule("echo", task.Spec{ID: "x", Delay: &in})
 	got := f.stored("echo", "x")
-	if tk.Status != task.StatusEnqueued || got.Status != task.StatusEnqueued || !got.NextTriggerAt.Equal(t0.Add(task.DefaultPollInterval).UTC()) || f.notices != 1 {
-		t.Fatalf("stored %s due %s, %d wake-ups; want enqueued, due in a poll interval, the consumer woken", got.Status, got.NextTriggerAt, f.notices)
+	if tk.Status != task.StatusNew || got.Status != task.StatusNew || !got.NextTriggerAt.Equal(t0.Add(in).UTC()) || got.NotBefore != nil || f.notices != 1 {
+		t.Fatalf("stored %s due %s, %d wake-ups; want new, due at its run time, the consumer woken", got.Status, got.NextTriggerAt, f.notices)
 	}
 }
 
-// TestSendAheadReplayResends: a replay that finds its task still as created (enqueued, never
-// moved) sends its message again, since the first request may have ended between its write and
-// its send; once the task moved, a replay sends nothing.
-func TestSendAheadReplayResends(t *testing.T) {
+// sendFirstStore is a store that checks, at each create, that the message of every task created
+// enqueued was sent already, with the task's nonce; with bury set, a claim that found no task
+// came before the first create and buried its message.
+type sendFirstStore struct {
+	task.Store
+	q       *sentQueue
+	bury    int // how many of the first creates find their message buried
+	creates int
+	unsent  []string
+}
+
+func (s *sendFirstStore) check(tasks []task.Task) {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	for _, t := range tasks {
+		if t.Status != task.StatusEnqueued {
+			continue
+		}
+		if t.Nonce == "" || !slices.ContainsFunc(s.q.sent, func(m task.Message) bool { return m.TaskID == t.ID && m.Nonce == t.Nonce }) {
+			s.unsent = append(s.unsent, t.ID)
+		}
+	}
+}
+
+func (s *sendFirstStore) Create(ctx context.Context, t task.Task) error {
+	return s.CreateBatch(ctx, []task.Task{t})
+}
+
+func (s *sendFirstStore) CreateBatch(ctx context.Context, tasks []task.Task) error {
+	s.check(tasks)
+	if s.creates++; s.creates <= s.bury {
+		if err := s.Bury(ctx, tasks[0].Lambda, tasks[0].ID, tasks[0].Nonce, t0.Add(task.TombstoneLife)); err != nil {
+			return err
+		}
+	}
+	return s.Store.CreateBatch(ctx, tasks)
+}
+
+// sendFirstFixture is aheadFixture over a sendFirstStore.
+func sendFirstFixture(t *testing.T, bury int) (*fixture, *sentQueue, *sendFirstStore) {
 	f, q := aheadFixture(t, 0)
-	f.schedule("echo", task.Spec{ID: "x"})
-	if _, created, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err != nil || created || len(q.ids()) != 2 {
-		t.Fatalf("replay of a task as created: created %v, %v, sent %v; want its message again", created, err, q.ids())
-	}
-	claimed, err := task.Claim(f.stored("echo", "x"), "lease", f.now, task.Config{}.WithDefaults())
-	if err != nil {
+	s := &sendFirstStore{Store: f.store, q: q, bury: bury}
+	f.svc = frontend.New(s, frontend.Config{
+		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Now:     func() time.Time { return f.now }, Notify: func() { f.notices++ }, Queue: q, SendFirst: true,
+	})
+	return f, q, s
+}
+
+// TestSendFirst: the message of a task sent ahead is sent before the task is created, alone or
+// in a batch, each with a nonce of its own that the create carries; a task written first
+// (due later) has none.
+func TestSendFirst(t *testing.T) {
+	f, q, s := sendFirstFixture(t, 0)
+	f.schedule("echo", task.Spec{ID: "one"})
+	in := 16 * time.Minute
+	if _, _, err := f.svc.ScheduleBatch(ctx, "echo", []task.Spec{{ID: "b1"}, {ID: "b2"}, {ID: "later", Delay: &in}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.Update(ctx, claimed, claimed.Version-1); err != nil {
-		t.Fatal(err)
+	q.mu.Lock()
+	sent := append([]task.Message(nil), q.sent...)
+	q.mu.Unlock()
+	nonces := map[string]bool{}
+	for _, m := range sent {
+		nonces[m.Nonce] = true
 	}
-	if _, _, err := f.svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err != nil || len(q.ids()) != 2 {
-		t.Fatalf("replay of a claimed task: %v, sent %v; want nothing sent", err, q.ids())
+	if len(s.unsent) > 0 || s.creates != 2 || len(sent) != 3 || len(nonces) != 3 || nonces[""] {
+		t.Fatalf("created before their messages were sent: %v; %d creates; sent %+v; want 2 creates, 3 messages each with a nonce of its own", s.unsent, s.creates, sent)
+	}
+	if got := f.stored("echo", "later"); got.Status != task.StatusNew {
+		t.Fatalf("a task due in 16 minutes: %s, want new", got.Status)
+	}
+}
+
+// TestSendFirstBuried: a create whose message a claim found first, and buried, fails; the
+// request then creates its tasks as built, new and due, for the consumer, which it wakes: one
+// send per request, so that burials under load never multiply sends, claims and tombstones.
+func TestSendFirstBuried(t *testing.T) {
+	f, q, s := sendFirstFixture(t, 100)
+	tasks, created, err := f.svc.ScheduleBatch(ctx, "echo", []task.Spec{{ID: "y"}, {ID: "z"}})
+	if err != nil || !created || s.creates != 2 || len(q.ids()) != 2 || f.notices != 1 {
+		t.Fatalf("buried: %v, created %v, %d creates, sent %v, %d wake-ups; want created on the second create, 2 messages, the consumer woken", err, created, s.creates, q.ids(), f.notices)
+	}
+	for i, id := range []string{"y", "z"} {
+		got := f.stored("echo", id)
+		if got.Status != task.StatusNew || got.NextTriggerAt == nil || tasks[i].Status != task.StatusNew {
+			t.Fatalf("task %s stored %s due %v; want new and due, for the consumer", id, got.Status, got.NextTriggerAt)
+		}
+	}
+}
+
+// TestSendFirstOff: without SendFirst (workers that predate nonces), a task sent ahead is written
+// first, enqueued with no nonce (so with its resend trigger: dynamostore drops only a nonce's),
+// and its message, with no nonce, sent after.
+func TestSendFirstOff(t *testing.T) {
+	f, q, s := sendFirstFixture(t, 0)
+	f.svc = frontend.New(s, frontend.Config{
+		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
+		Now:     func() time.Time { return f.now }, Queue: q,
+	})
+	if tk := f.schedule("echo", task.Spec{ID: "x"}); tk.Status != task.StatusEnqueued {
+		t.Fatalf("status %s, want enqueued", tk.Status)
+	}
+	q.mu.Lock()
+	sent := append([]task.Message(nil), q.sent...)
+	q.mu.Unlock()
+	if len(s.unsent) != 1 || len(sent) != 1 || sent[0].Nonce != "" {
+		t.Fatalf("created before sent: %v, sent %+v; want the create first, then one message with no nonce", s.unsent, sent)
 	}
 }
 
@@ -193,15 +286,15 @@ func (s lostAnswer) Create(ctx context.Context, t task.Task) error {
 	return errors.New("request timed out")
 }
 
-// TestSendAheadUnknownOutcome: a create whose answer is lost (it may have landed) sends its
-// message all the same: without it, a task that landed would wait an enqueue timeout for the
-// consumer's resend. A message for a task that did not land fails its claim.
+// TestSendAheadUnknownOutcome: a create whose answer is lost (it may have landed) answers its
+// error, its message sent already: a task that landed has it, and one that did not never will,
+// since the message's claim buries its nonce.
 func TestSendAheadUnknownOutcome(t *testing.T) {
 	base, _ := aheadFixture(t, 0)
 	q := &sentQueue{}
 	svc := frontend.New(lostAnswer{base.store}, frontend.Config{
 		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
-		Now:     func() time.Time { return t0 }, Queue: q,
+		Now:     func() time.Time { return t0 }, Queue: q, SendFirst: true,
 	})
 	if _, _, err := svc.Schedule(ctx, "echo", task.Spec{ID: "x"}); err == nil || len(q.ids()) != 1 {
 		t.Fatalf("lost answer: %v, sent %v; want the error and the message", err, q.ids())
@@ -227,31 +320,27 @@ func TestSendAheadLaterHalfCap(t *testing.T) {
 	}
 }
 
-// TestSendAheadResendKeepsRunTime: a task sent ahead whose send failed is resent by the consumer's
-// next pass, delayed to its run time still, and a claim before then is refused: no resend or
-// duplicate runs it early.
-func TestSendAheadResendKeepsRunTime(t *testing.T) {
+// TestSendAheadFailedSendRunsOnTime: a task whose send failed, stored new for the consumer, is
+// sent by the pass that finds it due, not before; a claim before its run time is refused.
+func TestSendAheadFailedSendRunsOnTime(t *testing.T) {
 	f, q := aheadFixture(t, 0)
 	q.fail = true
 	in := 10 * time.Minute
 	f.schedule("echo", task.Spec{ID: "soon", Delay: &in})
 	q.fail = false
-	f.now = f.now.Add(task.DefaultPollInterval + time.Second)
 	c := consumer.New(f.store, q, consumer.Config{
 		Lambdas: task.FixedCatalog{task.Lambda{Name: "echo", Concurrency: 1}.WithDefaults()},
 		Now:     func() time.Time { return f.now },
 	})
-	if _, err := c.Sweep(ctx); err != nil {
-		t.Fatal(err)
+	f.now = f.now.Add(task.DefaultPollInterval + time.Second)
+	if _, err := c.Sweep(ctx); err != nil || len(q.ids()) != 0 {
+		t.Fatalf("a pass 10 minutes early: %v, sent %v; want nothing sent", err, q.ids())
 	}
-	runAt := t0.Add(in)
-	q.mu.Lock()
-	sent := append([]task.Message(nil), q.sent...)
-	q.mu.Unlock()
-	if len(sent) != 1 || sent[0].RunAt == nil || !sent[0].RunAt.Equal(runAt) || sent[0].Delay != runAt.Sub(f.now) {
-		t.Fatalf("resent %+v at %s; want one message delayed to %s", sent, f.now, runAt)
+	if _, err := task.Claim(f.stored("echo", "soon"), "lease", f.now, task.Config{}.WithDefaults()); !errors.Is(err, task.ErrConflict) {
+		t.Fatalf("a claim of the task left new: %v, want ErrConflict", err)
 	}
-	if _, err := task.Claim(f.stored("echo", "soon"), "lease", f.now, task.Config{}.WithDefaults()); !errors.Is(err, task.ErrNotDue) {
-		t.Fatalf("a claim 10 minutes early: %v, want ErrNotDue", err)
+	f.now = t0.Add(in)
+	if _, err := c.Sweep(ctx); err != nil || len(q.ids()) != 1 {
+		t.Fatalf("the pass at its run time: %v, sent %v; want its message", err, q.ids())
 	}
 }

@@ -35,6 +35,12 @@ type Config struct {
 	// Queue, if set, is where Schedule sends the tasks due within task.MaxSendAhead itself
 	// (see ahead.go). Without it the consumer enqueues every task.
 	Queue task.Queue
+	// SendFirst sends those tasks' messages before it writes them, with a nonce the create
+	// carries, and gives them no resend trigger (ahead.go, createSentFirst). Only for an
+	// environment whose workers and status function all forward and bury nonces: a worker built
+	// before them drops a message that comes before its task's create, with no trigger left.
+	// Off, the tasks are written first, with their resend trigger, then sent.
+	SendFirst bool
 	// Gates, if set, is the snapshot of the gates that the schedule path reads (see ahead.go),
 	// shared with the claims of the same process (status.Config.Gates): SetGate invalidates it,
 	// so that both see a gate at once. Nil: a snapshot of the Service's own.
@@ -82,6 +88,7 @@ type Service struct {
 	// pollFirst and pollMax pace Wait's reads without changes.
 	pollFirst, pollMax time.Duration
 	queue              task.Queue
+	sendFirst          bool
 	admission          admission
 	log                *slog.Logger
 	feed               *lifecycle.Feed
@@ -93,7 +100,7 @@ func New(store task.Store, c Config) *Service {
 		store: store, lambdas: c.Lambdas, cfg: c.Task.WithDefaults(), now: c.Now, notify: c.Notify,
 		changes: c.Changes, maxWait: cmp.Or(c.MaxWait, MaxWait),
 		pollFirst: cmp.Or(c.WaitPollFirst, DefaultWaitPollFirst), pollMax: cmp.Or(c.WaitPollMax, DefaultWaitPollMax),
-		queue: c.Queue, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
+		queue: c.Queue, sendFirst: c.SendFirst, log: cmp.Or(c.Logger, slog.Default()), feed: c.Feed,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -172,10 +179,11 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		}
 	}
 	one := []task.Task{t}
-	msgs := s.enqueueAhead(ctx, one, now)
+	ahead, err := s.createSentFirst(ctx, one, now, func(one []task.Task) error { return s.store.Create(ctx, one[0]) })
 	t = one[0]
-	switch err := s.store.Create(ctx, t); {
+	switch {
 	case errors.Is(err, task.ErrExists):
+		// A replay: its message, sent first, is one too many, which the claim drops.
 		old, err := s.store.Get(ctx, lambda, t.ID)
 		if err != nil {
 			return task.Task{}, false, err
@@ -183,19 +191,15 @@ func (s *Service) Schedule(ctx context.Context, lambda string, spec task.Spec) (
 		if old.Spec != t.Spec {
 			return task.Task{}, false, task.Errorf(task.ErrConflict, "task %q already exists with a different request", t.ID)
 		}
-		s.resend(ctx, []task.Task{old}, one, now)
 		return old, false, nil
 	case err != nil:
-		if !task.Refused(err) {
-			s.send(ctx, msgs, now) // the create may have landed: a message too many fails its claim
-		}
 		return task.Task{}, false, err
 	}
-	s.send(ctx, msgs, now)
 	s.markDownstream(ctx, ups)
-	if len(msgs) == 0 {
+	if ahead == 0 {
 		s.notify()
 	}
+	t.Nonce = ""
 	return t, true, nil
 }
 
@@ -237,24 +241,19 @@ func (s *Service) ScheduleBatch(ctx context.Context, lambda string, specs []task
 			return nil, false, err
 		}
 	}
-	msgs := s.enqueueAhead(ctx, tasks, now)
-	switch err := s.store.CreateBatch(ctx, tasks); {
+	ahead, err := s.createSentFirst(ctx, tasks, now, func(tasks []task.Task) error { return s.store.CreateBatch(ctx, tasks) })
+	switch {
 	case errors.Is(err, task.ErrExists):
-		stored, created, err := s.replayBatch(ctx, tasks)
-		if err == nil {
-			s.resend(ctx, stored, tasks, now)
-		}
-		return stored, created, err
+		return s.replayBatch(ctx, tasks) // its messages, sent first, are too many: the claims drop them
 	case err != nil:
-		if !task.Refused(err) {
-			s.send(ctx, msgs, now) // the batch may have landed: a message too many fails its claim
-		}
 		return nil, false, err
 	}
-	s.send(ctx, msgs, now)
 	s.markDownstream(ctx, ups)
-	if len(msgs) < len(tasks) {
+	if ahead < len(tasks) {
 		s.notify()
+	}
+	for i := range tasks {
+		tasks[i].Nonce = ""
 	}
 	return tasks, true, nil
 }

@@ -37,7 +37,8 @@ func KindOf(err error) (Kind, bool) {
 		return KindTimeout, true
 	case errors.Is(err, context.Canceled), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrExists),
 		errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrStaleLease), errors.Is(err, task.ErrInvalid),
-		errors.Is(err, task.ErrTooLarge), errors.Is(err, task.ErrNotDue), errors.Is(err, task.ErrCancelled):
+		errors.Is(err, task.ErrTooLarge), errors.Is(err, task.ErrNotDue), errors.Is(err, task.ErrCancelled),
+		errors.Is(err, task.ErrBuried):
 		return "", false
 	}
 	return KindOther, true
@@ -46,7 +47,7 @@ func KindOf(err error) (Kind, bool) {
 // StoreOps are the ops Store records errors of (its check calls), so that a Recorder can show
 // every op's count from the start, at zero: a method that Store comes to check goes here too.
 var StoreOps = []string{
-	"AddEdges", "AddUpstreams", "Counts", "Create", "CreateBatch", "CreateSchedule", "DeleteSchedule",
+	"AddEdges", "AddUpstreams", "Bury", "Counts", "Create", "CreateBatch", "CreateSchedule", "DeleteSchedule",
 	"Downstreams", "Due", "DueSchedules", "FireSchedule", "Gates", "Get", "GetBatch", "GetMany",
 	"GetSchedule", "GetState", "List", "ListFailed", "ListSchedules", "Redrive", "SetGate", "Triggered", "Update",
 	"UpdateMany", "UpdateSchedule", "Upstreams",
@@ -85,6 +86,11 @@ func (s *Store) Create(ctx context.Context, t task.Task) error {
 	}
 	s.rec.Transitions(t.Lambda, "", t.Status, lifecycle.Scheduled, 1)
 	return nil
+}
+
+// Bury records a message that found no task (see task.Store).
+func (s *Store) Bury(ctx context.Context, lambda, id, nonce string, until time.Time) error {
+	return s.check("Bury", s.Store.Bury(ctx, lambda, id, nonce, until))
 }
 
 // CreateBatch stores tasks (see task.Store) and records their creation, once per lambda and status.

@@ -25,6 +25,7 @@ type Claimer struct {
 	closed bool
 	in     chan *claimCall
 	runs   sync.WaitGroup
+	early  sync.WaitGroup // the claims of messages that came before their task (Controller.claimEarly)
 }
 
 // claimCall is one Claim waiting for its batch.
@@ -93,6 +94,7 @@ func (k *Claimer) Close() {
 	}
 	k.mu.Unlock()
 	k.runs.Wait()
+	k.early.Wait()
 }
 
 func (k *Claimer) run() {
@@ -152,7 +154,13 @@ func (k *Claimer) claim(batch []*claimCall) {
 			continue
 		}
 		if t.ID == "" {
-			call.answer <- claimAnswer{err: task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", call.id, call.lambda)}
+			// Perhaps sent before its create: Claim waits for it, and then buries its nonce,
+			// apart from the batch, which does not wait.
+			k.early.Go(func() {
+				a := claimAnswer{}
+				a.t, a.err = c.Claim(call.ctx, call.lambda, call.id, call.delivery, call.token)
+				call.answer <- a
+			})
 			continue
 		}
 		cl := c.claim(call.ctx, gates, call.lambda, call.id, call.delivery, call.token, now)

@@ -59,6 +59,9 @@ type Controller struct {
 	now     func() time.Time
 	jitter  func() float64
 	log     *slog.Logger
+	// early is how long a claim of a message sent first waits, in all, for its task's create
+	// before it buries the message (Config.EarlyWait).
+	early time.Duration
 }
 
 // Config configures a Controller. Zero fields take defaults: the task defaults, the wall clock,
@@ -79,7 +82,17 @@ type Config struct {
 	// Lambdas, if set, gives each lambda's own backoff (task.Lambda.Backoff) to its retries.
 	// Without it, or for a lambda it does not list, retries take Task's backoff.
 	Lambdas task.Catalog
+	// EarlyWait is how long, in all, a claim of a message sent before its task was written waits
+	// for the task before it buries the message; DefaultEarlyWait if zero, none if negative.
+	EarlyWait time.Duration
 }
+
+// DefaultEarlyWait is how long a claim of a message sent first waits for its task's create:
+// the message of a task due now may be received before the create lands (a batch's transaction
+// takes tens of milliseconds), and burying it would fail the create, and with it its whole
+// batch, to be sent and written again. The claim reads again after 25 ms, then twice as long
+// each time, until this is spent.
+const DefaultEarlyWait = 750 * time.Millisecond
 
 // New returns a Controller over store.
 func New(store task.Store, c Config) *Controller {
@@ -92,7 +105,10 @@ func New(store task.Store, c Config) *Controller {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), lambdas: c.Lambdas, now: c.Now, jitter: c.Jitter, log: c.Logger}
+	if c.EarlyWait == 0 {
+		c.EarlyWait = DefaultEarlyWait
+	}
+	ctl := &Controller{store: store, queue: c.Queue, cfg: c.Task.WithDefaults(), lambdas: c.Lambdas, now: c.Now, jitter: c.Jitter, log: c.Logger, early: c.EarlyWait}
 	ctl.gates = c.Gates
 	if ctl.gates == nil {
 		ctl.gates = &task.GateSnapshot{Store: store, Age: GateAge}
@@ -131,6 +147,12 @@ const GateAge = time.Second
 // token is a caller older than tokens: every such claim of the delivery shares its lease. An
 // empty delivery always makes a new claim.
 //
+// A claim that finds no task reads again for EarlyWait (at most half its time left) before it
+// answers task.ErrNotFound: its message may have been sent before its task's create landed. For
+// a message sent first (its nonce, WithNonce), it then buries the nonce (task.Store.Bury): the
+// create, if it comes later, then fails, and its request creates the task for the consumer. If
+// the task landed meanwhile, the claim claims it.
+//
 // A claim of a task that a gate holds (paused or dropping, its lambda or its collection, as read
 // within GateAge) hands the task back to the store, new and due at once (task.Hold), so that the
 // consumer's sweep applies the gate, and fails with task.ErrConflict.
@@ -146,7 +168,77 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 	}
 	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
+	if errors.Is(err, task.ErrNotFound) {
+		cl, t, err = c.claimEarly(ctx, cl, NonceOf(ctx))
+	}
 	return c.claimed(ctx, cl, t, err)
+}
+
+// claimEarly claims a task whose message found no task, as one sent before its task was written
+// does: it reads again, for EarlyWait at most, and half the time ctx leaves, since the create is
+// most likely just landing. Then it buries the message's nonce, so that the create cannot land
+// after, unless it just did: then it claims the task. A message without a nonce (a worker or a
+// schedule path that predates them) buries nothing: its task, if it lands, has its resend
+// trigger. Each read claims with a claim made then, with the gates as they are then (GateAge),
+// which it returns.
+func (c *Controller) claimEarly(ctx context.Context, cl *claimOf, nonce string) (*claimOf, task.Task, error) {
+	early := c.early
+	if d, ok := ctx.Deadline(); ok {
+		early = min(early, time.Until(d)/2)
+	}
+	for wait, waited := 25*time.Millisecond, time.Duration(0); waited < early; wait *= 2 {
+		wait = min(wait, early-waited)
+		if err := sleep(ctx, wait); err != nil {
+			return cl, task.Task{}, err
+		}
+		waited += wait
+		var err error
+		if cl, err = c.again(ctx, cl); err != nil {
+			return cl, task.Task{}, err
+		}
+		if t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition); !errors.Is(err, task.ErrNotFound) {
+			return cl, t, err
+		}
+	}
+	if nonce == "" {
+		return cl, task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", cl.id, cl.lambda)
+	}
+	err := c.store.Bury(ctx, cl.lambda, cl.id, nonce, c.now().UTC().Add(task.TombstoneLife))
+	if errors.Is(err, task.ErrExists) {
+		if cl, err = c.again(ctx, cl); err != nil {
+			return cl, task.Task{}, err
+		}
+		t, err := task.Apply(ctx, c.store, cl.lambda, cl.id, cl.transition)
+		return cl, t, err
+	}
+	if err == nil {
+		err = task.Errorf(task.ErrNotFound, "task %q of lambda %s not found; its message is dropped", cl.id, cl.lambda)
+	}
+	return cl, task.Task{}, err
+}
+
+// again is the claim cl made anew at the time it is now, with the gates read within GateAge of it.
+func (c *Controller) again(ctx context.Context, cl *claimOf) (*claimOf, error) {
+	now := c.now().UTC()
+	gates, err := c.gates.At(ctx, now)
+	if err != nil {
+		return cl, unwritten(err)
+	}
+	next := *cl
+	next.gates, next.now = gates, now
+	return &next, nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // claimOf is one claim's transition, and what it found.
@@ -202,9 +294,11 @@ func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
 	case errors.Is(err, task.ErrNotDue):
-		// A message that came before its task's NotBefore (a resend or a duplicate of a task sent
-		// ahead): the worker drops it, as a duplicate; the task's own message comes then.
-		return task.Task{}, task.Errorf(task.ErrConflict, "%v; its message comes then", err)
+		// A message that came before its task's NotBefore, by the worker's clock ahead of ours,
+		// or a stale one: no duplicate to drop, since it may be the task's only message (sent
+		// first). The worker fails the record, and the message comes back, to claim the task
+		// once it is due.
+		return task.Task{}, err
 	case cl.cancelled && err == nil:
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", cl.id)
 	case cl.gated != "" && err == nil:

@@ -44,3 +44,18 @@ func LogLocationOf(ctx context.Context) *task.LogLocation {
 	l, _ := ctx.Value(logLocationKey{}).(*task.LogLocation)
 	return l.Bounded()
 }
+
+type nonceKey struct{}
+
+// WithNonce returns ctx carrying the nonce of the message a claim under it is for
+// (task.Message.Nonce), so that a claim that finds no task buries it (task.Store.Bury). A claim
+// that crosses a process carries it in its request (statusfn).
+func WithNonce(ctx context.Context, nonce string) context.Context {
+	return context.WithValue(ctx, nonceKey{}, nonce)
+}
+
+// NonceOf is the message nonce ctx carries, or "".
+func NonceOf(ctx context.Context) string {
+	nonce, _ := ctx.Value(nonceKey{}).(string)
+	return nonce
+}

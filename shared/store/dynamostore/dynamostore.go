@@ -193,17 +193,21 @@ func (st *Store) Create(ctx context.Context, t task.Task) error {
 		st.deletePayloads(ctx, payloads...)
 		return st.translate(err, "create %s/%s: write its upstreams", t.Lambda, t.ID)
 	}
+	cond, names, values := createCondition(t.Nonce)
 	_, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &st.cfg.Table, Item: item,
-		ConditionExpression:    aws.String("attribute_not_exists(pk)"),
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              types.ReturnConsumedCapacityTotal,
 	})
 	if rejected(err) {
 		st.deletePayloads(ctx, payloads...)
 		st.deleteItems(ctx, chunks)
 	}
 	if isConditionFailed(err) {
-		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", t.ID, t.Lambda)
+		var failed *types.ConditionalCheckFailedException
+		errors.As(err, &failed)
+		return createRefused(t, failed.Item)
 	}
 	if err != nil {
 		return st.translate(err, "create %s/%s", t.Lambda, t.ID)
@@ -230,9 +234,11 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 			payloads = append(payloads, payload)
 		}
 		chunks = append(chunks, after...)
+		cond, names, values := createCondition(t.Nonce)
 		items[i] = types.TransactWriteItem{Put: &types.Put{
 			TableName: &st.cfg.Table, Item: item,
-			ConditionExpression: aws.String("attribute_not_exists(pk)"),
+			ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}}
 	}
 	if err := st.putPayloads(ctx, payloads...); err != nil {
@@ -255,7 +261,7 @@ func (st *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 	if errors.As(err, &cancelled) {
 		for i, r := range cancelled.CancellationReasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" && i < len(tasks) {
-				return task.Errorf(task.ErrExists, "task %q of lambda %s already exists; no task of the batch was created", tasks[i].ID, tasks[i].Lambda)
+				return fmt.Errorf("%w; no task of the batch was created", createRefused(tasks[i], r.Item))
 			}
 		}
 	}
@@ -353,7 +359,7 @@ func (st *Store) getOnce(ctx context.Context, lambda, id string, full bool) (tas
 	if err != nil {
 		return task.Task{}, st.translate(err, "get %s/%s", lambda, id)
 	}
-	if out.Item == nil {
+	if out.Item == nil || isTombstone(out.Item) {
 		return task.Task{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
 	}
 	t, ref, err := unmarshal(out.Item)
@@ -609,6 +615,9 @@ func (st *Store) getStates(ctx context.Context, lambda string, ids []string) (fo
 	}
 	found, refs = make(map[string]task.Task, len(ids)), map[string]string{}
 	err = st.batchGet(ctx, lambda, keys, func(item map[string]types.AttributeValue) error {
+		if isTombstone(item) {
+			return nil
+		}
 		t, ref, err := unmarshal(item)
 		if err != nil {
 			return err

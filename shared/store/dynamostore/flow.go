@@ -149,14 +149,14 @@ func (st *Store) Upstreams(ctx context.Context, down task.Ref, from, limit int) 
 	for range afterRereads {
 		out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: &st.cfg.Table, Key: taskKey(down.Lambda, down.ID), ConsistentRead: aws.Bool(true),
-			ProjectionExpression:     aws.String("#r, #n"),
-			ExpressionAttributeNames: map[string]string{"#r": attrAfterRef, "#n": attrAfterCount},
+			ProjectionExpression:     aws.String("#r, #n, #t"),
+			ExpressionAttributeNames: map[string]string{"#r": attrAfterRef, "#n": attrAfterCount, "#t": attrTomb},
 			ReturnConsumedCapacity:   types.ReturnConsumedCapacityTotal,
 		})
 		if err != nil {
 			return nil, st.translate(err, "read the upstreams of %s", down)
 		}
-		if out.Item == nil {
+		if out.Item == nil || isTombstone(out.Item) {
 			return nil, task.Errorf(task.ErrNotFound, "task %s not found", down)
 		}
 		to := min(from+limit, attrInt(out.Item, attrAfterCount))
@@ -339,6 +339,9 @@ func (st *Store) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, err
 	err := parallelN(len(chunks), flowReaders, func(c int) error {
 		ka := types.KeysAndAttributes{Keys: chunks[c], ConsistentRead: aws.Bool(true), ProjectionExpression: &stateProjection, ExpressionAttributeNames: stateNames}
 		return st.batchGetProjected(ctx, "upstream tasks", ka, func(item map[string]types.AttributeValue) error {
+			if isTombstone(item) {
+				return nil // no task
+			}
 			t, _, err := unmarshal(item)
 			if err != nil {
 				return err
@@ -457,7 +460,7 @@ var StateAttributes = []string{
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrAfterCount, attrAfterRef, attrTrigger,
 	attrSettled, attrDownstream, attrNotifyCursor, attrCancel, attrNotBefore, attrHandBacks,
-	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker, attrSnoozes,
+	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker, attrSnoozes, attrTomb,
 }
 
 // stateProjection and stateNames are StateAttributes as a projection expression.

@@ -69,6 +69,9 @@ const (
 	attrNotifyCursor = "ncur"    // S: how far the consumer got telling the downstreams
 	attrRefs         = "refs"    // S, on an after-list chunk item: its upstreams
 	attrIndex        = "i"       // N, on an edge item: the upstream's index in the downstream's After
+	// attrTomb is the set of nonces (SS) on a tombstone: an item at a task's key, and no task,
+	// that Bury writes for the messages that found no task there (see tombstone.go).
+	attrTomb = "tomb"
 )
 
 // Index names and the attributes they project besides the keys.
@@ -234,7 +237,9 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if len(t.Settled) > 0 {
 		item[attrSettled] = &types.AttributeValueMemberB{Value: t.Settled}
 	}
-	if t.NextTriggerAt != nil {
+	// A task created after its message was sent (Nonce) needs no resend trigger in the index:
+	// its message cannot be missing (docs/guarantees.md, "Send, then write").
+	if t.NextTriggerAt != nil && t.Nonce == "" {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
 		item[attrDueSK] = s(dueSK(t))
 	}

@@ -216,8 +216,9 @@ func (st *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64,
 		var in []int // the index in tasks of each task item
 		for i, item := range taskItems {
 			if created[i] {
+				cond, names, _ := createCondition("") // written first: a tombstone does not hinder it
 				items = append(items, types.TransactWriteItem{Put: &types.Put{
-					TableName: &st.cfg.Table, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+					TableName: &st.cfg.Table, Item: item, ConditionExpression: cond, ExpressionAttributeNames: names,
 				}})
 				in = append(in, i)
 			}

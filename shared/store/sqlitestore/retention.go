@@ -149,6 +149,10 @@ func (s *Store) prune(ctx context.Context, cutoff int64, limit int) (int, error)
 		return 0, err
 	}
 	defer tx.Rollback()
+	// Tombstones outlive their life (task.TombstoneLife) by the retention: nothing reads them.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE expires_at < ?`, cutoff); err != nil {
+		return 0, err
+	}
 	if s.traced != nil {
 		s.traced(expiredSQL, []any{cutoff, limit})
 	}
@@ -173,7 +177,7 @@ func (s *Store) prune(ctx context.Context, cutoff int64, limit int) (int, error)
 		return 0, err
 	}
 	if len(batch) == 0 {
-		return 0, nil
+		return 0, tx.Commit()
 	}
 	delTask, err := tx.PrepareContext(ctx, deleteExpiredSQL)
 	if err != nil {

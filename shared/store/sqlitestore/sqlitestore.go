@@ -153,6 +153,14 @@ CREATE TRIGGER IF NOT EXISTS attempts_of_deleted AFTER DELETE ON tasks BEGIN
 	DELETE FROM attempts WHERE lambda = old.lambda AND id = old.id;
 END;
 
+CREATE TABLE IF NOT EXISTS tombstones (
+	lambda     TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	nonce      TEXT NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY (lambda, id, nonce)
+);
+
 CREATE TABLE IF NOT EXISTS gates (
 	lambda     TEXT NOT NULL,
 	collection TEXT NOT NULL,
@@ -672,6 +680,11 @@ func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, task
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
+	}
+	if buried, err := buriedNonce(ctx, tx, tasks); err != nil {
+		return nil, fmt.Errorf("sqlitestore: create: %w", err)
+	} else if buried != nil {
+		return task.Errorf(task.ErrBuried, "task %q of lambda %s: its message was dropped before it was written; send another", buried.ID, buried.Lambda), nil
 	}
 	for _, t := range tasks {
 		res, err := insert.ExecContext(ctx, insertArgs(t)...)

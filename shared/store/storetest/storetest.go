@@ -50,6 +50,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"GatheredCounts", testGatheredCounts},
 		{"Gates", testGates},
 		{"NotBefore", testNotBefore},
+		{"Bury", testBury},
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Snooze", testSnooze},

@@ -147,10 +147,10 @@ func newSystem(store task.Store, lambda string) *system {
 		jitter: 0.5,
 		log:    slog.New(slog.DiscardHandler),
 	}
-	s.front = frontend.New(s.store, frontend.Config{Lambdas: task.FixedCatalog{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, Logger: s.log})
+	s.front = frontend.New(s.store, frontend.Config{Lambdas: task.FixedCatalog{s.lambda}, Task: s.cfg, Now: s.clock, Queue: aheadQueue{s}, SendFirst: true, Logger: s.log})
 	// Claims read the gates afresh (no snapshot age), so the model knows which gates they see.
 	s.status = status.New(s.store, status.Config{Task: s.cfg, Now: s.clock, Jitter: s.jitterFn, Logger: s.log, Queue: aheadQueue{s},
-		Gates: &task.GateSnapshot{Store: s.store}})
+		Gates: &task.GateSnapshot{Store: s.store}, EarlyWait: -1}) // no wait for a create on the wall clock: the model's claims come after its creates
 	s.restart()
 	return s
 }
@@ -802,6 +802,8 @@ func (m *machine) claim(id string, predict bool) *worker {
 		m.logf("claim of %s refused: %s", id, kind(err))
 		m.tally.refusedClaims++
 		switch {
+		case errors.Is(err, task.ErrNotDue) && early:
+			// Refused as early: the worker lets the message come back.
 		case !errors.Is(err, task.ErrConflict) && !errors.Is(err, task.ErrNotFound):
 			m.unexpected("claim of "+id, err)
 		case predict && found && pre.Status == task.StatusEnqueued && gated == task.GateOpen && !early && !m.movedSince(pre):
