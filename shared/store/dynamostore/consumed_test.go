@@ -33,10 +33,11 @@ func TestReportConsumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enq, _, err := task.EnqueueAhead(tk, now, task.Config{}.WithDefaults())
+	enq, m, err := task.EnqueueAhead(tk, now, task.Config{}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
+	enq, _ = task.SendFirst(enq, m) // as the API creates it: its message sent first
 	if err := s.Create(ctx, enq); err != nil {
 		t.Fatal(err)
 	}
