@@ -1002,6 +1002,10 @@ func (m *machine) cancel(id string, predict bool) {
 	}
 	switch {
 	case !predict:
+	case found && pre.Status == task.StatusCancelled: // answered as it stands: a retried cancel
+		if got.Status != task.StatusCancelled || got.Version != pre.Version {
+			m.surprise("a cancel of a cancelled task changed it: task %s is %s, version %d, was %d", id, got.Status, got.Version, pre.Version)
+		}
 	case !found || !waiting(pre.Status) && !running(pre.Status):
 		m.surprise("a task was cancelled after it had ended: task %s was %s", id, pre.Status)
 	case waiting(pre.Status) && got.Status != task.StatusCancelled:
