@@ -1,6 +1,10 @@
 package cost
 
-import "github.com/openatf/atf/shared/task"
+import (
+	"slices"
+
+	"github.com/openatf/atf/shared/task"
+)
 
 // Units are DynamoDB capacity units: write request units (a write of up to 1 KB) and read
 // request units (a strongly consistent read of up to 4 KB).
@@ -35,15 +39,18 @@ const (
 )
 
 // TransitionUnits is what the DynamoDB store spends to move one task from status from to status
-// to; from is empty for a task created. A task keeps its due entry while it is not terminal, so
-// a move between two such statuses moves the entry, except an `enqueued` one, taken as the API
-// creates it: its message sent first, with no entry (docs/guarantees.md, "Send, then write"); a
-// task enqueued by a sweep or a retry sent ahead has one, which its claim moves: 1 WRU more than
-// this says. Heartbeats, sweeps' reads, lists and gates
-// are not transitions, and a batch's transaction (about 0.04 WRU a task) is left out.
+// to; from is empty for a task created. A waiting task keeps a due entry, so a move between two
+// waiting statuses moves the entry. Two statuses are taken as AWS's workers leave them, with no
+// entry: `enqueued` as the API creates it, its message sent first (docs/guarantees.md, "Send,
+// then write"), and a running one (claimed, processing), whose hidden message times its lease
+// ("The queue as the lease timer"). A task enqueued by a sweep or a retry sent ahead has an entry,
+// which its claim removes: 1 WRU more than this says; a lease the store times (a claim without
+// its message, or one given back to the store's timer) costs 1 WRU more at its claim and at its
+// end, and 2 at each heartbeat. Heartbeats, sweeps' reads, lists and gates are not transitions,
+// and a batch's transaction (about 0.04 WRU a task) is left out.
 func TransitionUnits(from, to task.Status) Units {
 	u := Units{Write: TaskItemWrite + CounterWrite}
-	due := func(s task.Status) bool { return s != "" && !s.Terminal() }
+	due := func(s task.Status) bool { return s != "" && !s.Terminal() && !slices.Contains(task.Running, s) }
 	failed := func(s task.Status) bool { return s == task.StatusDead || s == task.StatusFatalFailure }
 	if from == "" {
 		u.Write += ListEntryWrite

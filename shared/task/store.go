@@ -278,6 +278,7 @@ func (m Message) Early(now time.Time) time.Duration {
 // Delivery is a received message.
 type Delivery struct {
 	Message
+	ID           string // the queue's id of the message: the same at every receive
 	Receipt      string // identifies this receipt for Delete and Extend
 	ReceiveCount int    // 1 on first delivery
 }

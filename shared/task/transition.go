@@ -27,6 +27,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
 		t.CancelRequested = false
+		t.Message = ""
 	}
 	return t
 }
@@ -201,6 +202,23 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	// A task claimed before AttemptSeq existed counts from its attempts.
 	t.AttemptSeq = max(t.AttemptSeq+1, t.Attempts)
 	t.StartedAt, t.EndedAt, t.Worker, t.LogLocation = at(now), nil, "", nil
+	t.Message = "" // the caller names the message that times the lease, if one does
+	return t, nil
+}
+
+// Rearm gives a running task whose lease a queue message timed (Task.Message) back to the store's
+// timer: the message went to a dead-letter queue, so no redelivery will time the lease out. The
+// task keeps its lease and lease end; a store with a due index gives it its entry there again.
+func Rearm(t Task, now time.Time) (Task, error) {
+	if err := notFrom(t, "rearm", StatusClaimed, StatusProcessing); err != nil {
+		return t, err
+	}
+	if t.Message == "" {
+		return t, Errorf(ErrConflict, "task %s has its lease timed by the store already", t.ID)
+	}
+	trigger := t.NextTriggerAt
+	t = t.next(t.Status, now, trigger)
+	t.Message = ""
 	return t, nil
 }
 

@@ -183,6 +183,8 @@ func Serve(ctx context.Context, stop func(), cfg Config, log *slog.Logger) error
 			Worker: name, LogLocation: logs, LogHandlerOutput: true,
 		}),
 		IdleWait: idleWait, Prefetch: cfg.Prefetch, Logger: log,
+		// SQS keeps a message while it is hidden: its visibility times the lease.
+		MessageTimesLease: true,
 	})
 	log.Info("executor is up", "lambda", cfg.Lambda.Name, "priorities", cfg.Lambda.Priorities,
 		"concurrency", cfg.Lambda.Concurrency, "prefetch", cfg.Prefetch, "handlers", cfg.HandlersDir,

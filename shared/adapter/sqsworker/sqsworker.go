@@ -223,7 +223,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return false
 	}
 
-	t, err := h.claim(ctx, msg, m.ReceiptHandle)
+	t, err := h.claim(ctx, msg, m)
 	switch {
 	case err == nil:
 	case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
@@ -247,7 +247,9 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		left := time.Until(b.end)
 		if left <= 0 { // the claim took the time that was left
 			if err := h.cfg.Status.Release(ctx, t.Lambda, t.ID, t.Lease); err != nil {
-				log.Warn("could not release a task claimed too late; its heartbeat timeout brings it back", "err", err)
+				log.Warn("could not release a task claimed too late; its message, back after the lease, times it out", "err", err)
+				h.afterLease(ctx, log, msg, m)
+				return false
 			} else {
 				log.Info("released a task claimed too close to the function's deadline")
 			}
@@ -265,16 +267,34 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 			defer cancel()
 		}
 	}
-	h.exec.Run(runCtx, l, h.cfg.Handler, t)
+	if !h.exec.Run(runCtx, l, h.cfg.Handler, t) {
+		// The run's end is not in the store: the message, which times the lease, must come
+		// back to time the attempt out (status.WithMessage).
+		h.afterLease(ctx, log, msg, m)
+		return false
+	}
 	return true
 }
 
-// retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
-// effort: if that fails, it comes back after the queue's visibility timeout.
+// afterLease hides the message of a run whose end could not be written until its lease is
+// surely over (a heartbeat timeout), rather than the queue's visibility timeout: its claim then
+// times the attempt out.
+func (h *Handler) afterLease(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
+	if h.cfg.Queue == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryCallTimeout)
+	defer cancel()
+	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, ID: m.MessageId, Receipt: m.ReceiptHandle, ReceiveCount: n}, h.cfg.Task.HeartbeatTimeout); err != nil {
+		log.Warn("could not bring the message back after the lease; it comes back after the queue's visibility timeout", "err", err)
+	}
+}
+
 // claim claims the task of a record. The claim, and its unclaim if it fails, end a third of the
 // margin before the invocation's deadline (executor.Executor.Claim keeps part of its time for
 // the unclaim): the rest of the margin answers the batch, which a runtime past its deadline loses.
-func (h *Handler) claim(ctx context.Context, msg task.Message, receipt string) (executor.Claimed, error) {
+func (h *Handler) claim(ctx context.Context, msg task.Message, m events.SQSMessage) (executor.Claimed, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-h.cfg.Margin/3))
@@ -287,9 +307,14 @@ func (h *Handler) claim(ctx context.Context, msg task.Message, receipt string) (
 		}
 		ctx = status.WithLogLocation(ctx, logs)
 	}
-	return h.exec.Claim(status.WithNonce(ctx, msg.Nonce), h.cfg.Lambda.Name, msg.TaskID, receipt)
+	// The event source mapping keeps the message in flight until the invocation returns, and
+	// deletes it only if its record did not fail: its visibility times the lease.
+	ctx = status.WithMessage(status.WithNonce(ctx, msg.Nonce), m.MessageId)
+	return h.exec.Claim(ctx, h.cfg.Lambda.Name, msg.TaskID, m.ReceiptHandle)
 }
 
+// retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
+// effort: if that fails, it comes back after the queue's visibility timeout.
 func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
 	if h.cfg.Queue == nil {
 		return

@@ -345,8 +345,8 @@ func TestClaimFailureComesBack(t *testing.T) {
 }
 
 // TestLostHeartbeatsStopHandler: after three failed heartbeats the executor cancels the handler's
-// context and writes no result; the message is acknowledged all the same, and the task waits
-// for its heartbeat timeout, when the consumer runs it again.
+// context and writes no result. The message, which times the lease (the task names it), is not
+// acknowledged: it comes back, and its claim times the attempt out once the lease is over.
 func TestLostHeartbeatsStopHandler(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -367,8 +367,9 @@ func TestLostHeartbeatsStopHandler(t *testing.T) {
 	default:
 		t.Fatal("the handler was not stopped")
 	}
-	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("batchItemFailures %v, want none: the task was claimed", failures(resp))
+	ev := readEvent(t, "../../../events/sqs/one.json")
+	if got := failures(resp); !slices.Equal(got, []string{ev.Records[0].MessageId}) {
+		t.Fatalf("batchItemFailures %v, want the record's message: it times the lease of a run whose end is not written", got)
 	}
 	if cause == nil || !strings.Contains(cause.Error(), "lease lost") {
 		t.Fatalf("handler's context cause %v, want the lease-lost reason", cause)
@@ -379,8 +380,8 @@ func TestLostHeartbeatsStopHandler(t *testing.T) {
 	if n := rec.heartbeats.Load(); n != task.MaxMissedHeartbeats {
 		t.Fatalf("%d heartbeats, want %d failed", n, task.MaxMissedHeartbeats)
 	}
-	if got := e.get(t, "sqs-one-1"); got.Status != task.StatusProcessing || got.Attempts != 1 || got.Result != nil {
-		t.Fatalf("task is %s with %d attempts and result %s; want processing, 1, none", got.Status, got.Attempts, got.Result)
+	if got := e.get(t, "sqs-one-1"); got.Status != task.StatusProcessing || got.Attempts != 1 || got.Result != nil || got.Message != ev.Records[0].MessageId {
+		t.Fatalf("task is %s with %d attempts, result %s, timed by message %q; want processing, 1, none, %q", got.Status, got.Attempts, got.Result, got.Message, ev.Records[0].MessageId)
 	}
 }
 

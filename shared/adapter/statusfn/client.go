@@ -70,7 +70,7 @@ func budgetMS(ctx context.Context) int64 {
 // same claim.
 func (c *Client) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
 	resp, err := c.call(ctx, Request{Op: OpClaim, Lambda: lambda, TaskID: id, Delivery: delivery, Token: token,
-		Nonce: status.NonceOf(ctx), BudgetMS: budgetMS(ctx), Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
+		Nonce: status.NonceOf(ctx), MessageID: status.MessageOf(ctx), BudgetMS: budgetMS(ctx), Worker: status.WorkerOf(ctx), LogLocation: status.LogLocationOf(ctx)})
 	if err != nil {
 		return task.Task{}, err
 	}

@@ -192,7 +192,7 @@ func (h *Handler) serve(ctx context.Context, req Request) (Response, error) {
 	}
 	switch req.Op {
 	case OpClaim:
-		claimer := status.WithNonce(status.WithLogLocation(status.WithWorker(ctx, req.Worker), req.LogLocation), req.Nonce)
+		claimer := status.WithMessage(status.WithNonce(status.WithLogLocation(status.WithWorker(ctx, req.Worker), req.LogLocation), req.Nonce), req.MessageID)
 		if req.BudgetMS > 0 {
 			var cancel context.CancelFunc
 			claimer, cancel = context.WithTimeout(claimer, time.Duration(req.BudgetMS)*time.Millisecond)

@@ -151,6 +151,9 @@ type Request struct {
 	// Nonce is that of the message a claim is for, if it was sent before its task was written
 	// (status.WithNonce): a claim that finds no task buries it.
 	Nonce string `json:"nonce,omitempty"`
+	// MessageID is the queue's id of the message a claim is for, if its caller keeps it hidden
+	// until the run's end is written (status.WithMessage): its visibility times the lease.
+	MessageID string `json:"message_id,omitempty"`
 	// BudgetMS is how long, in milliseconds, a claim's caller waits for its answer, as it sent
 	// the claim (0: unknown): the claim's wait for its task's create takes at most half of it
 	// (status.Controller.Claim), so that it does not claim, under a lease nobody holds, a task
@@ -175,7 +178,7 @@ type Request struct {
 // MaxDelivery bounds a claim's delivery: an SQS receipt handle is at most 1,024 characters.
 const MaxDelivery = 1024
 
-// MaxToken bounds a claim's token, and its message's nonce: the executor's tokens and the
+// MaxToken bounds a claim's token, and its message's nonce and id (an SQS message id is 36): the executor's tokens and the
 // frontend's nonces are 26 characters (task.NewLease, task.SendFirst).
 const MaxToken = 64
 
@@ -287,6 +290,9 @@ func (r Request) validate() error {
 	}
 	if len(r.Nonce) > MaxToken {
 		return task.Errorf(task.ErrInvalid, "nonce is %d bytes; at most %d", len(r.Nonce), MaxToken)
+	}
+	if len(r.MessageID) > MaxToken {
+		return task.Errorf(task.ErrInvalid, "message_id is %d bytes; at most %d", len(r.MessageID), MaxToken)
 	}
 	switch {
 	case r.Op == OpUnclaim && (r.Delivery == "" || r.Token == ""):

@@ -59,6 +59,7 @@ type queue struct {
 }
 
 type entry struct {
+	id        string       // Delivery.ID, the same at every receive
 	msg       task.Message // Delay is zero
 	visibleAt time.Time
 	receipt   string
@@ -109,7 +110,7 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 	defer q.mu.Unlock()
 	now := time.Now()
 	for _, m := range msgs {
-		e := &entry{msg: m, visibleAt: now.Add(m.Delay)}
+		e := &entry{id: rand.Text(), msg: m, visibleAt: now.Add(m.Delay)}
 		e.msg.Delay = 0
 		qu := q.queue(key{m.Lambda, m.Priority})
 		qu.entries = append(qu.entries, e)
@@ -233,7 +234,7 @@ func (q *Queue) take(qu *queue, now time.Time, p task.ReceiveParams) ([]task.Del
 		e.count++
 		e.visibleAt = now.Add(p.Visibility)
 		q.receipts[e.receipt] = e
-		ds = append(ds, task.Delivery{Message: e.msg, Receipt: e.receipt, ReceiveCount: e.count})
+		ds = append(ds, task.Delivery{Message: e.msg, ID: e.id, Receipt: e.receipt, ReceiveCount: e.count})
 		if len(ds) == p.Max {
 			break
 		}

@@ -260,6 +260,11 @@ func testVisibilityTimeout(t *testing.T, newQueue Factory) {
 	if d.ReceiveCount != 2 {
 		t.Fatalf("second delivery has receive count %d, want 2", d.ReceiveCount)
 	}
+	// The message's id is its own, the same at every receive: a running task's lease timer is
+	// known by it (task.Task.Message).
+	if d.ID == "" || d.ID != first[0].ID {
+		t.Fatalf("message ids of two receives: %q then %q; want the same, not empty", first[0].ID, d.ID)
+	}
 	if d.Attempt != 1 {
 		t.Fatalf("second delivery has attempt %d, want 1 as sent", d.Attempt)
 	}

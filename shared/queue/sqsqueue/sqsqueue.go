@@ -417,7 +417,7 @@ func (q *Queue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Deliv
 func decode(m types.Message, p task.ReceiveParams) (task.Delivery, error) {
 	// The count is approximate, and a message only arrives once received: at least 1.
 	count, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	d := task.Delivery{Receipt: aws.ToString(m.ReceiptHandle), ReceiveCount: max(count, 1)}
+	d := task.Delivery{ID: aws.ToString(m.MessageId), Receipt: aws.ToString(m.ReceiptHandle), ReceiveCount: max(count, 1)}
 	if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &d.Message); err != nil {
 		return d, err
 	}

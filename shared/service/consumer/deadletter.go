@@ -19,6 +19,9 @@ import (
 //   - a task still enqueued runs again: its message is sent again at once, counting its trip
 //     (task.DeadLettered), so that a task whose messages keep going there ends dead after
 //     task.MaxDeadLetterTrips trips in a row, saying why, rather than loop;
+//   - a task still running under a lease that a queue message times (task.Task.Message) goes back
+//     to the store's timer (task.Rearm): its message may be this one, which no redelivery will
+//     bring back, so nothing else would time the lease out;
 //   - a message whose task moved on (claimed, ended, enqueued again by a gate) or is gone is stale;
 //     one sent before its task was written (task.Message.Nonce) is buried first, as its claim
 //     would have (task.Store.Bury), unless the task landed meanwhile: then it is the task's;
@@ -58,8 +61,8 @@ func (c *Consumer) drainLoop(ctx context.Context) {
 	for {
 		if st, err := c.Drain(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("drain of the dead-letter queues failed", "err", err)
-		} else if st.Resent+st.Dead+st.Stale+st.Poison+st.Failed > 0 {
-			c.log.Info("drained the dead-letter queues", "resent", st.Resent, "dead", st.Dead, "stale", st.Stale, "poison", st.Poison, "failed", st.Failed)
+		} else if st.Resent+st.Dead+st.Stale+st.Poison+st.Failed+st.Rearmed > 0 {
+			c.log.Info("drained the dead-letter queues", "resent", st.Resent, "dead", st.Dead, "stale", st.Stale, "poison", st.Poison, "failed", st.Failed, "rearmed", st.Rearmed)
 		}
 		select {
 		case <-ctx.Done():
@@ -75,6 +78,9 @@ type DrainStats struct {
 	Dead   int // tasks ended dead, their messages having gone there too often
 	Stale  int // messages whose task moved on or is gone
 	Poison int // bodies that are no task message
+	// Rearmed counts running tasks given back to the store's lease timer: their queue message
+	// timed their lease (task.Task.Message).
+	Rearmed int
 	Failed int // messages left for the next drain: the store or the queue failed
 	// Receives counts the receives from dead-letter queues, what an idle environment pays for.
 	Receives int
@@ -85,6 +91,7 @@ func (s *DrainStats) add(o DrainStats) {
 	s.Dead += o.Dead
 	s.Stale += o.Stale
 	s.Poison += o.Poison
+	s.Rearmed += o.Rearmed
 	s.Failed += o.Failed
 	s.Receives += o.Receives
 }
@@ -174,7 +181,14 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 		st.Poison++
 	} else {
 		trips := l.DeadLetterTrips + 1
-		deadLettered := func(t task.Task) (task.Task, error) { return task.DeadLettered(t, trips, c.now().UTC(), c.cfg) }
+		rearmed := false
+		deadLettered := func(t task.Task) (task.Task, error) {
+			rearmed = t.Message != "" && slices.Contains(task.Running, t.Status)
+			if rearmed {
+				return task.Rearm(t, c.now().UTC())
+			}
+			return task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
+		}
 		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, deadLettered)
 		if errors.Is(err, task.ErrNotFound) && l.Nonce != "" {
 			// Sent before its task's create, which may still land: as a claim would, bury it.
@@ -192,6 +206,9 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 			log.Warn("could not handle a message of a dead-letter queue; the next drain tries again", "err", err)
 			st.Failed++
 			return
+		case rearmed:
+			log.Warn("the message that timed a running task's lease went to the dead-letter queue; the store times the lease again", "status", t.Status)
+			st.Rearmed++
 		case t.Status == task.StatusDead:
 			// "status": "dead" is what the dead tasks' metric counts.
 			log.Warn("task dead: its messages keep going to the dead-letter queue", "status", t.Status, "trips", trips)

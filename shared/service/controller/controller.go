@@ -69,7 +69,13 @@ type Config struct {
 	// from other controllers of the lambda, so keep it small: about the number of slots, at
 	// most MaxReceive, is plenty.
 	Prefetch int
-	Logger   *slog.Logger
+	// MessageTimesLease keeps a claimed task's message hidden in its queue, extended by
+	// Visibility while the task runs here, and deletes it once the run's end is written: its
+	// visibility times the lease (status.WithMessage), so the store keeps no timer for it. Set
+	// it for a durable queue (SQS) only: a message lost with its queue would leave its task's
+	// lease untimed. Unset, the message is deleted once the claim is settled.
+	MessageTimesLease bool
+	Logger            *slog.Logger
 }
 
 // Controller feeds one lambda's executors.
@@ -341,7 +347,7 @@ func (c *Controller) dispatch(stop, poll, taskCtx context.Context) {
 		c.tasks.Add(1)
 		go func() {
 			defer c.done()
-			c.run(taskCtx, h.d)
+			c.run(taskCtx, h)
 			if c.observe.settled != nil {
 				c.observe.settled(h.d)
 			}
@@ -487,11 +493,19 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	return true
 }
 
-// run claims the task of d and runs it. The message is deleted once the claim is settled either
-// way: from then on the store's timeouts, not the queue, keep the task alive.
-func (c *Controller) run(ctx context.Context, d task.Delivery) {
+// run claims the task of h's message and runs it. Unless the message times the lease
+// (MessageTimesLease), it is deleted once the claim is settled either way: from then on the
+// store's timeouts, not the queue, keep the task alive. If it does, it stays hidden while the
+// task runs and is deleted once the run's end is written; a message whose run ended otherwise
+// comes back, and its claim times the attempt out.
+func (c *Controller) run(ctx context.Context, h *held) {
+	d := h.d
 	executor.AwaitRunAt(ctx, d.Message) // a stop shows in the claim below
-	t, err := c.cfg.Executor.Claim(status.WithNonce(ctx, d.Nonce), d.Lambda, d.TaskID, d.Receipt)
+	claimCtx := status.WithNonce(ctx, d.Nonce)
+	if c.cfg.MessageTimesLease {
+		claimCtx = status.WithMessage(claimCtx, d.ID)
+	}
+	t, err := c.cfg.Executor.Claim(claimCtx, d.Lambda, d.TaskID, d.Receipt)
 	claimed := err == nil
 	switch {
 	case claimed:
@@ -502,19 +516,79 @@ func (c *Controller) run(ctx context.Context, d task.Delivery) {
 		// Stopped while claiming: hand the message back now rather than after its visibility.
 		c.release([]*held{{d: d}})
 		return
+	case errors.Is(err, task.ErrNotDue):
+		c.log.Info("claim refused as early, or the task runs under a lease its message times; the message will come back", "task_id", d.TaskID, "err", err)
+		return
 	default:
 		c.log.Warn("claim failed; the message will come back", "task_id", d.TaskID, "err", err)
 		return
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	err = c.cfg.Queue.Delete(dctx, d)
-	cancel()
-	if err != nil {
-		c.log.Warn("delete message failed", "task_id", d.TaskID, "err", err)
+	if claimed && c.cfg.MessageTimesLease {
+		done := c.hide(h)
+		settled := c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
+		done()
+		if !settled {
+			c.log.Warn("the run's end is not in the store; its message comes back to time the attempt out", "task_id", d.TaskID)
+			return
+		}
+		c.delete(ctx, d)
+		return
 	}
+	c.delete(ctx, d)
 	if !claimed {
 		return
 	}
 	// The executor releases the task if ctx ends before or while it runs.
 	c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
+}
+
+// delete deletes d's message for good, even once ctx is done.
+func (c *Controller) delete(ctx context.Context, d task.Delivery) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := c.cfg.Queue.Delete(dctx, d); err != nil {
+		c.log.Warn("delete message failed", "task_id", d.TaskID, "err", err)
+	}
+}
+
+// hide keeps the message of h hidden while its task runs (MessageTimesLease): it extends it by
+// Visibility whenever less than half of it is left, until the func it returns is called, which
+// waits for an extension in flight. It runs apart from keep, which ends at Stop, since running
+// tasks outlive it. An extension that finds the message visible again stops: its next claim
+// decides (status.Controller.Claim).
+func (c *Controller) hide(h *held) (done func()) {
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(max(c.cfg.Visibility/4, 10*time.Millisecond))
+		defer tick.Stop()
+		until := h.hiddenUntil
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			now := time.Now()
+			if until.Sub(now) > c.cfg.Visibility/2 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			err := c.cfg.Queue.Extend(ctx, h.d, c.cfg.Visibility)
+			cancel()
+			switch {
+			case err == nil:
+				until = now.Add(c.cfg.Visibility)
+			case errors.Is(err, task.ErrNotFound):
+				c.log.Warn("the message of a running task came back before it was extended; its claim keeps it while the lease lasts", "task_id", h.d.TaskID)
+				return
+			default:
+				c.log.Warn("extend the message of a running task failed", "task_id", h.d.TaskID, "err", err)
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
 }

@@ -264,19 +264,21 @@ type beat struct {
 // The claim started the task: the handler starts at once, and the first heartbeat comes a
 // heartbeat interval after the claim was sent. A claim that comes too late to run inside its
 // lease (Claimed.Sent + HeartbeatTimeout − LeaseMargin) is released, not run.
-func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c Claimed) {
+//
+// Run reports whether the run's end is in the store (or the task moved on without it): then
+// the queue message that timed the lease (task.Task.Message) may be deleted. Otherwise the
+// message must come back, to time the attempt out.
+func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c Claimed) (settled bool) {
 	t := c.Task
 	log := e.log.With("lambda", t.Lambda, "task_id", t.ID, "attempt", t.Attempts)
 	stopAt := e.stopAt(c.Sent)
 	switch {
 	case ctx.Err() != nil:
-		e.release(ctx, log, t) // shut down before the handler started
-		return
+		return e.release(ctx, log, t) // shut down before the handler started
 	case !time.Now().Before(stopAt):
 		log.Warn("could not start task: its lease ran out before it could run", "claim_sent", c.Sent)
 		// Hand it back now rather than at its timeout; refused if it moved on meanwhile.
-		e.release(ctx, log, t)
-		return
+		return e.release(ctx, log, t)
 	}
 
 	hctx, stop := context.WithCancelCause(ctx)
@@ -363,7 +365,7 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 			}
 			if missed >= task.MaxMissedHeartbeats {
 				e.stop(log, t, stop, returned, "heartbeats failed")
-				return
+				return false
 			}
 		case <-deadline.C:
 			if !cancelled {
@@ -371,16 +373,14 @@ func (e *Executor) Run(ctx context.Context, l task.Lambda, h worker.Handler, c C
 			} else if e.stop(log, t, stop, returned, "the handler ignored its task's cancel until its lease ended") {
 				// Still within the lease, by the margin: the report ends the task now rather than
 				// at its timeout, which would end it cancelled too.
-				e.reportCancelled(ctx, log, t, "")
+				return e.reportCancelled(ctx, log, t, "")
 			}
-			return
+			return false
 		case o := <-done:
 			if cancelled {
-				e.reportCancelled(ctx, log, t, o.log)
-				return
+				return e.reportCancelled(ctx, log, t, o.log)
 			}
-			e.finish(ctx, log, t, o)
-			return
+			return e.finish(ctx, log, t, o)
 		}
 	}
 }
@@ -440,27 +440,35 @@ func (e *Executor) stop(log *slog.Logger, t task.Task, cancel context.CancelCaus
 
 // reportCancelled reports that the handler of a task cancelled while it ran has stopped: the task
 // ends cancelled (task.CancelRunning). If the report fails, the task ends cancelled at its
-// timeout all the same. runLog is what the handler wrote to its log, if it returned.
-func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task.Task, runLog string) {
+// timeout all the same. runLog is what the handler wrote to its log, if it returned. It reports
+// whether the run's end is in the store (settled).
+func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task.Task, runLog string) bool {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	stored, err := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, status.Result{Outcome: status.Cancelled, Log: runLog})
 	if err != nil {
 		log.Warn("could not report the cancelled run; the task ends cancelled at its timeout", "err", err)
-		return
+		return settled(err)
 	}
 	log.Info("task ran", "outcome", status.Cancelled, "status", stored.Status)
+	return true
+}
+
+// settled reports whether a report answered err leaves the run's end in the store, or the task
+// moved on without it (another lease, another status): no message need time the attempt out.
+func settled(err error) bool {
+	return err == nil || errors.Is(err, task.ErrStaleLease) || errors.Is(err, task.ErrConflict) || errors.Is(err, task.ErrNotFound)
 }
 
 // finish reports how the handler ended, with its log. It runs even when ctx is done: a shutdown
-// releases the task rather than failing it.
-func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o outcome) {
+// releases the task rather than failing it. It reports whether the run's end is in the store
+// (settled); a result handed over to Results counts as in it.
+func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o outcome) bool {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
 	result, err := o.result, o.err
 	if err != nil && ctx.Err() != nil {
-		e.release(ctx, log, t)
-		return
+		return e.release(ctx, log, t)
 	}
 	r := status.Result{Outcome: status.Success, Result: result}
 	if err != nil {
@@ -476,19 +484,20 @@ func (e *Executor) finish(ctx context.Context, log *slog.Logger, t task.Task, o 
 	if e.results != nil {
 		e.results.Complete(t.Lambda, t.ID, t.Lease, r)
 		log.Info("task ran; its result is handed over to be recorded", "outcome", r.Outcome, "err", r.Error)
-		return
+		return true
 	}
 	stored, serr := e.status.SetResult(report, t.Lambda, t.ID, t.Lease, r)
 	if serr != nil {
 		// The consumer re-runs the task after its heartbeat timeout: at least once.
 		log.Warn("could not record result", "outcome", r.Outcome, "err", serr)
-		return
+		return settled(serr)
 	}
 	level := slog.LevelInfo
 	if r.Outcome == status.Success && stored.Status == task.StatusSuccess {
 		level = e.success
 	}
 	log.Log(ctx, level, "task ran", "outcome", r.Outcome, "status", stored.Status, "err", r.Error)
+	return true
 }
 
 // resultOf is the result that reports a handler's error: fatal, retriable, or a run again later
@@ -519,13 +528,16 @@ func resultOf(err error) status.Result {
 }
 
 // release hands t back untried, as at shutdown or when it came too late to run: the attempt does
-// not count, and the task is due again at once.
-func (e *Executor) release(ctx context.Context, log *slog.Logger, t task.Task) {
+// not count, and the task is due again at once. It reports whether the release is in the store
+// (settled).
+func (e *Executor) release(ctx context.Context, log *slog.Logger, t task.Task) bool {
 	report, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
-	if err := e.status.Release(report, t.Lambda, t.ID, t.Lease); err != nil {
+	err := e.status.Release(report, t.Lambda, t.ID, t.Lease)
+	if err != nil {
 		log.Warn("could not release task", "err", err)
 	} else {
 		log.Info("released task untried")
 	}
+	return settled(err)
 }

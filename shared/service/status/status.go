@@ -253,16 +253,20 @@ type claimOf struct {
 	again                bool   // a claim repeated for the same delivery
 	gated                string // the mode of the gate that held the task
 	cancelled            bool   // cancelled before the claim's answer got through
+	// message is the id of the claim's queue message if its caller keeps it hidden until the
+	// run's end is written (WithMessage): its visibility times the lease.
+	message  string
+	timedOut bool // the message that timed a running task's lease came back after the lease
 }
 
 func (c *Controller) claim(ctx context.Context, gates []task.Gate, lambda, id, delivery, token string, now time.Time) *claimOf {
-	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: WorkerOf(ctx), logs: LogLocationOf(ctx), gates: gates, now: now, cfg: c.cfg}
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: WorkerOf(ctx), logs: LogLocationOf(ctx), message: MessageOf(ctx), gates: gates, now: now, cfg: c.cfg}
 }
 
 // transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
 // the task as it is then.
 func (cl *claimOf) transition(t task.Task) (task.Task, error) {
-	cl.again, cl.gated, cl.cancelled = false, "", false
+	cl.again, cl.gated, cl.cancelled, cl.timedOut = false, "", false, false
 	if mode := task.GateMode(cl.gates, cl.lambda, t.Collection); mode != task.GateOpen && t.Status == task.StatusEnqueued {
 		cl.gated = mode
 		return task.Hold(t, cl.now)
@@ -270,7 +274,8 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 	if cl.delivery == "" {
 		return cl.named(task.Claim(t, task.NewLease(), cl.now, cl.cfg))
 	}
-	if slices.Contains(task.Running, t.Status) && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts) {
+	running := slices.Contains(task.Running, t.Status)
+	if running && t.Lease == task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts) {
 		if t.CancelRequested {
 			// Cancelled before the claim's answer got through: its handler never ran.
 			cl.cancelled = true
@@ -279,13 +284,19 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 		cl.again = true
 		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
 	}
+	if running && cl.message != "" && t.Message == cl.message {
+		// The message that times the lease is back: its worker stopped hiding it. Before the
+		// lease ends, ErrNotDue (the message must come back); after, the attempt timed out.
+		cl.timedOut = true
+		return task.Timeout(t, cl.now, cl.cfg, rand.Float64())
+	}
 	return cl.named(task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg))
 }
 
 // named names the claim's worker, and where its logs are, on the task it claimed.
 func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 	if err == nil {
-		t.Worker, t.LogLocation = cl.worker, cl.logs
+		t.Worker, t.LogLocation, t.Message = cl.worker, cl.logs, cl.message
 	}
 	return t, err
 }
@@ -299,6 +310,9 @@ func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err 
 		// first). The worker fails the record, and the message comes back, to claim the task
 		// once it is due.
 		return task.Task{}, err
+	case cl.timedOut && err == nil:
+		c.log.Warn("the message that timed a running task's lease came back after it: its worker was lost; the attempt timed out", "lambda", cl.lambda, "task_id", cl.id, "status", t.Status)
+		return task.Task{}, task.Errorf(task.ErrConflict, "task %s: its worker was lost; the attempt timed out (now %s)", cl.id, t.Status)
 	case cl.cancelled && err == nil:
 		return task.Task{}, task.Errorf(task.ErrConflict, "task %s was cancelled before its claim was answered", cl.id)
 	case cl.gated != "" && err == nil:

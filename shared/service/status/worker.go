@@ -59,3 +59,20 @@ func NonceOf(ctx context.Context) string {
 	nonce, _ := ctx.Value(nonceKey{}).(string)
 	return nonce
 }
+
+type messageKey struct{}
+
+// WithMessage returns ctx carrying the id of the queue message a claim under it is for
+// (task.Delivery.ID), when its caller keeps that message hidden in its durable queue until the
+// run's end is written: the message's visibility then times the lease (task.Task.Message), and
+// its return times the attempt out. A claim that crosses a process carries it in its request
+// (statusfn).
+func WithMessage(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, messageKey{}, id)
+}
+
+// MessageOf is the message id ctx carries, or "".
+func MessageOf(ctx context.Context) string {
+	id, _ := ctx.Value(messageKey{}).(string)
+	return id
+}
