@@ -81,7 +81,7 @@ type DrainStats struct {
 	// Rearmed counts running tasks given back to the store's lease timer: their queue message
 	// timed their lease (task.Task.Message).
 	Rearmed int
-	Failed int // messages left for the next drain: the store or the queue failed
+	Failed  int // messages left for the next drain: the store or the queue failed
 	// Receives counts the receives from dead-letter queues, what an idle environment pays for.
 	Receives int
 }
