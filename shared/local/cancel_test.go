@@ -35,7 +35,7 @@ func testCancelRunning(t *testing.T, b backend) {
 		return json.RawMessage(`"finished anyway"`), nil
 	})
 	timing := chaostest.Timing(b.aws)
-	c := chaostest.Start(t, local.Config{Mux: mux, HandlersDir: dir, Store: b.store, Queue: b.queue, Concurrency: 2, Task: timing})
+	c := chaostest.Start(t, local.Config{Mux: mux, HandlersDir: dir, Store: b.store, Queue: b.queue, Concurrency: 2, Task: timing, MessageTimesLease: b.aws})
 	ctx := t.Context()
 
 	goTask, _, err := c.Schedule(ctx, "waiter", client.ScheduleRequest{})
@@ -97,7 +97,7 @@ func running(t *testing.T, c *client.Client, lambda, id string) {
 func testBulkCancel(t *testing.T, b backend) {
 	mux := worker.NewMux()
 	mux.HandleFunc("bulk", func(context.Context, worker.Task) (json.RawMessage, error) { return nil, nil })
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 	ctx := t.Context()
 	// Paused, so that every task waits.
 	if _, err := c.SetGate(ctx, "bulk", "", task.GatePause); err != nil {

@@ -96,7 +96,7 @@ func runOnce(t *testing.T, b backend, lambda string, n int, store task.Store, qu
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle(lambda, &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Duration(rand.IntN(3))*time.Millisecond, nil)})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: store, Queue: queue, Concurrency: 8, Task: chaostest.Timing(b.aws), NoSendAhead: sweepOnly})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: store, Queue: queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws, NoSendAhead: sweepOnly})
 	for i := range n {
 		r := req(i)
 		r.ID = fmt.Sprintf("%s-%05d", lambda, i)
@@ -165,7 +165,7 @@ func testStoreFaults(t *testing.T, b backend) {
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle("faults", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 	chaostest.ScheduleAll(t, c, "faults", "faults", n, client.ScheduleRequest{})
 	observed, final := chaostest.Wait(t, c, "faults", n, waitFor(b, n))
 	r := history.Check(h.Executions(), nil, observed, final, task.StatusSuccess)
@@ -202,7 +202,7 @@ func testHeartbeatLoss(t *testing.T, b backend) {
 	}
 	mux := worker.NewMux()
 	mux.Handle("hb", &chaostest.Recorder{History: h, Worker: "1", Work: work})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: lossy, Queue: b.queue, Concurrency: 16, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: lossy, Queue: b.queue, Concurrency: 16, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 	chaostest.ScheduleAll(t, c, "hb", "hb", n, client.ScheduleRequest{})
 	observed, final := chaostest.Wait(t, c, "hb", n, waitFor(b, n))
 	execs := h.Executions()
@@ -251,7 +251,7 @@ func testSlowStatus(t *testing.T, b backend) {
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle("slow", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(6*timing.HeartbeatInterval, nil)})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 32, Task: timing})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 32, Task: timing, MessageTimesLease: b.aws})
 	chaostest.ScheduleAll(t, c, "slow", "slow", n, client.ScheduleRequest{})
 	observed, final := chaostest.Wait(t, c, "slow", n, waitFor(b, n))
 	execs := h.Executions()
@@ -290,13 +290,13 @@ func testPause(t *testing.T, b backend) {
 	muxA.Handle("pause", &chaostest.Recorder{History: h, Worker: "A", Work: chaostest.Sleep(run, freezer)})
 	muxB.Handle("pause", &chaostest.Recorder{History: h, Worker: "B", Work: chaostest.Sleep(run, nil)})
 	ownerA := &chaostest.Owner{Store: b.store}
-	cA := chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(ownerA), Queue: freezer.Queue(b.queue), Concurrency: 4, Task: timing, Logger: slog.New(logA)})
+	cA := chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(ownerA), Queue: freezer.Queue(b.queue), Concurrency: 4, Task: timing, MessageTimesLease: b.aws, Logger: slog.New(logA)})
 	chaostest.ScheduleAll(t, cA, "pause", "pause", n, client.ScheduleRequest{})
 	for i := 0; h.Running("A") == 0 && i < 200; i++ { // A takes the first tasks
 		time.Sleep(50 * time.Millisecond)
 	}
 	// B has slots to spare, so it claims A's tasks again before A thaws.
-	c := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 16, Task: timing})
+	c := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 16, Task: timing, MessageTimesLease: b.aws})
 
 	// Freeze A while it runs tasks, again and again, until all are done.
 	type freeze struct{ from, to time.Time }
@@ -508,7 +508,7 @@ func testSlowStore(t *testing.T, b backend) {
 	mux.Handle("slow", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
 	mux.Handle("steady", &chaostest.Recorder{History: h, Worker: "1"})
 	// The API sends nothing ahead, so that every task goes through the sweep.
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), NoSendAhead: true})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: slow, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws, NoSendAhead: true})
 	chaostest.ScheduleAll(t, c, "slow", "slow", nSlow, client.ScheduleRequest{})
 
 	runAt := map[string]time.Time{}
@@ -569,7 +569,7 @@ func testSendFirstFaults(t *testing.T, b backend) {
 	h := &chaostest.History{}
 	mux := worker.NewMux()
 	mux.Handle("sendfirst", &chaostest.Recorder{History: h, Worker: "1", Work: chaostest.Sleep(time.Millisecond, nil)})
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 	chaostest.ScheduleAll(t, c, "sendfirst", "one", n/2, client.ScheduleRequest{})
 	for i := 0; i < n/2; i += 10 {
 		reqs := make([]client.ScheduleRequest, 10)

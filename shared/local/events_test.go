@@ -45,7 +45,7 @@ func testEvents(t *testing.T, b backend) {
 	}
 	mux := worker.NewMux()
 	mux.Handle("ev", eventsHandler)
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), Events: sink})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws, Events: sink})
 	ctx := t.Context()
 
 	// What each task goes through, in its events' order (by version).

@@ -33,7 +33,7 @@ func flowStack(t *testing.T, b backend, handlers map[string]worker.Handler) *cli
 	for l, h := range handlers {
 		mux.Handle(l, h)
 	}
-	return chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws)})
+	return chaostest.Start(t, local.Config{Mux: mux, Store: b.store, Queue: b.queue, Concurrency: 8, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 }
 
 // nest is a handler whose result is its id followed by its upstreams' results in its after's
@@ -483,7 +483,7 @@ func testChaosFlow(t *testing.T, b backend) {
 	for _, l := range lambdas {
 		mux.Handle(l, node)
 	}
-	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: dup, Concurrency: 16, Task: chaostest.Timing(b.aws)})
+	c := chaostest.Start(t, local.Config{Mux: mux, Store: faulty, Queue: dup, Concurrency: 16, Task: chaostest.Timing(b.aws), MessageTimesLease: b.aws})
 	// Batches of 10: a replay reads each task of its batch, and with 5% of reads failing, one of
 	// 100 would rarely get through.
 	for _, batch := range dag.Batches(10) {

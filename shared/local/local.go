@@ -80,6 +80,10 @@ type Config struct {
 	// NoSendAhead makes the API create every task new, for the consumer's sweep to enqueue, as
 	// before tasks were sent ahead (frontend.Config.Queue): for the chaos scenarios of the sweep.
 	NoSendAhead bool
+	// MessageTimesLease keeps a claimed task's message hidden in Queue until the run's end is
+	// written, so that its visibility times the lease (controller.Config.MessageTimesLease), as
+	// AWS's executors do: for a durable Queue (SQS) and the Store that goes with it, both given.
+	MessageTimesLease bool
 }
 
 // HTTPLimits bound the connections of the API listener, so that slow and idle clients cannot
@@ -165,6 +169,10 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	var runs task.Store
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
+	}
+	if c.MessageTimesLease && c.Queue == nil {
+		// The embedded queue is in memory: a message lost with it would leave a lease untimed.
+		return nil, errors.New("local: MessageTimesLease needs a durable Queue, and its Store, given")
 	}
 	var changes frontend.Changes
 	if c.Store == nil {
@@ -257,6 +265,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
 			Lambda: l, Handler: h, Queue: queue, Executor: exec, IdleWait: c.IdleWait, Logger: c.Logger,
+			MessageTimesLease: c.MessageTimesLease,
 		}))
 	}
 	cons.Start()
