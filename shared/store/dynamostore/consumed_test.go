@@ -42,7 +42,8 @@ func TestReportConsumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	hsc := status.New(s, status.Config{})
-	claimed, err := hsc.Claim(ctx, l.Name, tk.ID, "", "")
+	// As AWS's workers claim: the message times the lease.
+	claimed, err := hsc.Claim(status.WithMessage(ctx, "message-"+tk.ID), l.Name, tk.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

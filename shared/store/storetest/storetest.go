@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		{"CancelRequested", testCancelRequested},
 		{"HandBacks", testHandBacks},
 		{"Snooze", testSnooze},
+		{"MessageTimesLease", testMessageTimesLease},
 		{"Redrive", testRedrive},
 		{"ListFailed", testListFailed},
 		{"History", testHistory},
