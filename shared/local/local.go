@@ -170,7 +170,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
 	}
-	if c.MessageTimesLease && c.Queue == nil {
+	if _, inMemory := c.Queue.(*memqueue.Queue); c.MessageTimesLease && (c.Queue == nil || inMemory) {
 		// The embedded queue is in memory: a message lost with it would leave a lease untimed.
 		return nil, errors.New("local: MessageTimesLease needs a durable Queue, and its Store, given")
 	}

@@ -126,14 +126,15 @@ type Task struct {
 	// gives the task no resend trigger there: its message is on its way. Never stored as such;
 	// every transition clears it.
 	Nonce string `json:"-"`
-	// Message is set on a running task claimed from a queue message that stays hidden in its
-	// durable queue (SQS) until the run's end is written: the id of that message, the same at
-	// every receive (Delivery.ID). Its visibility, not the store's due index, times the lease:
-	// a store whose index costs writes gives such a task no due entry, and the message, back
-	// once its worker stops extending it, times the attempt out (see status.Controller.Claim and
-	// docs/guarantees.md, "The queue as the lease timer"). Stored; cleared by the transition that
-	// takes the task out of running, and by Rearm.
-	Message string `json:"-"`
+	// Message is the id of the queue message (Delivery.ID, the same at every receive) that the
+	// latest claim named to time its lease, and MessageFor that lease: the message stays hidden
+	// in its durable queue (SQS) until the run's end is written, and its visibility, not the
+	// store's due index, times the lease while the task runs under it (LeaseOnQueue). The id
+	// outlives the run, so that a message times one claim at most: a claim naming it again is
+	// timed by the store. Both stored; a lease written without them (by a version that knows
+	// none) is the store's to time, whatever they hold.
+	Message    string `json:"-"`
+	MessageFor string `json:"-"`
 	// HandBacks counts the claims of the current attempt handed back untried because their
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.

@@ -27,7 +27,6 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	if s != StatusClaimed && s != StatusProcessing {
 		t.Lease = ""
 		t.CancelRequested = false
-		t.Message = ""
 	}
 	return t
 }
@@ -202,8 +201,24 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	// A task claimed before AttemptSeq existed counts from its attempts.
 	t.AttemptSeq = max(t.AttemptSeq+1, t.Attempts)
 	t.StartedAt, t.EndedAt, t.Worker, t.LogLocation = at(now), nil, "", nil
-	t.Message = "" // the caller names the message that times the lease, if one does
-	return t, nil
+	return t, nil // timed by the store, unless its caller names a message (TimedBy)
+}
+
+// LeaseOnQueue reports whether t runs under a lease its queue message times (Message): a store
+// whose due index costs writes gives it no entry there.
+func (t Task) LeaseOnQueue() bool {
+	return slices.Contains(Running, t.Status) && t.Message != "" && t.MessageFor == t.Lease
+}
+
+// TimedBy makes the message of id, which its claim's worker keeps hidden until the run's end is
+// written, the timer of t's lease, just claimed. A message that timed an earlier claim of the
+// task (a copy its event source mapping delivered twice, or one received after it was handed
+// back) times none: its first holder may delete it, so the store times this lease.
+func (t Task) TimedBy(id string) Task {
+	if id != "" && id != t.Message {
+		t.Message, t.MessageFor = id, t.Lease
+	}
+	return t
 }
 
 // Rearm gives a running task whose lease a queue message timed (Task.Message) back to the store's
@@ -213,12 +228,11 @@ func Rearm(t Task, now time.Time) (Task, error) {
 	if err := notFrom(t, "rearm", StatusClaimed, StatusProcessing); err != nil {
 		return t, err
 	}
-	if t.Message == "" {
+	if !t.LeaseOnQueue() {
 		return t, Errorf(ErrConflict, "task %s has its lease timed by the store already", t.ID)
 	}
-	trigger := t.NextTriggerAt
-	t = t.next(t.Status, now, trigger)
-	t.Message = ""
+	t = t.next(t.Status, now, t.NextTriggerAt)
+	t.MessageFor = "" // the id stays: it timed this claim
 	return t, nil
 }
 
@@ -445,7 +459,9 @@ func Expire(t Task, now time.Time) (Task, error) {
 	if err := notFrom(t, "expire", StatusEnqueued, StatusClaimed, StatusProcessing); err != nil {
 		return t, err
 	}
-	return t.next(t.Status, now, at(now)), nil
+	t = t.next(t.Status, now, at(now))
+	t.MessageFor = "" // due now in the store, whatever timed its lease
+	return t, nil
 }
 
 // Cancel cancels a task. A waiting task ends cancelled at once. A running one (claimed or

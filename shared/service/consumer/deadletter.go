@@ -181,13 +181,15 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 		st.Poison++
 	} else {
 		trips := l.DeadLetterTrips + 1
-		rearmed := false
-		deadLettered := func(t task.Task) (task.Task, error) {
-			rearmed = t.Message != "" && slices.Contains(task.Running, t.Status)
-			if rearmed {
-				return task.Rearm(t, c.now().UTC())
+		rearmed, refused := false, false
+		deadLettered := func(t task.Task) (next task.Task, err error) {
+			if rearmed = t.LeaseOnQueue(); rearmed {
+				next, err = task.Rearm(t, c.now().UTC())
+			} else {
+				next, err = task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
 			}
-			return task.DeadLettered(t, trips, c.now().UTC(), c.cfg)
+			refused = err != nil // the task as read is not the message's
+			return next, err
 		}
 		t, err := task.ApplyState(ctx, c.store, l.Lambda, l.TaskID, deadLettered)
 		if errors.Is(err, task.ErrNotFound) && l.Nonce != "" {
@@ -199,6 +201,12 @@ func (c *Consumer) drainOne(ctx context.Context, dl task.DeadLetterQueue, l task
 			}
 		}
 		switch {
+		case errors.Is(err, task.ErrConflict) && !refused:
+			// The task kept changing under the write: it may still need this message (its lease
+			// timer). Left for the next drain.
+			log.Warn("a task of a dead-letter queue kept changing; the next drain tries again", "err", err)
+			st.Failed++
+			return
 		case errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrNotFound):
 			log.Debug("stale message in a dead-letter queue; deleted", "reason", err)
 			st.Stale++

@@ -500,11 +500,16 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // comes back, and its claim times the attempt out.
 func (c *Controller) run(ctx context.Context, h *held) {
 	d := h.d
-	executor.AwaitRunAt(ctx, d.Message) // a stop shows in the claim below
 	claimCtx := status.WithNonce(ctx, d.Nonce)
+	unhide := func() {}
 	if c.cfg.MessageTimesLease {
+		// Hidden from now on, not from the claim's answer: a slow claim must not let the
+		// message come back under a lease it times.
+		unhide = c.hide(h)
+		defer unhide()
 		claimCtx = status.WithMessage(claimCtx, d.ID)
 	}
+	executor.AwaitRunAt(ctx, d.Message) // a stop shows in the claim below
 	t, err := c.cfg.Executor.Claim(claimCtx, d.Lambda, d.TaskID, d.Receipt)
 	claimed := err == nil
 	switch {
@@ -514,6 +519,7 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		c.log.Debug("message discarded", "task_id", d.TaskID, "reason", err)
 	case ctx.Err() != nil:
 		// Stopped while claiming: hand the message back now rather than after its visibility.
+		unhide()
 		c.release([]*held{{d: d}})
 		return
 	case errors.Is(err, task.ErrNotDue):
@@ -524,9 +530,8 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		return
 	}
 	if claimed && c.cfg.MessageTimesLease {
-		done := c.hide(h)
 		settled := c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
-		done()
+		unhide()
 		if !settled {
 			c.log.Warn("the run's end is not in the store; its message comes back to time the attempt out", "task_id", d.TaskID)
 			return
@@ -534,6 +539,7 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		c.delete(ctx, d)
 		return
 	}
+	unhide()
 	c.delete(ctx, d)
 	if !claimed {
 		return
@@ -551,23 +557,27 @@ func (c *Controller) delete(ctx context.Context, d task.Delivery) {
 	}
 }
 
-// hide keeps the message of h hidden while its task runs (MessageTimesLease): it extends it by
-// Visibility whenever less than half of it is left, until the func it returns is called, which
-// waits for an extension in flight. It runs apart from keep, which ends at Stop, since running
-// tasks outlive it. An extension that finds the message visible again stops: its next claim
-// decides (status.Controller.Claim).
+// hide keeps the message of h hidden while its task is claimed and runs (MessageTimesLease): it
+// extends it by Visibility whenever less than half of it is left (at once, if so already), until
+// the func it returns is called, which waits for an extension in flight. It runs apart from
+// keep, which ends at Stop, since running tasks outlive it. An extension that finds the message
+// visible again stops: its next claim decides (status.Controller.Claim).
 func (c *Controller) hide(h *held) (done func()) {
 	quit, finished := make(chan struct{}), make(chan struct{})
+	c.mu.Lock()
+	until := h.hiddenUntil // keep may have extended it before h left the buffer
+	c.mu.Unlock()
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(max(c.cfg.Visibility/4, 10*time.Millisecond))
 		defer tick.Stop()
-		until := h.hiddenUntil
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-quit:
+					return
+				case <-tick.C:
+				}
 			}
 			now := time.Now()
 			if until.Sub(now) > c.cfg.Visibility/2 {
@@ -587,8 +597,9 @@ func (c *Controller) hide(h *held) (done func()) {
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(quit)
+		once.Do(func() { close(quit) })
 		<-finished
 	}
 }

@@ -455,9 +455,11 @@ func (e *Executor) reportCancelled(ctx context.Context, log *slog.Logger, t task
 }
 
 // settled reports whether a report answered err leaves the run's end in the store, or the task
-// moved on without it (another lease, another status): no message need time the attempt out.
+// moved on without it (its lease lost, or the task gone): no message need time the attempt out.
+// A conflict is not: it may be a task that kept changing under the write, still running under
+// this lease. Keeping a message too long only brings it back, to a claim that drops it.
 func settled(err error) bool {
-	return err == nil || errors.Is(err, task.ErrStaleLease) || errors.Is(err, task.ErrConflict) || errors.Is(err, task.ErrNotFound)
+	return err == nil || errors.Is(err, task.ErrStaleLease) || errors.Is(err, task.ErrNotFound)
 }
 
 // finish reports how the handler ended, with its log. It runs even when ctx is done: a shutdown

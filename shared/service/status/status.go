@@ -257,10 +257,15 @@ type claimOf struct {
 	// run's end is written (WithMessage): its visibility times the lease.
 	message  string
 	timedOut bool // the message that timed a running task's lease came back after the lease
+	// configOf and jitter time a running task's attempt out as the consumer's sweep would: with
+	// its lambda's backoff (the sweep then enqueues the retry when it is due).
+	configOf func() task.Config
+	jitter   func() float64
 }
 
 func (c *Controller) claim(ctx context.Context, gates []task.Gate, lambda, id, delivery, token string, now time.Time) *claimOf {
-	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: WorkerOf(ctx), logs: LogLocationOf(ctx), message: MessageOf(ctx), gates: gates, now: now, cfg: c.cfg}
+	return &claimOf{lambda: lambda, id: id, delivery: delivery, token: token, worker: WorkerOf(ctx), logs: LogLocationOf(ctx), message: MessageOf(ctx), gates: gates, now: now, cfg: c.cfg,
+		configOf: func() task.Config { return c.configOf(ctx, lambda) }, jitter: c.jitter}
 }
 
 // transition claims t, or holds it if its gate is closed (see Claim). It may be called again, on
@@ -284,11 +289,22 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 		cl.again = true
 		return task.Heartbeat(t, t.Lease, cl.now, cl.cfg)
 	}
-	if running && cl.message != "" && t.Message == cl.message {
-		// The message that times the lease is back: its worker stopped hiding it. Before the
-		// lease ends, ErrNotDue (the message must come back); after, the attempt timed out.
-		cl.timedOut = true
-		return task.Timeout(t, cl.now, cl.cfg, rand.Float64())
+	if t.LeaseOnQueue() {
+		switch cl.message {
+		case t.Message:
+			// The message that times the lease is back: its worker stopped hiding it. Before
+			// the lease ends, ErrNotDue (the message must come back); after, the attempt timed
+			// out, as the consumer's sweep would have it.
+			cl.timedOut = true
+			return task.Timeout(t, cl.now, cl.configOf(), cl.jitter())
+		case "":
+			// A worker that names no message (one older than message timers) deletes the
+			// message of a conflict, and this may be the one that times the lease: not due, so
+			// that it keeps it. A copy too many goes to the dead-letter queue, whose drain
+			// gives the lease to the store's timer.
+			return t, task.Errorf(task.ErrNotDue, "task %s runs under a lease its queue message times; a claim that names no message leaves it be", t.ID)
+		}
+		// Another message of the task: a duplicate, refused below; this one's times the lease.
 	}
 	return cl.named(task.Claim(t, task.DeliveryLease(cl.lambda, cl.id, cl.delivery, cl.token, t.Attempts+1), cl.now, cl.cfg))
 }
@@ -296,7 +312,8 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 // named names the claim's worker, and where its logs are, on the task it claimed.
 func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 	if err == nil {
-		t.Worker, t.LogLocation, t.Message = cl.worker, cl.logs, cl.message
+		t.Worker, t.LogLocation = cl.worker, cl.logs
+		t = t.TimedBy(cl.message)
 	}
 	return t, err
 }

@@ -49,7 +49,8 @@ const (
 	attrNotBefore   = "nb"     // N, unix nanoseconds: an enqueued task sent ahead is not claimed before
 	attrHandBacks   = "hb"     // N, present only when not 0: the claims of the attempt handed back
 	attrSnoozes     = "snz"    // N, present only when not 0: the runs of this life snoozed
-	attrMessage     = "qm"     // S, present only on a running task whose queue message times its lease
+	attrMessage     = "qm"     // S: the message the latest claim named to time its lease
+	attrMessageFor  = "qml"    // S: the lease it times
 	// The latest attempt (task.Task.AttemptSeq, StartedAt, EndedAt, Worker), each present only
 	// when set; an attempt item (history.go) has them too, and attrOutcome.
 	attrAttemptSeq = "aseq" // N
@@ -189,7 +190,7 @@ var stateAttrs = []string{
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
 	attrLogGroup, attrLogStream, attrRequestID,
-	attrSnoozes, attrMessage,
+	attrSnoozes, attrMessage, attrMessageFor,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -203,7 +204,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		attrStatus: s(string(t.Status)), attrAttempts: n(int64(t.Attempts)),
 		attrMaxAttempts: n(int64(t.MaxAttempts)), attrVersion: n(t.Version),
 	}
-	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor, attrWorker: t.Worker, attrMessage: t.Message} {
+	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor, attrWorker: t.Worker, attrMessage: t.Message, attrMessageFor: t.MessageFor} {
 		if v != "" {
 			item[name] = s(v)
 		}
@@ -242,7 +243,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	// its message cannot be missing (docs/guarantees.md, "Send, then write"). Nor does a running
 	// task whose lease its hidden message times (Message): the message's return times it out
 	// ("The queue as the lease timer").
-	if t.NextTriggerAt != nil && t.Nonce == "" && (t.Message == "" || !isRunning(t.Status)) {
+	if t.NextTriggerAt != nil && t.Nonce == "" && !t.LeaseOnQueue() {
 		item[attrDuePK] = s(duePK(t.Lambda, shard))
 		item[attrDueSK] = s(dueSK(t))
 	}
@@ -353,7 +354,8 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	if v, ok := item[attrCancel].(*types.AttributeValueMemberBOOL); ok {
 		t.CancelRequested = v.Value
 	}
-	t.HandBacks, t.Snoozes, t.Message = int(num(attrHandBacks)), int(num(attrSnoozes)), str(attrMessage)
+	t.HandBacks, t.Snoozes = int(num(attrHandBacks)), int(num(attrSnoozes))
+	t.Message, t.MessageFor = str(attrMessage), str(attrMessageFor)
 	t.AttemptSeq, t.StartedAt, t.EndedAt, t.Worker = int(num(attrAttemptSeq)), tm(attrStartedAt), tm(attrEndedAt), str(attrWorker)
 	t.LogLocation = logLocation(item, t.Worker)
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)

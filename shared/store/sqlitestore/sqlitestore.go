@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	log_location    TEXT,
 	snoozes         INTEGER NOT NULL DEFAULT 0,
 	queue_message   TEXT    NOT NULL DEFAULT '',
+	queue_message_for TEXT  NOT NULL DEFAULT '',
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -200,7 +201,7 @@ func laneOf(s task.Status, priority string) string {
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
 	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
-	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message`
+	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message, queue_message_for`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -357,7 +358,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -402,7 +403,7 @@ const updateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
@@ -415,7 +416,7 @@ const updateStateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?
 	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
 // updateStateArgs are updateStateSQL's arguments for t written over version prev.
@@ -424,7 +425,7 @@ func updateStateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
@@ -434,7 +435,7 @@ func updateArgs(t task.Task, prev int64) []any {
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		t.Lambda, t.ID, prev}
 }
 
@@ -714,7 +715,7 @@ func insertArgs(t task.Task) []any {
 		t.Error, t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline),
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
-		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message,
+		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 	}
 }
 
@@ -1228,7 +1229,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
 		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
-		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message)
+		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message, &t.MessageFor)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -1301,7 +1302,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
-// attempt's, the attempts' log, snoozes, queue_message), and the counts table filled from the tasks, before the schema's indexes and
+// attempt's, the attempts' log, snoozes, queue_message and its lease), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1335,6 +1336,7 @@ func migrate(w *sql.DB) error {
 		{"log_location", "TEXT"},
 		{"snoozes", "INTEGER NOT NULL DEFAULT 0"},
 		{"queue_message", "TEXT NOT NULL DEFAULT ''"},
+		{"queue_message_for", "TEXT NOT NULL DEFAULT ''"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

@@ -8,12 +8,12 @@ import (
 )
 
 // testMessageTimesLease: a running task claimed from a message that times its lease
-// (task.Task.Message) keeps the message's id through every read a transition starts from (Get,
-// GetState, GetMany) and through its heartbeats, so that the message's return is known as its
-// own. A store may leave such a task out of its due lane of running tasks (DynamoDB does: that
-// entry would cost writes at the claim, each heartbeat and the end); once the lease is given
-// back to the store's timer (task.Rearm) every store has it there, due at its lease's end. The
-// run's end clears the message.
+// (task.Task.Message, MessageFor) keeps the message's id and lease through every read a
+// transition starts from (Get, GetState, GetMany) and through its heartbeats, so that the
+// message's return is known as its own. A store may leave such a task out of its due lane of
+// running tasks (DynamoDB does: that entry would cost writes at the claim, each heartbeat and the
+// end); once the lease is given back to the store's timer (task.Rearm) every store has it there,
+// due at its lease's end. The id outlives the run (a message times one claim at most).
 func testMessageTimesLease(t *testing.T, s task.Store) {
 	l, now := lambdaName(), base()
 	cfg := task.Config{}.WithDefaults()
@@ -27,7 +27,7 @@ func testMessageTimesLease(t *testing.T, s task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed.Message = msg
+	claimed = claimed.TimedBy(msg)
 	step := func(next task.Task, prev int64) task.Task {
 		t.Helper()
 		if err := s.Update(t.Context(), next, prev); err != nil {
@@ -42,15 +42,15 @@ func testMessageTimesLease(t *testing.T, s task.Store) {
 		t.Fatal(err)
 	}
 	beat = step(beat, claimed.Version)
-	if beat.Message != msg {
-		t.Fatalf("a heartbeat dropped the message: %q", beat.Message)
+	if !beat.LeaseOnQueue() || beat.Message != msg {
+		t.Fatalf("a heartbeat dropped the message: %q for lease %q", beat.Message, beat.MessageFor)
 	}
 	if r, ok := s.(task.StateReader); ok {
-		if got, err := r.GetState(t.Context(), l, "t"); err != nil || got.Message != msg {
-			t.Errorf("GetState: message %q, %v; want %s", got.Message, err, msg)
+		if got, err := r.GetState(t.Context(), l, "t"); err != nil || !got.LeaseOnQueue() || got.Message != msg {
+			t.Errorf("GetState: message %q for lease %q, %v; want %s for the task's", got.Message, got.MessageFor, err, msg)
 		}
 	}
-	if many, err := s.GetMany(t.Context(), []task.Ref{{Lambda: l, ID: "t"}}); err != nil || len(many) != 1 || many[0].Message != msg {
+	if many, err := s.GetMany(t.Context(), []task.Ref{{Lambda: l, ID: "t"}}); err != nil || len(many) != 1 || !many[0].LeaseOnQueue() {
 		t.Errorf("GetMany: %+v, %v; want the task with its message", many, err)
 	}
 
@@ -59,8 +59,8 @@ func testMessageTimesLease(t *testing.T, s task.Store) {
 		t.Fatal(err)
 	}
 	rearmed = step(rearmed, beat.Version)
-	if rearmed.Message != "" || !rearmed.NextTriggerAt.Equal(*beat.NextTriggerAt) || rearmed.Lease != "lease" {
-		t.Fatalf("rearmed: message %q, due %v, lease %q; want none, the lease's end %v, the lease kept", rearmed.Message, rearmed.NextTriggerAt, rearmed.Lease, beat.NextTriggerAt)
+	if rearmed.LeaseOnQueue() || !rearmed.NextTriggerAt.Equal(*beat.NextTriggerAt) || rearmed.Lease != "lease" {
+		t.Fatalf("rearmed: timed by its message %v, due %v, lease %q; want no, the lease's end %v, the lease kept", rearmed.LeaseOnQueue(), rearmed.NextTriggerAt, rearmed.Lease, beat.NextTriggerAt)
 	}
 	running := task.DueParams{Lambda: l, Statuses: task.Running, Before: *rearmed.NextTriggerAt}
 	if due, err := s.Due(t.Context(), running); err != nil || len(due) != 1 || due[0].ID != "t" {
@@ -75,7 +75,7 @@ func testMessageTimesLease(t *testing.T, s task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done = step(done, rearmed.Version); done.Message != "" {
-		t.Fatalf("the run's end kept the message %q", done.Message)
+	if done = step(done, rearmed.Version); done.LeaseOnQueue() || done.Message != msg {
+		t.Fatalf("the run's end: timed by its message %v, message %q; want no, %s kept", done.LeaseOnQueue(), done.Message, msg)
 	}
 }
