@@ -22,8 +22,10 @@ const (
 	// catches up (it adds capacity after two minutes above the target).
 	steadyTargetUtilization = 0.70
 
-	// The model's shard count, S = ⌈4R / (1000 u)⌉: 4 due-index writes a task, each shard key
-	// kept at u = 0.5 of a partition's 1,000 WRU/s.
+	// The model's shard count, S = ⌈4R / (1000 u)⌉, each shard key kept at u = 0.5 of a
+	// partition's 1,000 WRU/s: set when a task wrote the due index 4 times, and kept for the
+	// counter items, which bind now that a task sent first, its lease timed by its message,
+	// writes it none (docs/capacity.md, "Load on partitions").
 	dueWritesPerTask     = 4
 	partitionWRU         = 1000
 	partitionUtilization = 0.5
