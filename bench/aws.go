@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/openatf/atf/shared/adapter/apifn"
 	"github.com/openatf/atf/shared/adapter/consumerfn"
+	"github.com/openatf/atf/shared/adapter/emf"
 	"github.com/openatf/atf/shared/adapter/eventsource"
 	"github.com/openatf/atf/shared/adapter/httpapi"
 	"github.com/openatf/atf/shared/adapter/sqsworker"
@@ -35,6 +37,7 @@ import (
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/frontend"
+	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
@@ -60,8 +63,9 @@ func awsConfig(ctx context.Context) (aws.Config, error) {
 }
 
 // dbClient is the store's client; DynamoDB Local sends no CRC32 header on errors.
-func dbClient(cfg aws.Config) *dynamodb.Client {
-	return dynamostore.NewClient(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+func dbClient(cfg aws.Config, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	opts = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }}, opts...)
+	return dynamostore.NewClient(cfg, opts...)
 }
 
 // backend is a table and the queues of some lambdas, named name, deleted by drop.
@@ -87,8 +91,8 @@ func newBackend(ctx context.Context, cfg aws.Config, prefix string, lambdas ...t
 	return b, nil
 }
 
-func (b *backend) store(cfg aws.Config) (*dynamostore.Store, error) {
-	return dynamostore.New(dbClient(cfg), dynamostore.Config{Table: b.name})
+func (b *backend) store(cfg aws.Config, opts ...func(*dynamodb.Options)) (*dynamostore.Store, error) {
+	return dynamostore.New(dbClient(cfg, opts...), dynamostore.Config{Table: b.name})
 }
 
 func (b *backend) queue(cfg aws.Config) (*sqsqueue.Queue, error) {
@@ -145,22 +149,40 @@ func emulatedLatency(ctx context.Context, cfg aws.Config, rate float64, d time.D
 	return run, err
 }
 
+// metricsNamespace is the namespace of the functions' EMF lines, as the stack names that of an
+// environment called prod (atf/<environment>): its length is in every line's bytes.
+const metricsNamespace = "atf/prod"
+
 // function is one AWS Lambda function as the harness runs it in-process: each call of invoke is
-// an invocation, billed by its wall time rounded up to the millisecond, and its logger counts
-// the bytes the function would send to CloudWatch Logs.
+// an invocation, billed by its wall time rounded up to the millisecond, and its logger and its
+// EMF recorder count the bytes the function would send to CloudWatch Logs.
 type function struct {
 	name     string
 	memoryMB int
 	logBytes atomic.Int64
+	// emf is the function's metrics recorder, writing into its log as awsfn.Open makes it.
+	emf *emf.Recorder
+	// writesUnits: the function ends each invocation with the recorder's Invoked, as the API,
+	// consumer and status functions do (awsfn.Start with Clients.Invoked); the worker function
+	// does not.
+	writesUnits bool
 
 	mu          sync.Mutex
 	invocations int
 	billedMS    float64
+	copyTo      io.Writer // tests: what the function logs, if set (tee)
+}
+
+func newFunction(name string, memoryMB int, writesUnits bool) *function {
+	f := &function{name: name, memoryMB: memoryMB, writesUnits: writesUnits}
+	f.emf = emf.New(f, metricsNamespace)
+	return f
 }
 
 func (f *function) invoke(fn func()) {
 	start := time.Now()
 	fn()
+	f.invoked()
 	ms := math.Ceil(float64(time.Since(start)) / float64(time.Millisecond))
 	f.mu.Lock()
 	f.invocations++
@@ -170,11 +192,36 @@ func (f *function) invoke(fn func()) {
 
 func (f *function) Write(p []byte) (int, error) {
 	f.logBytes.Add(int64(len(p)))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.copyTo != nil {
+		_, _ = f.copyTo.Write(p)
+	}
 	return len(p), nil
+}
+
+// tee has the function copy what it logs from now on to w as well.
+func (f *function) tee(w io.Writer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.copyTo = w
 }
 
 // logger is the function's logger as awsfn.Logger makes it: JSON records, info and up.
 func (f *function) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(f, nil)) }
+
+// invoked ends an invocation as the function's main does (awsfn.Start's after).
+func (f *function) invoked() {
+	if f.writesUnits {
+		f.emf.Invoked()
+	}
+}
+
+// reportConsumed is the option of the function's DynamoDB client that adds each call's units to
+// its recorder, by the lambda the metrics wrapper names (as awsfn.Open).
+func (f *function) reportConsumed() func(*dynamodb.Options) {
+	return dynamostore.ReportConsumed(func(ctx context.Context, u cost.Units) { f.emf.Consumed(metrics.LambdaOf(ctx), u) })
+}
 
 type usageSnapshot struct {
 	invocations int
@@ -248,10 +295,10 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	}
 	h := &harness{back: b, entry: entry, lambda: l, shadow: newShadow(dynamostore.TableInput(b.name))}
 	h.api, h.cons, h.status, h.esm = newProbe(h.shadow), newProbe(h.shadow), newProbe(h.shadow), newProbe(h.shadow)
-	h.apiFn = &function{name: "api", memoryMB: APIMemoryMB}
-	h.consFn = &function{name: "consumer", memoryMB: ConsumerMemoryMB}
-	h.statusFn = &function{name: "status", memoryMB: StatusMemoryMB}
-	h.workerFn = &function{name: "worker", memoryMB: entry.Function.MemoryMB}
+	h.apiFn = newFunction("api", APIMemoryMB, true)
+	h.consFn = newFunction("consumer", ConsumerMemoryMB, true)
+	h.statusFn = newFunction("status", StatusMemoryMB, true)
+	h.workerFn = newFunction("worker", entry.Function.MemoryMB, false)
 	watched := func(p *probe) aws.Config {
 		c := cfg.Copy()
 		p.attach(&c)
@@ -261,7 +308,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	taskCfg := task.Config{}.WithDefaults()
 
 	apiCfg := watched(h.api)
-	apiStore, err := b.store(apiCfg)
+	apiStore, err := b.store(apiCfg, h.apiFn.reportConsumed())
 	if err != nil {
 		return fail(err)
 	}
@@ -269,7 +316,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	if err != nil {
 		return fail(err)
 	}
-	api := apifn.New(httpapi.New(frontend.New(apiStore, frontend.Config{
+	api := apifn.New(httpapi.New(frontend.New(metrics.Wrap(apiStore, h.apiFn.emf), frontend.Config{
 		Lambdas: task.FixedCatalog{l}, Task: taskCfg, Now: h.clock.now, Queue: apiQueue, SendFirst: true, Logger: h.apiFn.logger(),
 	}), h.apiFn.logger()), h.apiFn.logger())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -283,7 +330,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	h.client = newClient("http://" + ln.Addr().String())
 
 	consCfg := watched(h.cons)
-	consStore, err := b.store(consCfg)
+	consStore, err := b.store(consCfg, h.consFn.reportConsumed())
 	if err != nil {
 		return fail(err)
 	}
@@ -292,10 +339,12 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 		return fail(err)
 	}
 	h.sweeps = &classifyingSweeper{p: h.cons, fn: h.consFn,
-		c: consumer.New(consStore, consQueue, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: taskCfg, Now: h.clock.now, Logger: h.consFn.logger()})}
+		c: consumer.New(metrics.Wrap(consStore, h.consFn.emf), consQueue, consumer.Config{
+			Lambdas: task.FixedCatalog{l}, Task: taskCfg, Now: h.clock.now, Logger: h.consFn.logger(), Metrics: h.consFn.emf,
+		})}
 
 	statusCfg := watched(h.status)
-	statusStore, err := b.store(statusCfg)
+	statusStore, err := b.store(statusCfg, h.statusFn.reportConsumed())
 	if err != nil {
 		return fail(err)
 	}
@@ -303,10 +352,10 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	if err != nil {
 		return fail(err)
 	}
-	hsc := status.New(statusStore, status.Config{Task: taskCfg, Now: h.clock.now, Logger: h.statusFn.logger(), Queue: statusQueue})
+	hsc := status.New(metrics.Wrap(statusStore, h.statusFn.emf), status.Config{Task: taskCfg, Now: h.clock.now, Logger: h.statusFn.logger(), Queue: statusQueue})
 	inv := timedInvoker{fn: h.statusFn, local: statusfn.LocalInvoker{Handler: statusfn.NewHandler(hsc, h.statusFn.logger())}}
 	wfn, err := sqsworker.New(sqsworker.Config{
-		Lambda: l, Status: statusfn.NewClient(inv), Logger: h.workerFn.logger(),
+		Lambda: l, Status: statusfn.NewClient(inv), Logger: h.workerFn.logger(), Metrics: h.workerFn.emf,
 		Handler: worker.HandlerFunc(func(_ context.Context, t worker.Task) (json.RawMessage, error) {
 			if int64(t.Attempt) <= h.failFirst.Load() {
 				return nil, errors.New("failing on purpose") // retriable
@@ -571,5 +620,8 @@ func (s *classifyingSweeper) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		// A context of its own, so that stopping never cuts a sweep short.
 		_ = h.Handle(context.WithoutCancel(ctx), events.EventBridgeEvent{Time: time.Now()}) // it logs its errors
+		// Its units line, at most one a minute per lambda, is written outside any sweep: a fixed
+		// cost of the consumer, not the tasks'.
+		s.fn.invoked()
 	}
 }
