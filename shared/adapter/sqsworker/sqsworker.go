@@ -57,6 +57,12 @@ type Visibility interface {
 	Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error
 }
 
+// BatchVisibility is a Visibility that changes many messages' at once (sqsqueue.Queue): a batch's
+// messages are hidden until the invocation's end with one call (hideUntilEnd).
+type BatchVisibility interface {
+	ExtendAll(ctx context.Context, ds []task.Delivery, visibility time.Duration) error
+}
+
 // Config configures a Handler.
 type Config struct {
 	// Lambda is the lambda whose queues feed the function; zero fields take their defaults.
@@ -177,6 +183,9 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 		}
 	}
 
+	if deadline, ok := ctx.Deadline(); ok {
+		h.hideUntilEnd(ctx, log, e, deadline)
+	}
 	failed := make([]bool, len(e.Records))
 	slots := make(chan struct{}, h.cfg.Lambda.Concurrency)
 	var wg sync.WaitGroup
@@ -274,6 +283,31 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		return false
 	}
 	return true
+}
+
+// hideUntilEnd hides the batch's messages until a heartbeat timeout after the invocation's
+// deadline, in one call, rather than the queue's visibility timeout (six times the function's
+// timeout): a message times the lease of the task it claims (status.WithMessage), so an
+// invocation that crashes leaves its tasks to run again a function timeout later at most, not
+// six. The lease of a task claimed here ends a heartbeat timeout after its last heartbeat, which
+// comes before the deadline, so its message's return finds it over. Best effort: a message it
+// could not hide keeps the queue's visibility.
+func (h *Handler) hideUntilEnd(ctx context.Context, log *slog.Logger, e events.SQSEvent, deadline time.Time) {
+	q, ok := h.cfg.Queue.(BatchVisibility)
+	if !ok || len(e.Records) == 0 {
+		return
+	}
+	ds := make([]task.Delivery, 0, len(e.Records))
+	for _, m := range e.Records {
+		if msg, err := h.decode(m.Body); err == nil {
+			ds = append(ds, task.Delivery{Message: msg, ID: m.MessageId, Receipt: m.ReceiptHandle})
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
+	defer cancel()
+	if err := q.ExtendAll(ctx, ds, time.Until(deadline)+h.cfg.Task.HeartbeatTimeout); err != nil {
+		log.Warn("could not hide the batch's messages until the invocation's end; a crash leaves them to the queue's visibility timeout", "err", err)
+	}
 }
 
 // afterLease hides the message of a run whose end could not be written until its lease is

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -470,6 +471,54 @@ func (q *Queue) Extend(ctx context.Context, d task.Delivery, visibility time.Dur
 		QueueUrl: &url, ReceiptHandle: &d.Receipt, VisibilityTimeout: wholeSeconds(visibility),
 	})
 	return receiptError(ctx, "extend a message of", name, d, err)
+}
+
+// ExtendAll hides the received messages ds for visibility from now, as Extend does each, in one
+// ChangeMessageVisibilityBatch call per queue and 10 messages. It returns the errors of those it
+// could not extend, joined (a message no longer hidden is one).
+func (q *Queue) ExtendAll(ctx context.Context, ds []task.Delivery, visibility time.Duration) error {
+	if visibility < 0 || visibility > MaxVisibility {
+		return task.Errorf(task.ErrInvalid, "visibility must be in 0..%s, got %s", MaxVisibility, visibility)
+	}
+	type queueOf struct{ lambda, priority string }
+	byQueue := map[queueOf][]task.Delivery{}
+	var order []queueOf
+	for _, d := range ds {
+		k := queueOf{d.Lambda, d.Priority}
+		if _, ok := byQueue[k]; !ok {
+			order = append(order, k)
+		}
+		byQueue[k] = append(byQueue[k], d)
+	}
+	var errs []error
+	for _, k := range order {
+		name, err := q.name(k.lambda, k.priority)
+		if err == nil {
+			var url string
+			if url, err = q.url(ctx, name); err == nil {
+				for chunk := range slices.Chunk(byQueue[k], MaxBatch) {
+					entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+					for i, d := range chunk {
+						entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+							Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(d.Receipt), VisibilityTimeout: wholeSeconds(visibility),
+						}
+					}
+					out, err := q.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &url, Entries: entries})
+					if err != nil {
+						errs = append(errs, fail(ctx, "extend messages of", name, err))
+						continue
+					}
+					for _, f := range out.Failed {
+						errs = append(errs, fmt.Errorf("extend a message of %s: %s: %s", name, aws.ToString(f.Code), aws.ToString(f.Message)))
+					}
+				}
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // receiptError translates the error of a call on d's receipt.

@@ -653,3 +653,39 @@ func TestCreate(t *testing.T) {
 		t.Errorf("retention %s s, dead-letter queue %s s; want 14 days each", main["MessageRetentionPeriod"], dlq["MessageRetentionPeriod"])
 	}
 }
+
+// TestExtendAll: one call per queue and 10 messages hides every message given for the
+// visibility given, here past the visibility they were received with, and zero releases them
+// all at once; a receipt SQS does not know fails with the rest extended.
+func TestExtendAll(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLambda()
+	q := e.queue(t, sqsqueue.Config{}, l)
+	var sent []task.Message
+	for i := range 12 {
+		sent = append(sent, msg(l, "high", fmt.Sprintf("t%02d", i)))
+	}
+	sent = append(sent, msg(l, "low", "t-low"))
+	if err := q.Send(ctx, sent...); err != nil {
+		t.Fatal(err)
+	}
+	ds := append(collect(t, q, params(l, "high", time.Second), 12), collect(t, q, params(l, "low", time.Second), 1)...)
+	if err := q.ExtendAll(ctx, ds, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range []string{"high", "low"} {
+		p := params(l, pr, time.Minute)
+		p.Wait = 2 * time.Second
+		if got, err := q.Receive(ctx, p); err != nil || len(got) > 0 {
+			t.Fatalf("receive from %s after ExtendAll: %v, %v; want nothing", pr, ids(got), err)
+		}
+	}
+	unknown := task.Delivery{Message: msg(l, "high", "t00"), Receipt: "no-such-receipt"}
+	if err := q.ExtendAll(ctx, append(ds, unknown), 0); err == nil {
+		t.Error("ExtendAll with an unknown receipt: no error")
+	}
+	if got := collect(t, q, params(l, "high", time.Minute), 12); len(got) != 12 {
+		t.Fatalf("after release: %d messages, want 12", len(got))
+	}
+}
