@@ -128,6 +128,11 @@ const (
 	targetRiverRatio    = 1.0
 	targetAsynqRatio    = 1.5
 	targetUSDPerMillion = 2.50
+	// Issue 31's other cost targets: one task per request, and two retries in batches of 100.
+	targetUSDPerMillionSingle     = 4.0
+	targetUSDPerMillionTwoRetries = 5.0
+	// targetEmulatedP95MS: the delivery latency through the function handlers on the emulators.
+	targetEmulatedP95MS = 250.0
 	// targetSteadyUSDPerMonth: a steady 10,000 tasks a second on provisioned capacity, a month.
 	targetSteadyUSDPerMonth = 25_000.0
 	targetIdleUSDPerMonth   = 5.0
@@ -155,8 +160,16 @@ func (r *Results) judge() {
 	}
 	awsCost := Target{Name: "AWS cost, immediate no-op tasks in batches of 100", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillion), Got: "not measured"}
 	idle := Target{Name: "idle dev environment, everything included", Want: fmt.Sprintf("≤ $%.2f a month", targetIdleUSDPerMonth), Got: "not measured"}
+	single := Target{Name: "AWS cost, immediate no-op tasks scheduled one per request", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillionSingle), Got: "not measured"}
+	retries := Target{Name: "AWS cost, two retries, in batches of 100", Want: fmt.Sprintf("≤ $%.2f per million", targetUSDPerMillionTwoRetries), Got: "not measured"}
 	if len(r.Cases) > 0 {
 		awsCost.Got, awsCost.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionImmediate), verdict(r.USDPerMillionImmediate <= targetUSDPerMillion)
+		single.Got, single.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionSingle), verdict(r.USDPerMillionSingle <= targetUSDPerMillionSingle)
+		retries.Got, retries.Met = fmt.Sprintf("$%.2f per million", r.USDPerMillionTwoRetries), verdict(r.USDPerMillionTwoRetries <= targetUSDPerMillionTwoRetries)
+	}
+	emulated := Target{Name: "delivery latency on the emulators (function handlers), p95", Want: fmt.Sprintf("≤ %.0f ms", targetEmulatedP95MS), Got: "not measured"}
+	if r.Emulated != nil {
+		emulated.Got, emulated.Met = fmt.Sprintf("%.0f ms", r.AtfEmulatedLatencyP95MS), verdict(r.AtfEmulatedLatencyP95MS <= targetEmulatedP95MS)
 	}
 	switch {
 	case r.IdleBill != nil && r.IdleBill.Note != "":
@@ -190,7 +203,7 @@ func (r *Results) judge() {
 	if r.AtfPeakRSSMB > 0 {
 		rss.Got, rss.Met = fmt.Sprintf("%.0f MB at %s tasks", r.AtfPeakRSSMB, num(float64(r.Throughput.Tasks))), verdict(r.AtfPeakRSSMB <= targetPeakRSSMB)
 	}
-	r.Targets = append(r.Targets, river, asynq, wait, awsCost, steady, idle, firing, grown, rss)
+	r.Targets = append(r.Targets, river, asynq, wait, awsCost, single, retries, steady, idle, emulated, firing, grown, rss)
 	for _, b := range r.ScaleBills {
 		r.Targets = append(r.Targets, Target{
 			Name: fmt.Sprintf("idle environment of %d lambdas of %d priorities, everything included, %s configuration", b.Lambdas, b.Priorities, b.Environment),
