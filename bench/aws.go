@@ -218,9 +218,15 @@ func (f *function) invoked() {
 }
 
 // reportConsumed is the option of the function's DynamoDB client that adds each call's units to
-// its recorder, by the lambda the metrics wrapper names (as awsfn.Open).
+// its recorder (consumed).
 func (f *function) reportConsumed() func(*dynamodb.Options) {
-	return dynamostore.ReportConsumed(func(ctx context.Context, u cost.Units) { f.emf.Consumed(metrics.LambdaOf(ctx), u) })
+	return dynamostore.ReportConsumed(f.consumed)
+}
+
+// consumed adds a DynamoDB call's units to the function's recorder, by the lambda the metrics
+// wrapper names (as awsfn.Open).
+func (f *function) consumed(ctx context.Context, u cost.Units) {
+	f.emf.Consumed(metrics.LambdaOf(ctx), u)
 }
 
 type usageSnapshot struct {

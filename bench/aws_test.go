@@ -7,7 +7,9 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/openatf/atf/shared/adapter/consumerfn"
 	"github.com/openatf/atf/shared/adapter/emf"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/testkit/awstest"
@@ -61,6 +63,39 @@ func TestHarnessFunctionsWriteTheirMetrics(t *testing.T) {
 		if priced := res.LogBytes[f.name] * n; math.Abs(priced-float64(len(log))) > 0.5 {
 			t.Errorf("the %s function logged %d bytes, the case priced %.1f", f.name, len(log), priced)
 		}
+	}
+}
+
+// TestConsumerRigWritesItsMetrics: the consumer function the idle and scale bills price writes
+// the EMF lines the deployed one writes into the log they price: a SweepDuration line a pass, and
+// in each invocation, a period after the last, the units line of each lambda it read.
+func TestConsumerRigWritesItsMetrics(t *testing.T) {
+	awstest.Config(t, "SQS")
+	cfg := awstest.Config(t, "DYNAMODB")
+	lambdas := generatedLambdas(2)
+	rig, err := newConsumerRig(t.Context(), cfg, "atf-bench-rig", lambdas, nil, 1, ConsumerMemoryMB, consumerfn.Period, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rig.b.drop()
+	var log bytes.Buffer
+	rig.fn.tee(&log)
+	const invocations = 2
+	for range invocations {
+		if err := rig.invoke(t.Context(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	count := map[string]int{}
+	for _, m := range emfMetrics(t, log.Bytes()) {
+		count[m]++
+	}
+	if passes := rig.runner.passes; passes == 0 || count[emf.SweepDuration] != passes {
+		t.Errorf("%d passes wrote %d %s lines", passes, count[emf.SweepDuration], emf.SweepDuration)
+	}
+	if want := invocations * len(lambdas); count[emf.ReadUnits] != want {
+		t.Errorf("%d invocations over %d lambdas wrote %d units lines, want %d", invocations, len(lambdas), count[emf.ReadUnits], want)
 	}
 }
 

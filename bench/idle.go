@@ -14,6 +14,7 @@ import (
 	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/service/consumer"
+	"github.com/openatf/atf/shared/service/metrics"
 	"github.com/openatf/atf/shared/store/dynamostore"
 	"github.com/openatf/atf/shared/task"
 )
@@ -59,16 +60,16 @@ func idleCost(ctx context.Context, cfg aws.Config, reg *registry.Registry, shard
 		r.Lambdas = append(r.Lambdas, l.Name)
 		r.Priorities += len(l.Priorities)
 	}
-	rig, err := newConsumerRig(ctx, cfg, "atf-bench-idle", lambdas, nil, shards, memoryMB, nil)
+	rig, err := newConsumerRig(ctx, cfg, "atf-bench-idle", lambdas, nil, shards, memoryMB, period, nil)
 	if err != nil {
 		return r, err
 	}
 	defer rig.b.drop()
-	p, fn, cons, h := rig.probe, rig.fn, rig.runner, rig.handler
+	p, fn, cons := rig.probe, rig.fn, rig.runner
 	var took time.Duration
 	for range invocations {
 		start := time.Now()
-		if err := h.Handle(ctx, events.EventBridgeEvent{Time: start}); err != nil {
+		if err := rig.invoke(ctx, start); err != nil {
 			return r, err
 		}
 		took += time.Since(start)
@@ -108,16 +109,26 @@ type consumerRig struct {
 	c       *consumer.Consumer
 	runner  *countingRunner
 	handler *consumerfn.Handler
+	// metricsClock is the time of fn's EMF recorder: a period later after each invocation, so
+	// that each writes the units lines of the deployed function's, invoked once a period.
+	metricsClock clock
+	period       time.Duration
 }
 
-// newConsumerRig makes the rig of a consumer sweeping lambdas; queues are the lambdas whose
-// queues it creates (a consumer that finds nothing to send needs none).
-func newConsumerRig(ctx context.Context, cfg aws.Config, prefix string, lambdas, queues []task.Lambda, shards, memoryMB int, metrics consumer.PassMetrics) (*consumerRig, error) {
+// newConsumerRig makes the rig of a consumer sweeping lambdas, invoked every period; queues are
+// the lambdas whose queues it creates (a consumer that finds nothing to send needs none). passes,
+// if set, observes the passes besides the function's EMF recorder.
+func newConsumerRig(ctx context.Context, cfg aws.Config, prefix string, lambdas, queues []task.Lambda, shards, memoryMB int, period time.Duration, passes consumer.PassMetrics) (*consumerRig, error) {
 	b, err := newBackend(ctx, cfg, prefix, queues...)
 	if err != nil {
 		return nil, err
 	}
-	rig := &consumerRig{b: b, probe: newProbe(newShadow(dynamostore.TableInput(b.name))), fn: &function{name: "consumer", memoryMB: memoryMB}}
+	rig := &consumerRig{b: b, probe: newProbe(newShadow(dynamostore.TableInput(b.name))), fn: newFunction("consumer", memoryMB, true), period: period}
+	rig.fn.emf.SetClock(rig.metricsClock.now)
+	// The recorder counts the units the probe computes rather than those DynamoDB Local reports
+	// (reportConsumed): it reports none for the empty Queries of an idle pass, DynamoDB half a
+	// unit or more, so that the deployed consumer writes the units line of every lambda it reads.
+	rig.probe.consumed = rig.fn.consumed
 	watched := cfg.Copy()
 	rig.probe.attach(&watched)
 	store, err := dynamostore.New(dbClient(watched), dynamostore.Config{Table: b.name, Shards: shards})
@@ -130,10 +141,31 @@ func newConsumerRig(ctx context.Context, cfg aws.Config, prefix string, lambdas,
 		b.drop()
 		return nil, err
 	}
-	rig.c = consumer.New(store, queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: rig.fn.logger(), Metrics: metrics})
+	var observers passObservers = []consumer.PassMetrics{rig.fn.emf}
+	if passes != nil {
+		observers = append(observers, passes)
+	}
+	rig.c = consumer.New(metrics.Wrap(store, rig.fn.emf), queue, consumer.Config{Lambdas: task.FixedCatalog(lambdas), Logger: rig.fn.logger(), Metrics: observers})
 	rig.runner = &countingRunner{c: rig.c}
 	rig.handler = consumerfn.New(rig.runner, consumerfn.Deployed(rig.fn.logger()))
 	return rig, nil
+}
+
+// invoke is one invocation of the function, its event's time start, ended as its main ends it
+// (Invoked); the metrics' clock then moves on to the next invocation's time.
+func (rig *consumerRig) invoke(ctx context.Context, start time.Time) (err error) {
+	rig.fn.invoke(func() { err = rig.handler.Handle(ctx, events.EventBridgeEvent{Time: start}) })
+	rig.metricsClock.skip(rig.period)
+	return err
+}
+
+// passObservers observes each pass with every one of its PassMetrics.
+type passObservers []consumer.PassMetrics
+
+func (o passObservers) Pass(lambda string, took time.Duration, failed bool) {
+	for _, m := range o {
+		m.Pass(lambda, took, failed)
+	}
 }
 
 // countingRunner is the consumer as the function runs it, counting its passes, its looks ahead

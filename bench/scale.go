@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/openatf/atf/shared/adapter/consumerfn"
@@ -103,15 +102,15 @@ func scaleRun(ctx context.Context, cfg aws.Config, n, shards, invocations int) (
 		BudgetMS: ms(consumerfn.Period - consumerfn.DefaultMargin), PassBudgetMS: ms(consumer.DefaultPassTimeout),
 		DrainBudgetMS: ms(drainBudget), IntervalMS: ms(consumerfn.DefaultInterval)}
 	clock := &passClock{}
-	rig, err := newConsumerRig(ctx, cfg, "atf-bench-scale", lambdas, lambdas, shards, ConsumerMemoryMB, clock)
+	rig, err := newConsumerRig(ctx, cfg, "atf-bench-scale", lambdas, lambdas, shards, ConsumerMemoryMB, consumerfn.Period, clock)
 	if err != nil {
 		return r, err
 	}
 	defer rig.b.drop()
-	p, fn, c, cons, h := rig.probe, rig.fn, rig.c, rig.runner, rig.handler
+	p, fn, c, cons := rig.probe, rig.fn, rig.c, rig.runner
 	// A first invocation warms the connections and learns the queues' URLs, as a function's first
 	// invocation after a cold start does; it is not counted.
-	if err := h.Handle(ctx, events.EventBridgeEvent{Time: time.Now()}); err != nil {
+	if err := rig.invoke(ctx, time.Now()); err != nil {
 		return r, err
 	}
 	p.reset()
@@ -121,7 +120,7 @@ func scaleRun(ctx context.Context, cfg aws.Config, n, shards, invocations int) (
 	var took, slowest time.Duration
 	for range invocations {
 		start := time.Now()
-		if err := h.Handle(ctx, events.EventBridgeEvent{Time: start}); err != nil {
+		if err := rig.invoke(ctx, start); err != nil {
 			return r, err
 		}
 		d := time.Since(start)

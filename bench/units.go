@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/openatf/atf/shared/cost"
 	"github.com/openatf/atf/shared/testkit/awsmeter"
 )
 
@@ -281,6 +282,10 @@ func numberSize(s string) int {
 type probe struct {
 	meter  awsmeter.Meter
 	shadow *shadow
+	// consumed, if set, is told the units computed of each DynamoDB call that succeeded, with
+	// its context: what DynamoDB would report, where DynamoDB Local reports none for a Query
+	// that found nothing (dynamostore.ReportConsumed would pass on its figures).
+	consumed func(ctx context.Context, u cost.Units)
 
 	mu    sync.Mutex
 	units map[awsmeter.Op]opUnits
@@ -353,6 +358,9 @@ func (p *probe) handle(ctx context.Context, in middleware.InitializeInput, next 
 		if r, ok := out.Result.(*sqs.ReceiveMessageOutput); ok && r != nil && len(r.Messages) == 0 {
 			u.EmptyReceives = 1
 		}
+	}
+	if p.consumed != nil && err == nil && (u.Read > 0 || u.Write > 0) {
+		p.consumed(ctx, cost.Units{Read: u.Read, Write: u.Write})
 	}
 	p.mu.Lock()
 	c := p.units[op]
