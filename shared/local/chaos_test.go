@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -602,3 +603,94 @@ func testSendFirstFaults(t *testing.T, b backend) {
 
 func TestChaosSendFirst(t *testing.T)    { testSendFirstFaults(t, embedded(t)) }
 func TestChaosSendFirstAWS(t *testing.T) { testSendFirstFaults(t, emulated(t, "sendfirst")) }
+
+// leaseVisibility is the controllers' message visibility in the scenarios of the queue as the
+// lease timer: short, so that the messages of a lost worker's tasks come back within seconds.
+// The controllers extend a running task's message when half of it is left.
+const leaseVisibility = 2 * time.Second
+
+// leaseOnQueue checks that the leases of the tasks ids, which worker runs, ride on their queue
+// messages: each is running, names the message that times its lease, and the store's due index
+// holds no entry for it, so its sweep cannot time the lease out.
+func leaseOnQueue(t *testing.T, store task.Store, lambda string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		tk, err := store.Get(t.Context(), lambda, id)
+		if err != nil || !slices.Contains(task.Running, tk.Status) || tk.Message == "" {
+			t.Errorf("%s while it runs: %s, message %q, %v; want running, its lease timed by its message", id, tk.Status, tk.Message, err)
+		}
+	}
+	due, err := store.Due(t.Context(), task.DueParams{Lambda: lambda, Statuses: task.Running, Before: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range due {
+		if slices.Contains(ids, tk.ID) {
+			t.Errorf("%s: the store's due index times its lease too (due %s)", tk.ID, tk.NextTriggerAt)
+		}
+	}
+}
+
+// (l) The queue as the lease timer: a worker dies while it runs tasks whose leases their hidden
+// messages time. Stack A claims every task, with handlers that would run a minute; while they
+// run, their leases are checked to ride on their messages alone (no due entry: the store's sweep
+// cannot time them out). Then A dies, frozen for good as by SIGKILL: no heartbeat, result,
+// release or extension of a message leaves it (its executor's clock alone runs on, and stops
+// its handlers). Stack B must run every task: each message comes back once A stops hiding it,
+// and B's claim of it after A's lease times A's attempt out; the retry runs on B. 0 lost, 0
+// overlaps. Only on the emulators: the embedded queue is in memory, so there the store times
+// every lease (local.Config.MessageTimesLease), and a twin would test nothing of this.
+func testLostWorker(t *testing.T, b backend) {
+	const lambda = "lost"
+	n := size(b, 100, 500)
+	timing := chaostest.Timing(b.aws)
+	h := &chaostest.History{}
+	freezer := &chaostest.Freezer{}
+	muxA, muxB := worker.NewMux(), worker.NewMux()
+	muxA.Handle(lambda, &chaostest.Recorder{History: h, Worker: "A", Work: chaostest.Sleep(time.Minute, freezer)})
+	muxB.Handle(lambda, &chaostest.Recorder{History: h, Worker: "B", Work: chaostest.Sleep(time.Millisecond, nil)})
+	cA := chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(b.store), Queue: freezer.Queue(b.queue), Concurrency: n, Task: timing, MessageTimesLease: true, Visibility: leaseVisibility})
+	dead := false
+	t.Cleanup(func() { // before A's stop, which would wait for its frozen calls
+		if dead {
+			freezer.Thaw()
+		}
+	})
+	chaostest.ScheduleAll(t, cA, lambda, lambda, n, client.ScheduleRequest{})
+	for deadline := time.Now().Add(waitFor(b, n)); h.Running("A") < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A runs %d tasks of %d", h.Running("A"), n)
+		}
+	}
+	leaseOnQueue(t, b.store, lambda, h.RunningTasks("A"))
+
+	freezer.Freeze()
+	dead = true
+	kill := history.Kill{Worker: "A", At: time.Now()}
+	logB := &chaostest.Log{}
+	cB := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 8, Task: timing, MessageTimesLease: true, Visibility: leaseVisibility, Logger: slog.New(logB)})
+	observed, final := chaostest.Wait(t, cB, lambda, n, waitFor(b, n))
+	execs := h.Executions()
+	r := history.Check(execs, []history.Kill{kill}, observed, final, task.StatusSuccess)
+	// Each of A's attempts was timed out by its message's return, the only timer of its lease.
+	timedOut := 0
+	for _, f := range final {
+		said := logB.Said(f.ID)
+		if slices.ContainsFunc(said, func(l chaostest.Line) bool {
+			return strings.Contains(l.Msg, "its worker was lost; the attempt timed out")
+		}) {
+			timedOut++
+		} else {
+			t.Errorf("%s: no claim of its message timed A's attempt out: %v", f.ID, said)
+		}
+		if f.Attempts != 2 {
+			t.Errorf("%s ended at attempt %d, want 2: A's, timed out, then B's", f.ID, f.Attempts)
+		}
+	}
+	chaostest.Report(t, "lost worker, lease on the queue ("+b.name+")", r, fmt.Sprintf(" timed_out_by_message=%d", timedOut))
+	if r.Tasks != n {
+		t.Errorf("%d tasks of %d", r.Tasks, n)
+	}
+}
+
+func TestChaosLostWorkerAWS(t *testing.T) { testLostWorker(t, emulated(t, "lost")) }
