@@ -3,7 +3,9 @@ package local_test
 // The in-process chaos scenarios of the guarantees (docs/guarantees.md), each on the embedded
 // store and on DynamoDB and SQS: (b) a frozen lease holder, (c) lost heartbeats, (d) duplicate
 // and stale messages, (e) store faults, (f) a stale due index, (h) a flood on one lambda, (i) a
-// slow store on one lambda, and (j) a slow status controller.
+// slow store on one lambda, and (j) a slow status controller; and on DynamoDB and SQS only,
+// where the queue message times a running task's lease, (l) a worker lost while its messages
+// time its leases and (m) such a message gone to the dead-letter queue while its task runs.
 // Short versions run in `make test`; `make chaos` runs them long (ATF_CHAOS_TASKS).
 
 import (
@@ -18,12 +20,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
 	"github.com/openatf/atf/shared/queue/memqueue"
+	"github.com/openatf/atf/shared/queue/sqsqueue"
+	"github.com/openatf/atf/shared/service/consumer"
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/store/sqlitestore"
 	"github.com/openatf/atf/shared/task"
@@ -602,3 +607,263 @@ func testSendFirstFaults(t *testing.T, b backend) {
 
 func TestChaosSendFirst(t *testing.T)    { testSendFirstFaults(t, embedded(t)) }
 func TestChaosSendFirstAWS(t *testing.T) { testSendFirstFaults(t, emulated(t, "sendfirst")) }
+
+// leaseVisibility is the controllers' message visibility in the scenarios of the queue as the
+// lease timer: short, so that the messages of a lost worker's tasks come back within seconds.
+// The controllers extend a running task's message when half of it is left.
+const leaseVisibility = 2 * time.Second
+
+// leaseOnQueue checks that the leases of the tasks ids, which worker runs, ride on their queue
+// messages: each is running, names the message that times its lease, and the store's due index
+// holds no entry for it, so its sweep cannot time the lease out.
+func leaseOnQueue(t *testing.T, store task.Store, lambda string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		tk, err := store.Get(t.Context(), lambda, id)
+		if err != nil || !slices.Contains(task.Running, tk.Status) || tk.Message == "" {
+			t.Errorf("%s while it runs: %s, message %q, %v; want running, its lease timed by its message", id, tk.Status, tk.Message, err)
+		}
+	}
+	due, err := store.Due(t.Context(), task.DueParams{Lambda: lambda, Statuses: task.Running, Before: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range due {
+		if slices.Contains(ids, tk.ID) {
+			t.Errorf("%s: the store's due index times its lease too (due %s)", tk.ID, tk.NextTriggerAt)
+		}
+	}
+}
+
+// (l) The queue as the lease timer: a worker dies while it runs tasks whose leases their hidden
+// messages time. Stack A claims every task, with handlers that would run an hour; while they
+// run, their leases are checked to ride on their messages alone (no due entry: the store's sweep
+// cannot time them out). Then A dies, frozen for good as by SIGKILL: no heartbeat, result,
+// release or extension of a message leaves it (its executor's clock alone runs on, and stops
+// its handlers). Stack B must run every task: each message comes back once A stops hiding it,
+// and B's claim of it after A's lease times A's attempt out; the retry runs on B. 0 lost, 0
+// overlaps. Only on the emulators: the embedded queue is in memory, so there the store times
+// every lease (local.Config.MessageTimesLease), and a twin would test nothing of this.
+func testLostWorker(t *testing.T, b backend) {
+	const lambda = "lost"
+	// All at once on one stack: 25 under `make chaos`. A hundred runs heartbeating together
+	// overran DynamoDB Local on 2 cores (their heartbeats timed out).
+	n := size(b, 100, 500)
+	timing := chaostest.Timing(b.aws)
+	h := &chaostest.History{}
+	freezer := &chaostest.Freezer{}
+	muxA, muxB := worker.NewMux(), worker.NewMux()
+	muxA.Handle(lambda, &chaostest.Recorder{History: h, Worker: "A", Work: chaostest.Sleep(time.Hour, freezer)})
+	muxB.Handle(lambda, &chaostest.Recorder{History: h, Worker: "B", Work: chaostest.Sleep(time.Millisecond, nil)})
+	cA := chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(b.store), Queue: freezer.Queue(b.queue), Concurrency: n, Task: timing, MessageTimesLease: true, Visibility: leaseVisibility})
+	dead := false
+	t.Cleanup(func() { // before A's stop, which would wait for its frozen calls
+		if dead {
+			freezer.Thaw()
+		}
+	})
+	chaostest.ScheduleAll(t, cA, lambda, lambda, n, client.ScheduleRequest{})
+	for deadline := time.Now().Add(waitFor(b, n)); h.Running("A") < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A runs %d tasks of %d", h.Running("A"), n)
+		}
+	}
+	leaseOnQueue(t, b.store, lambda, h.RunningTasks("A"))
+
+	freezer.Freeze()
+	dead = true
+	kill := history.Kill{Worker: "A", At: time.Now()}
+	logB := &chaostest.Log{}
+	cB := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 8, Task: timing, MessageTimesLease: true, Visibility: leaseVisibility, Logger: slog.New(logB)})
+	observed, final := chaostest.Wait(t, cB, lambda, n, waitFor(b, n))
+	execs := h.Executions()
+	r := history.Check(execs, []history.Kill{kill}, observed, final, task.StatusSuccess)
+	// Each of A's attempts was timed out by its message's return, the only timer of its lease.
+	timedOut := 0
+	for _, f := range final {
+		said := logB.Said(f.ID)
+		if slices.ContainsFunc(said, func(l chaostest.Line) bool {
+			return strings.Contains(l.Msg, "its worker was lost; the attempt timed out")
+		}) {
+			timedOut++
+		} else {
+			t.Errorf("%s: no claim of its message timed A's attempt out: %v", f.ID, said)
+		}
+		if f.Attempts != 2 {
+			t.Errorf("%s ended at attempt %d, want 2: A's, timed out, then B's", f.ID, f.Attempts)
+		}
+	}
+	chaostest.Report(t, "lost worker, lease on the queue ("+b.name+")", r, fmt.Sprintf(" timed_out_by_message=%d", timedOut))
+	if r.Tasks != n {
+		t.Errorf("%d tasks of %d", r.Tasks, n)
+	}
+}
+
+func TestChaosLostWorkerAWS(t *testing.T) { testLostWorker(t, emulated(t, "lost")) }
+
+// (m) The message that times a running task's lease goes to the dead-letter queue while its
+// handler runs. The queues move a message there at its 4th receive; stack A's extensions of the
+// messages of half the tasks (stuck) are lost, so each comes back while its task runs, and A's
+// claims of it answer "not due", the lease being live, and keep it, until its receives run out.
+// A drain must then give each such lease back to the store's timer (rearmed). Then half of those
+// runs end (their results stand, and no due entry is left), and A dies, frozen for good, with
+// the other half still running: stack B's sweep times those out and runs them again. Every
+// task ends exactly as it should: 0 lost, 0 overlaps. Only on the emulators: the embedded queue
+// has no dead-letter queue, and does not time leases.
+func testDeadLetterWhileRunning(t *testing.T) {
+	const lambda = "dlrun"
+	ctx := t.Context()
+	l := task.Lambda{Name: lambda}.WithDefaults()
+	ab := awstest.NewBackend(t, "atf-chaos", l)
+	// The queues again, with a redrive policy that moves a message at its 4th receive.
+	q, err := sqsqueue.New(ab.SQS, sqsqueue.Config{Prefix: ab.Name, MaxReceiveCount: 3, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	b := backend{"aws", ab.Store, q, true}
+	n := size(b, 80, 1000) // 48 under `make chaos`, 24 of them stuck at once on one stack
+	n -= n % 4
+	timing := chaostest.Timing(true)
+	// Of every 4 tasks, the first's run ends once its lease is rearmed, and the third's worker
+	// dies then; the others run as usual.
+	nth := func(id string) int { i, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:]); return i % 4 }
+	stuck := func(id string) bool { return nth(id)%2 == 0 }
+	ends, dies := func(id string) bool { return nth(id) == 0 }, func(id string) bool { return nth(id) == 2 }
+
+	h := &chaostest.History{}
+	freezer := &chaostest.Freezer{}
+	end := make(chan struct{}) // closed once every stuck lease is rearmed
+	work := func(ctx context.Context, tk worker.Task) error {
+		switch {
+		case tk.Attempt == 1 && ends(tk.ID):
+			select {
+			case <-end:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case tk.Attempt == 1 && dies(tk.ID):
+			return chaostest.Sleep(time.Hour, freezer)(ctx, tk) // until its executor stops it
+		}
+		return chaostest.Sleep(time.Millisecond, freezer)(ctx, tk)
+	}
+	muxA, muxB := worker.NewMux(), worker.NewMux()
+	muxA.Handle(lambda, &chaostest.Recorder{History: h, Worker: "A", Work: work})
+	muxB.Handle(lambda, &chaostest.Recorder{History: h, Worker: "B", Work: chaostest.Sleep(time.Millisecond, nil)})
+	lossy := &chaostest.LostExtends{Queue: q, Lose: func(d task.Delivery) bool { return stuck(d.TaskID) }}
+	logA := &chaostest.Log{}
+	cA := chaostest.Start(t, local.Config{Mux: muxA, Store: freezer.Store(b.store), Queue: freezer.Queue(lossy), Concurrency: n, Task: timing,
+		MessageTimesLease: true, Visibility: leaseVisibility, Logger: slog.New(logA)})
+	dead := false
+	t.Cleanup(func() { // before A's stop, which would wait for its frozen calls
+		if dead {
+			freezer.Thaw()
+		}
+	})
+	ids := chaostest.ScheduleAll(t, cA, lambda, lambda, n, client.ScheduleRequest{})
+	stuckIDs := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !stuck(id) })
+	running := func() bool {
+		return !slices.ContainsFunc(stuckIDs, func(id string) bool { return !slices.Contains(h.RunningTasks("A"), id) })
+	}
+	for deadline := time.Now().Add(waitFor(b, n)); !running(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A runs %v, want every stuck task of %v", h.RunningTasks("A"), stuckIDs)
+		}
+	}
+	leaseOnQueue(t, b.store, lambda, stuckIDs)
+
+	// Drain, as the consumer does, until every stuck task is back on the store's timer: still
+	// running its first attempt on A, its message no longer named.
+	drainer := consumer.New(b.store, q, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: timing, Logger: slog.New(slog.DiscardHandler)})
+	var drained consumer.DrainStats
+	rearmed := func() bool {
+		for _, id := range stuckIDs {
+			tk, err := b.store.Get(ctx, lambda, id)
+			if err != nil || tk.Message != "" {
+				return false
+			}
+			if tk.Status != task.StatusProcessing || tk.Attempts != 1 || !slices.Contains(h.RunningTasks("A"), id) {
+				t.Fatalf("%s was rearmed no longer running its first attempt on A: %s, attempt %d", id, tk.Status, tk.Attempts)
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(waitFor(b, n)); !rearmed(); {
+		st, err := drainer.Drain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drained.Rearmed += st.Rearmed
+		if time.Now().After(deadline) {
+			t.Fatalf("not every stuck lease was rearmed; drained %+v", drained)
+		}
+	}
+	kept := 0 // receives of a stuck task's message whose claim kept it, the lease being live
+	for _, id := range stuckIDs {
+		for _, l := range logA.Said(id) {
+			if strings.HasPrefix(l.Msg, "claim refused as early, or the task runs under a lease its message times") {
+				kept++
+			}
+		}
+	}
+
+	// Half the stuck runs end: their results stand, and their leases' due entries go with them.
+	close(end)
+	for deadline := time.Now().Add(waitFor(b, n)); ; time.Sleep(100 * time.Millisecond) {
+		last, err := chaostest.List(cA, lambda)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := slices.DeleteFunc(last, func(f history.Final) bool { return f.Status == task.StatusSuccess || dies(f.ID) })
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks not done while A lives: %v", left)
+		}
+	}
+	due, err := b.store.Due(ctx, task.DueParams{Lambda: lambda, Statuses: task.Running, Before: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timed []string
+	for _, tk := range due {
+		timed = append(timed, tk.ID)
+	}
+	slices.Sort(timed)
+	if want := slices.DeleteFunc(slices.Clone(stuckIDs), func(id string) bool { return !dies(id) }); !slices.Equal(timed, want) {
+		t.Errorf("the store times the leases of %v, want those of the rearmed runs still going, %v", timed, want)
+	}
+
+	// A dies with the other half running; B's sweep times them out once their leases end.
+	freezer.Freeze()
+	dead = true
+	kill := history.Kill{Worker: "A", At: time.Now()}
+	cB := chaostest.Start(t, local.Config{Mux: muxB, Store: b.store, Queue: b.queue, Concurrency: 8, Task: timing, MessageTimesLease: true, Visibility: leaseVisibility})
+	observed, final := chaostest.Wait(t, cB, lambda, n, waitFor(b, n))
+	r := history.Check(h.Executions(), []history.Kill{kill}, observed, final, task.StatusSuccess)
+	r.Faults = lossy.Lost()
+	for _, id := range stuckIDs {
+		tk, err := b.store.Get(ctx, lambda, id)
+		var res chaostest.Result
+		if err != nil || json.Unmarshal(tk.Result, &res) != nil {
+			t.Errorf("%s: %v; result %s", id, err, tk.Result)
+			continue
+		}
+		want := chaostest.Result{Worker: "A", Attempt: 1} // its run ended after the rearm
+		if dies(id) {
+			want = chaostest.Result{Worker: "B", Attempt: 2} // timed out by the store, run again
+		}
+		if res != want || tk.Attempts != want.Attempt {
+			t.Errorf("%s ended at attempt %d with %+v's result, want %+v's", id, tk.Attempts, res, want)
+		}
+	}
+	chaostest.Report(t, "dead letter while running ("+b.name+")", r, fmt.Sprintf(" stuck=%d rearmed=%d kept=%d", len(stuckIDs), drained.Rearmed, kept))
+	if drained.Rearmed < len(stuckIDs) || kept == 0 || r.Tasks != n {
+		t.Errorf("%d tasks of %d; %d of %d stuck leases rearmed, %d messages kept while their lease lived", r.Tasks, n, drained.Rearmed, len(stuckIDs), kept)
+	}
+}
+
+func TestChaosDeadLetterWhileRunningAWS(t *testing.T) { testDeadLetterWhileRunning(t) }

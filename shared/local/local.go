@@ -84,6 +84,10 @@ type Config struct {
 	// written, so that its visibility times the lease (controller.Config.MessageTimesLease), as
 	// AWS's executors do: for a durable Queue (SQS) and the Store that goes with it, both given.
 	MessageTimesLease bool
+	// Visibility hides the messages the controllers receive (controller.Config.Visibility):
+	// controller.DefaultVisibility if zero. With MessageTimesLease it is about how long the
+	// tasks of a worker that died wait for their messages to come back.
+	Visibility time.Duration
 }
 
 // HTTPLimits bound the connections of the API listener, so that slow and idle clients cannot
@@ -265,7 +269,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		h, _ := c.Mux.Handler(l.Name)
 		s.controllers = append(s.controllers, controller.Start(controller.Config{
 			Lambda: l, Handler: h, Queue: queue, Executor: exec, IdleWait: c.IdleWait, Logger: c.Logger,
-			MessageTimesLease: c.MessageTimesLease,
+			MessageTimesLease: c.MessageTimesLease, Visibility: c.Visibility,
 		}))
 	}
 	cons.Start()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -43,6 +44,26 @@ func (q *Duplicating) Send(ctx context.Context, msgs ...task.Message) error {
 	q.copies += len(out) - len(msgs)
 	q.mu.Unlock()
 	return q.Queue.Send(ctx, out...)
+}
+
+// LostExtends loses the Extend calls of the messages Lose picks, as a broken path between a
+// worker and its queue would: such a message, hidden while its task runs, comes back once the
+// visibility its receive gave it runs out.
+type LostExtends struct {
+	task.Queue
+	Lose func(task.Delivery) bool
+	lost atomic.Int64
+}
+
+// Lost is how many Extend calls were lost.
+func (q *LostExtends) Lost() int { return int(q.lost.Load()) }
+
+func (q *LostExtends) Extend(ctx context.Context, d task.Delivery, v time.Duration) error {
+	if q.Lose(d) {
+		q.lost.Add(1)
+		return errInjected("extend")
+	}
+	return q.Queue.Extend(ctx, d, v)
 }
 
 // Freezer stops a whole worker as SIGSTOP would: while it is frozen, every call into the
