@@ -60,7 +60,7 @@ test: ui-tools build cdk-cli ## every test (AWS suites on DynamoDB Local and mot
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	export ATF_DEPLOY_MOTO_PORT=$${ATF_DEPLOY_MOTO_PORT:-5101}; \
 	stop() { localstack/deploy-local stop; [ -n "$$was_up" ] || localstack/emulators stop; }; trap stop EXIT; \
-	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary && \
+	ATF_AWS_TESTS=require ATF_UI_TESTS=require $(GO) test -count=1 -timeout 30m -json ./... | tee $(BIN)/test.json | $(GO) run ./cmd/testsummary && \
 	ATF_AWS_TESTS=require $(GO) -C infra test -count=1 ./doctor/
 	@$(MAKE) --no-print-directory api-contract
 	@$(MAKE) --no-print-directory infra-test

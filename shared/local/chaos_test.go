@@ -620,8 +620,8 @@ func leaseOnQueue(t *testing.T, store task.Store, lambda string, ids []string) {
 	t.Helper()
 	for _, id := range ids {
 		tk, err := store.Get(t.Context(), lambda, id)
-		if err != nil || !slices.Contains(task.Running, tk.Status) || tk.Message == "" {
-			t.Errorf("%s while it runs: %s, message %q, %v; want running, its lease timed by its message", id, tk.Status, tk.Message, err)
+		if err != nil || !tk.LeaseOnQueue() {
+			t.Errorf("%s while it runs: %s, message %q for lease %q, %v; want running, its lease timed by its message", id, tk.Status, tk.Message, tk.MessageFor, err)
 		}
 	}
 	due, err := store.Due(t.Context(), task.DueParams{Lambda: lambda, Statuses: task.Running, Before: time.Now().Add(time.Hour)})
@@ -775,13 +775,13 @@ func testDeadLetterWhileRunning(t *testing.T) {
 	leaseOnQueue(t, b.store, lambda, stuckIDs)
 
 	// Drain, as the consumer does, until every stuck task is back on the store's timer: still
-	// running its first attempt on A, its message no longer named.
+	// running its first attempt on A, its lease no longer timed by its message.
 	drainer := consumer.New(b.store, q, consumer.Config{Lambdas: task.FixedCatalog{l}, Task: timing, Logger: slog.New(slog.DiscardHandler)})
 	var drained consumer.DrainStats
 	rearmed := func() bool {
 		for _, id := range stuckIDs {
 			tk, err := b.store.Get(ctx, lambda, id)
-			if err != nil || tk.Message != "" {
+			if err != nil || tk.LeaseOnQueue() {
 				return false
 			}
 			if tk.Status != task.StatusProcessing || tk.Attempts != 1 || !slices.Contains(h.RunningTasks("A"), id) {
