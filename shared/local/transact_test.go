@@ -160,7 +160,8 @@ func TestTransactEnqueueAWS(t *testing.T) {
 			_, err = b.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 			if err != nil {
 				err = dynamostore.CreateRefused(err, tk, 0)
-				if !commit && !errors.Is(err, task.ErrExists) {
+				var cancelled *types.TransactionCanceledException
+				if !commit && errors.As(err, &cancelled) && aws.ToString(cancelled.CancellationReasons[len(items)-1].Code) == "ConditionalCheckFailed" {
 					return nil // cancelled by the app's condition, as meant
 				}
 				return err
