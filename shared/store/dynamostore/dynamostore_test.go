@@ -58,7 +58,40 @@ func TestConformance(t *testing.T) {
 	db, table := newTable(t, nil)
 	storetest.Exercise(t, func(t *testing.T) task.Store {
 		return newStore(t, db, dynamostore.Config{Table: table})
-	}, storetest.Fan(emulatorFan))
+	}, storetest.Fan(emulatorFan), storetest.Transact(func(t *testing.T, s task.Store, tk task.Task, commit bool) error {
+		return appTx(t, db, table, s.(*dynamostore.Store), tk, commit)
+	}))
+}
+
+// appTx writes an item of the app's own and tk in one TransactWriteItems. Unless commit is set,
+// a condition of the app's fails (no such account), cancelling the transaction.
+func appTx(t *testing.T, db *dynamodb.Client, table string, s *dynamostore.Store, tk task.Task, commit bool) error {
+	ctx := t.Context()
+	items, err := s.CreateTransactItems(tk)
+	if err != nil {
+		return err
+	}
+	appKey := func(id string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "app#" + id}, "sk": &types.AttributeValueMemberS{Value: "app"}}
+	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: appKey(tk.Lambda + "#" + tk.ID)}})
+	if !commit {
+		items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName: &table, Key: appKey("account"), ConditionExpression: aws.String("attribute_exists(pk)"),
+		}})
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err = dynamostore.CreateRefused(err, tk, 0); err != nil {
+		var cancelled *types.TransactionCanceledException
+		if !commit && errors.As(err, &cancelled) && aws.ToString(cancelled.CancellationReasons[len(items)-1].Code) == "ConditionalCheckFailed" {
+			return nil // cancelled by the app's condition, as meant
+		}
+		return err
+	}
+	s.Created(ctx, tk)
+	return nil
 }
 
 // emulatorFan is the fan-in and fan-out the conformance suite runs on DynamoDB: issue 12 asks

@@ -615,7 +615,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = s.createIn(ctx, tx, insert, u.create); err != nil {
+			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
 				return nil, err
 			}
 			continue
@@ -677,7 +677,7 @@ func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (
 // a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
 // undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
 // The error is one that fails the group.
-func (s *Store) createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
+func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
 	if taken, err := takenID(ctx, tx, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {

@@ -28,11 +28,46 @@ func open(t *testing.T, path string) *Store {
 }
 
 func TestConformance(t *testing.T) {
+	var paths sync.Map // *Store: its file, for the app's own connection in TransactCreate
 	storetest.Exercise(t, func(t *testing.T) task.Store {
-		s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+		path := filepath.Join(t.TempDir(), "atf.db")
+		s := open(t, path)
 		t.Cleanup(func() { s.Close() })
+		paths.Store(s, path)
 		return s
-	}, storetest.KeepsLogs())
+	}, storetest.KeepsLogs(), storetest.Transact(func(t *testing.T, s task.Store, tk task.Task, commit bool) error {
+		path, _ := paths.Load(s)
+		return appTx(t, path.(string), tk, commit)
+	}))
+}
+
+// appTx writes a row of the app's own and tk in one transaction of another connection to the
+// store's file, as an app embedding the store would, and commits it or rolls it back.
+func appTx(t *testing.T, path string, tk task.Task, commit bool) error {
+	ctx := t.Context()
+	app, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	if _, err := app.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS app_orders (id TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := app.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO app_orders (id) VALUES (?)`, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateTx(ctx, tx, tk); err != nil {
+		return err
+	}
+	if !commit {
+		return tx.Rollback()
+	}
+	return tx.Commit()
 }
 
 // TestDurable checks that what was written is there after the store is closed and reopened,

@@ -28,6 +28,9 @@ type Option func(*config)
 type config struct {
 	fan  int  // upstreams of one task in FlowFanIn, downstreams of one task in FlowFanOut
 	logs bool // the store keeps the attempts' logs (KeepsLogs)
+	// transact writes a task in an app's own transaction (Transact); a backend without one
+	// leaves it nil, and has no TransactCreate case.
+	transact TxCreate
 }
 
 // KeepsLogs says the store keeps each attempt's log (task.Attempt.Log), as the embedded store

@@ -1,0 +1,38 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// CreateTx creates t, a task made by task.New, in tx: the app's own transaction on the store's
+// database file, so that the task exists if and only if tx commits. It returns task.ErrExists,
+// having written nothing, if t's id is taken; the app may roll back or go on.
+//
+// The task is waiting, due at its run time. A store open on the same file (atf dev's) finds it at
+// its consumer's next sweep, at most a poll interval (task.Config.PollInterval) after the commit:
+// nothing wakes that consumer, which only hears of the writes its own process makes. The task
+// counts follow, as the table's triggers keep them. Tasks with upstreams (After) are refused:
+// a flow's upstreams are linked by the frontend, outside any one transaction.
+//
+// Open the app's database with a busy timeout and begin its transactions immediate (the driver's
+// "?_pragma=busy_timeout(10000)&_txlock=immediate"): atf's writer shares the file, and a
+// transaction that reads before it writes could otherwise fail at once with SQLITE_BUSY.
+func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
+	if len(t.After) > 0 {
+		return task.Errorf(task.ErrInvalid, "task %q of lambda %s: a task with upstreams cannot be created in a transaction", t.ID, t.Lambda)
+	}
+	insert, err := tx.PrepareContext(ctx, insertSQL)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+	}
+	defer insert.Close()
+	outcome, err := createIn(ctx, tx, insert, []task.Task{t})
+	if err != nil {
+		return storageError(err)
+	}
+	return outcome
+}
