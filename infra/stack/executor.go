@@ -283,11 +283,12 @@ const (
 )
 
 // scaleInMetrics are what the scale-in alarm reads of each priority's queue, per minute: messages
-// waiting (visible) and delayed, at most, and the messages deleted, which an executor does when
-// it claims a task. Messages in flight (ApproximateNumberOfMessagesNotVisible) are left out, for
-// the alarm's 10 metrics to cover three priorities: an executor's received message is claimed
-// (deleted) within its visibility of 30 s, or visible again, and is held longer only behind
-// running tasks, whose claims are in the window.
+// waiting (visible) and delayed, at most, and the messages deleted, which an executor does once
+// a claim of it is settled, and for a task it runs once the run's end is written (its message
+// times the lease: docs/guarantees.md, "The queue as the lease timer"). Messages in flight
+// (ApproximateNumberOfMessagesNotVisible) are left out, for the alarm's 10 metrics to cover three
+// priorities: an executor's received message is settled within its visibility of 30 s, or
+// visible again, or held by a running task, whose end's delete comes within its timeout.
 var scaleInMetrics = []struct{ name, statistic string }{
 	{"ApproximateNumberOfMessagesVisible", "Maximum"},
 	{"ApproximateNumberOfMessagesDelayed", "Maximum"},
@@ -313,9 +314,9 @@ func scaleInWindow(e registry.Entry) (time.Duration, bool) {
 //     minute: one executor more per started concurrency of waiting messages, at most
 //     scaleOutTiers at once, again after each cooldown while messages wait;
 //   - in (to zero): for the whole window (the lambda's timeout plus scaleInMargin), no message
-//     waited (visible) or was delayed, and none was deleted (an executor deletes a message when it
-//     claims its task): scaleInMetrics. So the last task claimed has ended (its timeout has
-//     passed) before its executor is stopped, and an executor started for a message that came
+//     waited (visible) or was delayed, and none was deleted (an executor deletes a task's message
+//     when its run ends, or when its claim is refused): scaleInMetrics. So the last task claimed
+//     has ended (its timeout has passed) before its executor is stopped, and an executor started for a message that came
 //     after a scale-in is not stopped again: the message, visible until it is claimed, takes the
 //     alarm out of ALARM when it starts the scale-out (both alarms read it), and its claim keeps
 //     it out for a window. While in ALARM, the alarm invokes its policy every minute, so this,
