@@ -318,7 +318,7 @@ func scaleInWindow(e registry.Entry) (time.Duration, bool) {
 //     when its run ends, or when its claim is refused): scaleInMetrics. So the last task claimed
 //     has ended (its timeout has passed) before its executor is stopped, and an executor started for a message that came
 //     after a scale-in is not stopped again: the message, visible until it is claimed, takes the
-//     alarm out of ALARM when it starts the scale-out (both alarms read it), and its claim keeps
+//     alarm out of ALARM when it starts the scale-out (both alarms read it), and its run, whose end deletes it, keeps
 //     it out for a window. While in ALARM, the alarm invokes its policy every minute, so this,
 //     and not the cooldown, is what keeps it from stopping new executors.
 //
