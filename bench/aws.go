@@ -360,8 +360,14 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	}
 	hsc := status.New(metrics.Wrap(statusStore, h.statusFn.emf), status.Config{Task: taskCfg, Now: h.clock.now, Logger: h.statusFn.logger(), Queue: statusQueue})
 	inv := timedInvoker{fn: h.statusFn, local: statusfn.LocalInvoker{Handler: statusfn.NewHandler(hsc, h.statusFn.logger())}}
+	// The worker function's own queue client, as workerfn gives it one: it hides each batch until
+	// its invocation's end, and brings failed records back sooner.
+	workerQueue, err := b.queue(watched(h.esm))
+	if err != nil {
+		return fail(err)
+	}
 	wfn, err := sqsworker.New(sqsworker.Config{
-		Lambda: l, Status: statusfn.NewClient(inv), Logger: h.workerFn.logger(), Metrics: h.workerFn.emf,
+		Lambda: l, Status: statusfn.NewClient(inv), Queue: workerQueue, Logger: h.workerFn.logger(), Metrics: h.workerFn.emf,
 		Handler: worker.HandlerFunc(func(_ context.Context, t worker.Task) (json.RawMessage, error) {
 			if int64(t.Attempt) <= h.failFirst.Load() {
 				return nil, errors.New("failing on purpose") // retriable
