@@ -108,7 +108,7 @@ chaos: ## the chaos scenarios, long (CHAOS_TASKS), on the emulators too: one sum
 	was_up=$$(localstack/emulators status >/dev/null 2>&1 && echo 1 || true); \
 	env=$$(localstack/emulators start) || exit 1; eval "$$env"; \
 	[ -n "$$was_up" ] || trap 'localstack/emulators stop' EXIT; \
-	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 30m ./cmd/atf ./shared/local \
+	ATF_AWS_TESTS=require ATF_CHAOS_TASKS=$(CHAOS_TASKS) $(GO) test -count=1 -v -run '^TestChaos' -timeout 45m ./cmd/atf ./shared/local \
 	  | grep -E '^(chaos|--- FAIL|FAIL|ok)|_test.go:|^        (lost|overlaps|backwards|changed|over max) \[|^(panic|fatal error):'
 
 # make bench: the Go benchmarks of the hot paths (bin/bench-go.txt, for benchstat), then the bench
