@@ -586,7 +586,8 @@ func TestStatusUnits(t *testing.T) {
 	})
 	for _, id := range []string{"units-1", "units-2", "units-3"} {
 		e.put(t, echo, id, `{}`, 0, true, false)
-		invoke(t, st, map[string]any{"v": 1, "op": "claim", "lambda": "echo", "task_id": id}, 0)
+		// As a worker function claims: naming the message, which times the lease.
+		invoke(t, st, map[string]any{"v": 1, "op": "claim", "lambda": "echo", "task_id": id, "message_id": "m-" + id}, 0)
 	}
 	var lines []map[string]any
 	for line := range strings.Lines(e.logs.String()) {
