@@ -554,6 +554,16 @@ func TestCLI(t *testing.T) {
 	if out, err := cli("get", "echo", "cli-1"); err != nil || !regexp.MustCompile(`status:\s+success`).MatchString(out) {
 		t.Fatalf("get: %v\n%s", err, out)
 	}
+	// --key gives the task its tenant, and get shows it.
+	if out, err := cli("schedule", "record", "--id", "cli-key", "--key", "tenant-1", "--delay", "1h", "--json"); err != nil || !strings.Contains(out, `"key": "tenant-1"`) {
+		t.Fatalf("schedule --key: %v\n%s", err, out)
+	}
+	if out, err := cli("get", "record", "cli-key"); err != nil || !regexp.MustCompile(`key:\s+tenant-1`).MatchString(out) {
+		t.Fatalf("get of a task with a key: %v\n%s", err, out)
+	}
+	if out, err := cli("schedule", "record", "--key", "has space"); err == nil || !strings.Contains(out, `key "has space"`) {
+		t.Fatalf("schedule with an invalid key: want the rule, got %v\n%s", err, out)
+	}
 	// --wait answers once the task ended, or with the task as it stands when the wait is over.
 	if _, err := cli("schedule", "echo", "--id", "cli-wait", "--delay", "1s"); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ Usage:
   atf create --handlers DIR [--table atf-dev] [--queue-prefix atf-dev]
       create the DynamoDB table and the SQS queues of the lambdas in DIR (AWS_* environment)
   atf schedule LAMBDA [--payload JSON] [--delay 90s | --at RFC3339] [--priority P]
-          [--collection C] [--id ID] [--max-attempts N] [--deadline RFC3339]
+          [--collection C] [--key K] [--id ID] [--max-attempts N] [--deadline RFC3339]
           [--after REF]... [--trigger-rule all_success|all_done]
       --after (repeatable) makes the task wait for another: pending until it succeeded
       (all_success, the default) or ended (all_done)
@@ -387,7 +387,7 @@ func parseRefs(ss []string) ([]task.Ref, error) {
 }
 
 var clientCommands = map[string]clientCommand{
-	"schedule": {0, true, "LAMBDA, or --file F", []string{"payload", "delay", "at", "priority", "collection", "id", "max-attempts", "deadline", "after", "trigger-rule", "file"},
+	"schedule": {0, true, "LAMBDA, or --file F", []string{"payload", "delay", "at", "priority", "collection", "key", "id", "max-attempts", "deadline", "after", "trigger-rule", "file"},
 		func(ctx context.Context, c *client.Client, pos []string, o flagValues) (any, error) {
 			if file := o.get("file"); file != "" {
 				if len(pos) > 1 {
@@ -400,7 +400,7 @@ var clientCommands = map[string]clientCommand{
 			}
 			req := client.ScheduleRequest{
 				ID: o.get("id"), RunAt: o.get("at"), Delay: o.get("delay"), Priority: o.get("priority"),
-				Collection: o.get("collection"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
+				Collection: o.get("collection"), Key: o.get("key"), Deadline: o.get("deadline"), TriggerRule: o.get("trigger-rule"),
 			}
 			var err error
 			if req.Payload, err = o.payload(); err != nil {
@@ -547,6 +547,9 @@ func printTable(out io.Writer, v any) error {
 			{"payload", compactJSON(v.Payload)}, {"result", compactJSON(v.Result)}, {"error", firstLine(v.Error)},
 		} {
 			line(kv[0]+":", kv[1])
+		}
+		if v.Key != "" {
+			line("key:", v.Key)
 		}
 		if g := v.HeldBy; g != nil {
 			line("held_by:", heldBy(*g))

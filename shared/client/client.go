@@ -52,15 +52,18 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.S
 type ScheduleRequest struct {
 	// Lambda is, in a batch, the task's lambda if not the batch's; a single schedule leaves it
 	// empty.
-	Lambda      string          `json:"lambda,omitempty"`
-	ID          string          `json:"id,omitempty"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	RunAt       string          `json:"run_at,omitempty"`
-	Delay       string          `json:"delay,omitempty"`
-	Priority    string          `json:"priority,omitempty"`
-	Collection  string          `json:"collection,omitempty"`
-	MaxAttempts int             `json:"max_attempts,omitempty"`
-	Deadline    string          `json:"deadline,omitempty"`
+	Lambda     string          `json:"lambda,omitempty"`
+	ID         string          `json:"id,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	RunAt      string          `json:"run_at,omitempty"`
+	Delay      string          `json:"delay,omitempty"`
+	Priority   string          `json:"priority,omitempty"`
+	Collection string          `json:"collection,omitempty"`
+	// Key is the task's tenant: a lambda's slots are shared fairly among the keys of its waiting
+	// tasks. Letters, digits, '.', '_', ':' and '-', at most 128 characters; empty for none.
+	Key         string `json:"key,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Deadline    string `json:"deadline,omitempty"`
 	// After names the tasks this one waits for, its upstreams, of any lambda; a Ref without a
 	// Lambda names a task of this task's lambda. The task is pending until they have ended.
 	After []task.Ref `json:"after,omitempty"`

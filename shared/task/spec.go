@@ -13,13 +13,15 @@ import (
 // Spec is a request to schedule one task, as a client sends it. Zero fields take defaults.
 type Spec struct {
 	// Lambda is the task's lambda in a batch that spans lambdas; empty means the batch's.
-	Lambda      string
-	ID          string
-	Payload     json.RawMessage
-	RunAt       *time.Time
-	Delay       *time.Duration
-	Priority    string
-	Collection  string
+	Lambda     string
+	ID         string
+	Payload    json.RawMessage
+	RunAt      *time.Time
+	Delay      *time.Duration
+	Priority   string
+	Collection string
+	// Key is the task's tenant (Task.Key); empty for none.
+	Key         string
 	MaxAttempts int
 	Deadline    *time.Time
 	// After names upstream tasks; a Ref with no Lambda names a task of the same lambda.
@@ -61,7 +63,7 @@ func ValidateID(what, s string) error {
 // New validates s for lambda l and returns the task it describes, in status new.
 func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 	t := Task{
-		ID: s.ID, Lambda: l.Name, Collection: s.Collection, Priority: s.Priority,
+		ID: s.ID, Lambda: l.Name, Collection: s.Collection, Key: s.Key, Priority: s.Priority,
 		Status: StatusNew, MaxAttempts: s.MaxAttempts, RunAt: now,
 		CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
@@ -72,6 +74,11 @@ func New(s Spec, l Lambda, now time.Time, c Config) (Task, error) {
 	}
 	if t.Collection != "" {
 		if err := ValidateID("collection", t.Collection); err != nil {
+			return Task{}, err
+		}
+	}
+	if t.Key != "" {
+		if err := ValidateID("key", t.Key); err != nil {
 			return Task{}, err
 		}
 	}
@@ -164,6 +171,9 @@ func (s Spec) fingerprint(t Task) string {
 	if len(t.After) > 0 { // a task without upstreams keeps the fingerprint it always had
 		fields[8] = t.After
 		fields = append(fields, t.TriggerRule())
+	}
+	if t.Key != "" { // a task without a key keeps the fingerprint it always had
+		fields = append(fields, "key", t.Key)
 	}
 	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)

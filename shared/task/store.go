@@ -227,8 +227,10 @@ type Queue interface {
 type Message struct {
 	Lambda   string `json:"lambda"`
 	Priority string `json:"priority"`
-	TaskID   string `json:"task_id"`
-	Attempt  int    `json:"attempt"`
+	// Key is the task's key (Task.Key), empty for none: the queue shares itself fairly among keys.
+	Key     string `json:"key,omitempty"`
+	TaskID  string `json:"task_id"`
+	Attempt int    `json:"attempt"`
 	// RunAt is set on a message sent before its task is due (EnqueueAhead): its Delay is in
 	// whole seconds, and a worker that gets it early waits until RunAt to claim.
 	RunAt *time.Time    `json:"run_at,omitempty"`
@@ -258,7 +260,7 @@ const TombstoneLife = 24 * time.Hour
 // MessageAt returns the message that sends t to its queue at now: delayed to its NotBefore, and
 // carrying it, if that is later.
 func (t Task) MessageAt(now time.Time) Message {
-	m := Message{Lambda: t.Lambda, Priority: t.Priority, TaskID: t.ID, Attempt: t.Attempts}
+	m := Message{Lambda: t.Lambda, Priority: t.Priority, Key: t.Key, TaskID: t.ID, Attempt: t.Attempts}
 	if t.NotBefore != nil && t.NotBefore.After(now) {
 		runAt := *t.NotBefore
 		m.RunAt, m.Delay = &runAt, runAt.Sub(now)

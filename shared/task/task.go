@@ -63,9 +63,12 @@ func (s Status) Valid() bool {
 
 // Task is one execution of a lambda, with everything the store keeps about it.
 type Task struct {
-	ID          string          `json:"id"`
-	Lambda      string          `json:"lambda"`
-	Collection  string          `json:"collection"`
+	ID         string `json:"id"`
+	Lambda     string `json:"lambda"`
+	Collection string `json:"collection"`
+	// Key is the task's tenant: on atf dev the queue serves keys round-robin within a priority,
+	// on AWS it is the message group of an SQS fair queue. Set once, by the schedule request.
+	Key         string          `json:"key,omitempty"`
 	Priority    string          `json:"priority"`
 	Status      Status          `json:"status"`
 	Payload     json.RawMessage `json:"payload"`

@@ -201,6 +201,7 @@ type scheduleRequest struct {
 	Delay       *string         `json:"delay"`
 	Priority    string          `json:"priority"`
 	Collection  string          `json:"collection"`
+	Key         string          `json:"key"`
 	MaxAttempts int             `json:"max_attempts"`
 	Deadline    *time.Time      `json:"deadline"`
 	After       []task.Ref      `json:"after"`
@@ -211,7 +212,7 @@ type scheduleRequest struct {
 func (req scheduleRequest) spec() (task.Spec, error) {
 	spec := task.Spec{
 		Lambda: req.Lambda, ID: req.ID, Payload: req.Payload, RunAt: req.RunAt, Priority: req.Priority,
-		Collection: req.Collection, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
+		Collection: req.Collection, Key: req.Key, MaxAttempts: req.MaxAttempts, Deadline: req.Deadline, After: req.After,
 		Trigger: req.Trigger,
 	}
 	if req.Delay != nil {

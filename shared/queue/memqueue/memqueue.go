@@ -3,6 +3,10 @@
 // a received message is hidden for its visibility timeout and comes back, with a higher receive
 // count and a fresh receipt, unless it is deleted first; Receive can long-poll.
 //
+// Like an SQS fair queue, a queue is shared fairly among the keys of its messages (task.Message
+// Key; messages without one are one key of their own): Receive serves the keys that have visible
+// messages round-robin, each key's oldest first, so one key's backlog does not hold up the others.
+//
 // Messages live in memory only and die with the process. That is on purpose: the store is the
 // source of truth and a message carries nothing but a task id. A task whose message is lost stays
 // enqueued (or claimed) in the store until its timeout, and then the consumer sends it again;
@@ -11,6 +15,7 @@ package memqueue
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"slices"
@@ -34,6 +39,7 @@ var _ task.Queue = (*Queue)(nil)
 // Queue holds every (lambda, priority) queue of one process. It is safe for concurrent use.
 type Queue struct {
 	mu       sync.Mutex
+	seq      uint64 // the last message's entry.seq
 	queues   map[key]*queue
 	lambdas  map[string]*wakes // the wake of every lambda's queues, all priorities together
 	receipts map[string]*entry // the current receipt of every received, undeleted message
@@ -49,9 +55,14 @@ func (w *wakes) signal() {
 
 type key struct{ lambda, priority string }
 
-// queue is one (lambda, priority) queue.
+// queue is one (lambda, priority) queue: its messages by key, each key a lane. A lane with
+// messages is either in ready, the round-robin of the lanes whose first message was visible when
+// they joined it (checked again when their turn comes), or in waiting, by when its first message
+// becomes visible. So a receive costs a few heap steps per message it takes, whatever the backlog.
 type queue struct {
-	entries []*entry // in send order, so older messages are received first
+	lanes   map[string]*lane
+	ready   []*lane
+	waiting laneHeap
 	// wake is closed, and replaced, whenever a message may have become visible sooner than a
 	// waiting Receive planned for; so is lambda's, the wake of the lambda's every priority.
 	wake   chan struct{}
@@ -64,7 +75,20 @@ type entry struct {
 	visibleAt time.Time
 	receipt   string
 	count     int
+	seq       uint64 // send order, so that of messages visible at once the older is received first
+	lane      *lane
+	index     int // in lane.entries
 }
+
+// lane holds the messages of one key of a queue.
+type lane struct {
+	key     string
+	entries entryHeap // by visibleAt, then send order: the first is visible if any is
+	ready   bool      // in queue.ready
+	index   int       // in queue.waiting, or -1
+}
+
+func (l *lane) first() *entry { return l.entries[0] }
 
 // New returns an empty queue set.
 func New() *Queue {
@@ -80,7 +104,7 @@ func (q *Queue) queue(k key) *queue {
 			lw = &wakes{ch: make(chan struct{})}
 			q.lambdas[k.lambda] = lw
 		}
-		qu = &queue{wake: make(chan struct{}), lambda: lw}
+		qu = &queue{lanes: map[string]*lane{}, wake: make(chan struct{}), lambda: lw}
 		q.queues[k] = qu
 	}
 	return qu
@@ -110,17 +134,25 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 	defer q.mu.Unlock()
 	now := time.Now()
 	for _, m := range msgs {
-		e := &entry{id: rand.Text(), msg: m, visibleAt: now.Add(m.Delay)}
+		q.seq++
+		e := &entry{id: rand.Text(), msg: m, visibleAt: now.Add(m.Delay), seq: q.seq}
 		e.msg.Delay = 0
 		qu := q.queue(key{m.Lambda, m.Priority})
-		qu.entries = append(qu.entries, e)
+		l := qu.lanes[m.Key]
+		if l == nil {
+			l = &lane{key: m.Key, index: -1}
+			qu.lanes[m.Key] = l
+		}
+		e.lane = l
+		heap.Push(&l.entries, e)
+		qu.changed(l)
 		qu.signal()
 	}
 	return nil
 }
 
-// Receive takes up to p.Max (1 if zero, at most MaxReceive) visible messages, oldest first, and
-// hides them for p.Visibility (DefaultVisibility if zero). If none is visible it waits up to
+// Receive takes up to p.Max (1 if zero, at most MaxReceive) visible messages, one key after the
+// other round-robin and each key's oldest first, and hides them for p.Visibility (DefaultVisibility if zero). If none is visible it waits up to
 // p.Wait for one. A wait that ends empty returns no messages and no error; one that ctx ends
 // returns ctx's error.
 //
@@ -205,41 +237,156 @@ func (q *Queue) visibleBeside(k key, now time.Time) (bool, time.Time) {
 		if ok.lambda != k.lambda || ok.priority == k.priority {
 			continue
 		}
-		for _, e := range qu.entries {
-			if !e.visibleAt.After(now) {
-				return true, time.Time{}
-			}
-			if next.IsZero() || e.visibleAt.Before(next) {
-				next = e.visibleAt
-			}
+		visible, at := qu.visible(now)
+		if visible {
+			return true, time.Time{}
+		}
+		if next.IsZero() || !at.IsZero() && at.Before(next) {
+			next = at
 		}
 	}
 	return false, next
 }
 
-// take hides and returns up to p.Max messages of qu visible at now. If there are none it returns
-// the earliest time a hidden one becomes visible, or zero. The caller holds mu.
+// take hides and returns up to p.Max messages of qu visible at now, a lane's first at each turn
+// of the round-robin. If there are none it returns the earliest time a hidden one becomes
+// visible, or zero. The caller holds mu.
 func (q *Queue) take(qu *queue, now time.Time, p task.ReceiveParams) ([]task.Delivery, time.Time) {
 	var ds []task.Delivery
-	var next time.Time
-	for _, e := range qu.entries {
-		if e.visibleAt.After(now) {
-			if next.IsZero() || e.visibleAt.Before(next) {
-				next = e.visibleAt
-			}
-			continue
+	for len(ds) < p.Max {
+		if visible, _ := qu.visible(now); !visible {
+			break
 		}
+		l := qu.ready[0]
+		qu.ready = qu.ready[1:]
+		l.ready = false
+		e := l.first()
 		delete(q.receipts, e.receipt)
 		e.receipt = rand.Text()
 		e.count++
 		e.visibleAt = now.Add(p.Visibility)
+		heap.Fix(&l.entries, e.index)
 		q.receipts[e.receipt] = e
 		ds = append(ds, task.Delivery{Message: e.msg, ID: e.id, Receipt: e.receipt, ReceiveCount: e.count})
-		if len(ds) == p.Max {
-			break
-		}
+		qu.place(l, now) // at the back of the round-robin, if it has another visible message
 	}
-	return ds, next
+	if len(ds) > 0 {
+		return ds, time.Time{}
+	}
+	_, next := qu.visible(now)
+	return nil, next
+}
+
+// visible reports whether qu has a message visible at now, and else the earliest time one
+// becomes visible, or zero. On true, qu.ready[0] has one first. The caller holds mu.
+func (qu *queue) visible(now time.Time) (bool, time.Time) {
+	for len(qu.waiting) > 0 && !qu.waiting[0].first().visibleAt.After(now) {
+		l := heap.Pop(&qu.waiting).(*lane)
+		l.ready = true
+		qu.ready = append(qu.ready, l)
+	}
+	// A ready lane may have changed since it joined (a delete, an extend): check it now.
+	for len(qu.ready) > 0 {
+		l := qu.ready[0]
+		if len(l.entries) > 0 && !l.first().visibleAt.After(now) {
+			return true, time.Time{}
+		}
+		qu.ready = qu.ready[1:]
+		l.ready = false
+		qu.place(l, now)
+	}
+	if len(qu.waiting) > 0 {
+		return false, qu.waiting[0].first().visibleAt
+	}
+	return false, time.Time{}
+}
+
+// place puts l, in neither ready nor waiting, where its first message says: at the back of
+// ready, in waiting, or, empty, nowhere. The caller holds mu.
+func (qu *queue) place(l *lane, now time.Time) {
+	switch {
+	case len(l.entries) == 0:
+		delete(qu.lanes, l.key)
+	case !l.first().visibleAt.After(now):
+		l.ready = true
+		qu.ready = append(qu.ready, l)
+	default:
+		heap.Push(&qu.waiting, l)
+	}
+}
+
+// changed keeps l's place right after its messages changed. A ready lane keeps its turn: it is
+// checked when the turn comes. The caller holds mu.
+func (qu *queue) changed(l *lane) {
+	switch {
+	case l.ready:
+	case len(l.entries) == 0:
+		if l.index >= 0 {
+			heap.Remove(&qu.waiting, l.index)
+		}
+		delete(qu.lanes, l.key)
+	case l.index >= 0:
+		heap.Fix(&qu.waiting, l.index)
+	default:
+		heap.Push(&qu.waiting, l)
+	}
+}
+
+// entryHeap orders a lane's messages by when they are visible, then by send order.
+type entryHeap []*entry
+
+func (h entryHeap) Len() int { return len(h) }
+func (h entryHeap) Less(i, j int) bool {
+	if c := h[i].visibleAt.Compare(h[j].visibleAt); c != 0 {
+		return c < 0
+	}
+	return h[i].seq < h[j].seq
+}
+func (h entryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.index = -1
+	return e
+}
+
+// laneHeap orders the waiting lanes by when their first message is visible.
+type laneHeap []*lane
+
+func (h laneHeap) Len() int { return len(h) }
+func (h laneHeap) Less(i, j int) bool {
+	a, b := h[i].first(), h[j].first()
+	if c := a.visibleAt.Compare(b.visibleAt); c != 0 {
+		return c < 0
+	}
+	return a.seq < b.seq
+}
+func (h laneHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *laneHeap) Push(x any) {
+	l := x.(*lane)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *laneHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.index = -1
+	return l
 }
 
 // find returns the message that d's receipt currently names, or nil. The caller holds mu.
@@ -264,8 +411,8 @@ func (q *Queue) Delete(ctx context.Context, d task.Delivery) error {
 		return nil
 	}
 	delete(q.receipts, e.receipt)
-	qu := q.queues[key{d.Lambda, d.Priority}]
-	qu.entries = slices.DeleteFunc(qu.entries, func(x *entry) bool { return x == e })
+	heap.Remove(&e.lane.entries, e.index)
+	q.queues[key{d.Lambda, d.Priority}].changed(e.lane)
 	return nil
 }
 
@@ -290,8 +437,11 @@ func (q *Queue) Extend(ctx context.Context, d task.Delivery, visibility time.Dur
 		return task.Errorf(task.ErrNotFound, "message of task %s is no longer hidden", d.TaskID)
 	}
 	e.visibleAt = now.Add(visibility)
+	heap.Fix(&e.lane.entries, e.index)
+	qu := q.queues[key{d.Lambda, d.Priority}]
+	qu.changed(e.lane)
 	// It may now be visible sooner than a waiting Receive planned for.
-	q.queues[key{d.Lambda, d.Priority}].signal()
+	qu.signal()
 	return nil
 }
 
@@ -312,14 +462,16 @@ func (q *Queue) Sizes() []Size {
 	out := make([]Size, 0, len(q.queues))
 	for k, qu := range q.queues {
 		s := Size{Lambda: k.lambda, Priority: k.priority}
-		for _, e := range qu.entries {
-			switch {
-			case !e.visibleAt.After(now):
-				s.Visible++
-			case e.count == 0:
-				s.Delayed++
-			default:
-				s.InFlight++
+		for _, l := range qu.lanes {
+			for _, e := range l.entries {
+				switch {
+				case !e.visibleAt.After(now):
+					s.Visible++
+				case e.count == 0:
+					s.Delayed++
+				default:
+					s.InFlight++
+				}
 			}
 		}
 		out = append(out, s)

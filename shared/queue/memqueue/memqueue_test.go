@@ -177,3 +177,37 @@ func TestWaitEndsForAnotherPriority(t *testing.T) {
 		t.Fatalf("low then gave %v, want d", ds)
 	}
 }
+
+// A key's backlog does not hold up the other keys: receives take the keys with visible messages
+// in turn, each key's oldest first, and messages without a key are a key of their own.
+func TestReceiveKeysRoundRobin(t *testing.T) {
+	q := memqueue.New()
+	send := func(key, id string) {
+		t.Helper()
+		if err := q.Send(ctx, task.Message{Lambda: "l", Priority: "p", Key: key, TaskID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		send("noisy", fmt.Sprint("n", i))
+	}
+	send("a", "a0")
+	send("", "none0")
+	send("a", "a1")
+	send("b", "b0")
+
+	var got []string
+	for _, d := range receive(t, q, params(3)) {
+		got = append(got, d.TaskID)
+	}
+	for _, d := range receive(t, q, params(1)) {
+		got = append(got, d.TaskID)
+	}
+	for _, d := range receive(t, q, params(10)) {
+		got = append(got, d.TaskID)
+	}
+	want := []string{"n0", "a0", "none0", "b0", "n1", "a1", "n2", "n3", "n4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("received %v, want %v", got, want)
+	}
+}

@@ -306,8 +306,9 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 			names = append(names, name)
 		}
 		batches[name] = append(batches[name], types.SendMessageBatchRequestEntry{
-			MessageBody:  aws.String(string(body)),
-			DelaySeconds: delaySeconds(m),
+			MessageBody:    aws.String(string(body)),
+			DelaySeconds:   delaySeconds(m),
+			MessageGroupId: messageGroup(m),
 		})
 	}
 	return each(len(names), func(i int) error {
@@ -324,6 +325,15 @@ func (q *Queue) Send(ctx context.Context, msgs ...task.Message) error {
 		}
 		return nil
 	})
+}
+
+// messageGroup is the message group of m on a standard queue: its key, which makes the queue an
+// SQS fair queue (one key's backlog does not raise the others' dwell time), or none.
+func messageGroup(m task.Message) *string {
+	if m.Key == "" {
+		return nil
+	}
+	return aws.String(m.Key)
 }
 
 // sendBatch sends up to MaxBatch entries to one queue, and sends those that fail again, backing

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -364,6 +365,40 @@ func intercept(fn func(context.Context, middleware.InitializeInput, middleware.I
 
 // A delay becomes DelaySeconds rounded up, so a message is never visible earlier than asked;
 // rounded down for a message that carries its run time.
+// TestMessageGroupIsKey: a message of a task with a key is sent in the key's message group (an
+// SQS fair queue's tenant), one without a key in none, and the key comes back on its delivery.
+// moto accepts and keeps the group on a standard queue, but serves it in no fair order.
+func TestMessageGroupIsKey(t *testing.T) {
+	t.Parallel()
+	var reqs []*sqs.SendMessageBatchInput
+	e := newEnv(t, record(&reqs))
+	l := newLambda()
+	q := e.queue(t, sqsqueue.Config{}, l)
+	keyed := msg(l, "high", "keyed")
+	keyed.Key = "tenant-1.eu:42"
+	if err := q.Send(ctx, keyed, msg(l, "high", "bare")); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range reqs {
+		for _, entry := range r.Entries {
+			var m task.Message
+			if err := json.Unmarshal([]byte(*entry.MessageBody), &m); err != nil {
+				t.Fatal(err)
+			}
+			got[m.TaskID] = aws.ToString(entry.MessageGroupId)
+		}
+	}
+	if want := map[string]string{"keyed": keyed.Key, "bare": ""}; !maps.Equal(got, want) {
+		t.Errorf("MessageGroupId by task: %v, want %v", got, want)
+	}
+	for _, d := range collect(t, q, params(l, "high", time.Minute), 2) {
+		if want := map[string]string{"keyed": keyed.Key}[d.TaskID]; d.Key != want {
+			t.Errorf("delivery of task %s has key %q, want %q", d.TaskID, d.Key, want)
+		}
+	}
+}
+
 func TestDelaySeconds(t *testing.T) {
 	t.Parallel()
 	var reqs []*sqs.SendMessageBatchInput

@@ -27,6 +27,7 @@ const (
 	attrLambda      = "lambda"
 	attrID          = "id"
 	attrCollection  = "coll"
+	attrKey         = "tkey" // S, present only when set: the task's key (task.Task.Key)
 	attrPriority    = "prio"
 	attrStatus      = "status"
 	attrPayload     = "payload" // inline in the task item if small, else in the payload item
@@ -190,7 +191,7 @@ var stateAttrs = []string{
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
 	attrLogGroup, attrLogStream, attrRequestID,
-	attrSnoozes, attrMessage, attrMessageFor,
+	attrSnoozes, attrMessage, attrMessageFor, attrKey,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -204,7 +205,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 		attrStatus: s(string(t.Status)), attrAttempts: n(int64(t.Attempts)),
 		attrMaxAttempts: n(int64(t.MaxAttempts)), attrVersion: n(t.Version),
 	}
-	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor, attrWorker: t.Worker, attrMessage: t.Message, attrMessageFor: t.MessageFor} {
+	for name, v := range map[string]string{attrCollection: t.Collection, attrError: t.Error, attrLease: t.Lease, attrSpec: t.Spec, attrNotifyCursor: t.NotifyCursor, attrWorker: t.Worker, attrMessage: t.Message, attrMessageFor: t.MessageFor, attrKey: t.Key} {
 		if v != "" {
 			item[name] = s(v)
 		}
@@ -355,7 +356,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 		t.CancelRequested = v.Value
 	}
 	t.HandBacks, t.Snoozes = int(num(attrHandBacks)), int(num(attrSnoozes))
-	t.Message, t.MessageFor = str(attrMessage), str(attrMessageFor)
+	t.Message, t.MessageFor, t.Key = str(attrMessage), str(attrMessageFor), str(attrKey)
 	t.AttemptSeq, t.StartedAt, t.EndedAt, t.Worker = int(num(attrAttemptSeq)), tm(attrStartedAt), tm(attrEndedAt), str(attrWorker)
 	t.LogLocation = logLocation(item, t.Worker)
 	t.AfterCount, t.Trigger, t.Settled, t.NotifyCursor = int(num(attrAfterCount)), str(attrTrigger), bin(attrSettled), str(attrNotifyCursor)

@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	snoozes         INTEGER NOT NULL DEFAULT 0,
 	queue_message   TEXT    NOT NULL DEFAULT '',
 	queue_message_for TEXT  NOT NULL DEFAULT '',
+	task_key        TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -201,7 +202,7 @@ func laneOf(s task.Status, priority string) string {
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
 	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
-	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message, queue_message_for`
+	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message, queue_message_for, task_key`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -358,7 +359,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -395,7 +396,7 @@ func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, err
 	return t, nil
 }
 
-// updateSQL leaves the payload alone: Create sets it once (task.Store.Update). It leaves the
+// updateSQL leaves the payload and the key alone: Create sets them once (task.Store.Update). It leaves the
 // upstreams alone too (after_count with the deps rows, and the trigger rule, set once):
 // AddUpstreams writes them.
 const updateSQL = `UPDATE tasks SET
@@ -716,6 +717,7 @@ func insertArgs(t task.Task) []any {
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
+		t.Key,
 	}
 }
 
@@ -1229,7 +1231,7 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
 		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
-		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message, &t.MessageFor)
+		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message, &t.MessageFor, &t.Key)
 	if err != nil {
 		return task.Task{}, err
 	}
@@ -1302,7 +1304,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
-// attempt's, the attempts' log, snoozes, queue_message and its lease), and the counts table filled from the tasks, before the schema's indexes and
+// attempt's, the attempts' log, snoozes, queue_message and its lease, task_key), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1337,6 +1339,7 @@ func migrate(w *sql.DB) error {
 		{"snoozes", "INTEGER NOT NULL DEFAULT 0"},
 		{"queue_message", "TEXT NOT NULL DEFAULT ''"},
 		{"queue_message_for", "TEXT NOT NULL DEFAULT ''"},
+		{"task_key", "TEXT NOT NULL DEFAULT ''"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

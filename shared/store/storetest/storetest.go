@@ -35,6 +35,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 		fn   func(*testing.T, task.Store)
 	}{
 		{"RoundTrip", testRoundTrip},
+		{"Key", testKey},
 		{"CreateExists", testCreateExists},
 		{"CreateBatch", testCreateBatch},
 		{"GetMissing", testGetMissing},
@@ -128,6 +129,7 @@ func diff(want, got task.Task) []string {
 	check("ID", want.ID == got.ID, want.ID, got.ID)
 	check("Lambda", want.Lambda == got.Lambda, want.Lambda, got.Lambda)
 	check("Collection", want.Collection == got.Collection, want.Collection, got.Collection)
+	check("Key", want.Key == got.Key, want.Key, got.Key)
 	check("Priority", want.Priority == got.Priority, want.Priority, got.Priority)
 	check("Status", want.Status == got.Status, want.Status, got.Status)
 	check("Payload", bytes.Equal(want.Payload, got.Payload), string(want.Payload), string(got.Payload))
