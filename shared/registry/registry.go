@@ -27,6 +27,11 @@
 //	  "max_attempts": 0,                          // 0: the framework's default (task.Config)
 //	  "max_enqueued": 0,                          // tasks in its queues at once; 0: the default,
 //	                                              //   2 × (enqueue quota + concurrency)
+//	  "max_running":     0,                       // its tasks running at once, across every worker;
+//	                                              //   0: no cap (see task.Limits)
+//	  "key_concurrency": 0,                       // tasks of one key running at once; 0: no cap
+//	  "rate":            "",                      // starts of its tasks, such as "100/s", "5/m";
+//	  "key_rate":        "",                      //   and of one key's; "": no cap
 //	  "backoff": {                                // its retries' delays; left out: the framework's
 //	    "base": "1s", "factor": 2, "max": "10m",  //   (task.Config). The first retry waits base,
 //	    "jitter": 0.5                             //   each next factor (1..10) times more, at most
@@ -167,6 +172,8 @@ type Entry struct {
 	MaxEnqueued int // zero: task.Lambda's DefaultMaxEnqueued
 	// Backoff is its retries' backoff; nil: task.Config's.
 	Backoff *task.BackoffPolicy
+	// Limits bound when its tasks start, across every worker (task.Limits).
+	Limits task.Limits
 	// Function is set for KindFunction, ECS for KindECS.
 	Function *Function
 	ECS      *ECS
@@ -198,6 +205,7 @@ func (e Entry) Lambda() task.Lambda {
 	return task.Lambda{
 		Name: e.Name, Priorities: slices.Clone(e.Priorities), Concurrency: e.Concurrency,
 		Timeout: e.Timeout, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued, Backoff: e.Backoff,
+		Limits: e.Limits,
 	}
 }
 
@@ -251,6 +259,7 @@ type spec struct {
 	MaxAttempts int               `json:"max_attempts,omitempty"`
 	MaxEnqueued int               `json:"max_enqueued,omitempty"`
 	Backoff     *task.BackoffSpec `json:"backoff,omitempty"`
+	task.LimitsSpec
 }
 
 // LambdasJSON returns the ATF_LAMBDAS value of the entries named (every entry if none is): a
@@ -261,7 +270,7 @@ func (r *Registry) LambdasJSON(names ...string) (string, error) {
 		if len(names) > 0 && !slices.Contains(names, e.Name) {
 			continue
 		}
-		s := spec{Name: e.Name, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued}
+		s := spec{Name: e.Name, MaxAttempts: e.MaxAttempts, MaxEnqueued: e.MaxEnqueued, LimitsSpec: e.Limits.Spec()}
 		if !slices.Equal(e.Priorities, task.DefaultPriorities) {
 			s.Priorities = e.Priorities
 		}
@@ -320,8 +329,9 @@ type (
 		MaxAttempts int               `json:"max_attempts"`
 		MaxEnqueued int               `json:"max_enqueued"`
 		Backoff     *task.BackoffSpec `json:"backoff"`
-		Function    *functionJSON     `json:"function"`
-		ECS         *ecsJSON          `json:"ecs"`
+		task.LimitsSpec
+		Function *functionJSON `json:"function"`
+		ECS      *ecsJSON      `json:"ecs"`
 	}
 	functionJSON struct {
 		MemoryMB       int            `json:"memory_mb"`
@@ -448,6 +458,11 @@ func (ej entryJSON) entry() (Entry, error) {
 		}
 		e.Backoff = &b
 	}
+	limits, err := ej.LimitsSpec.Limits()
+	if err != nil {
+		return Entry{}, err
+	}
+	e.Limits = limits
 	// The framework's defaults and rules for the rest.
 	l := e.Lambda().WithDefaults()
 	if err := l.Validate(); err != nil {

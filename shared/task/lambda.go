@@ -36,6 +36,8 @@ type Lambda struct {
 	// Backoff, if set, shapes the delays between its retries; nil means Config's (BackoffBase,
 	// BackoffMax, doubling, equal jitter). See Config.
 	Backoff *BackoffPolicy
+	// Limits bound when its tasks may start, counted across every worker (see Limits).
+	Limits Limits
 }
 
 // Config returns c as it applies to the lambda's tasks: with the lambda's backoff, if it sets one.
@@ -106,6 +108,9 @@ func (l Lambda) Validate() error {
 		if err := l.Backoff.Validate(); err != nil {
 			return Errorf(ErrInvalid, "lambda %s: %v", l.Name, err)
 		}
+	}
+	if err := l.Limits.Validate(); err != nil {
+		return fmt.Errorf("lambda %s: %w", l.Name, err)
 	}
 	return nil
 }

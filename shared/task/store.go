@@ -21,7 +21,12 @@ type Store interface {
 	// from it), and ErrConflict otherwise, also when the task is missing. It is atomic: of racing updates from one version,
 	// exactly one wins. It writes every field but Payload: a payload is set once, by Create, and
 	// a transition writes only what it changes, whatever the payload's size. If t.Ended is set,
-	// the write records that attempt in the task's history (HistoryStore).
+	// the write records that attempt in the task's history (HistoryStore). If t.Limits is set
+	// (a claim's start), the write takes the task's place under each of them in the same atomic
+	// write, or fails with a *Held error (ErrHeld) and writes nothing: a place under a
+	// concurrency cap is free if fewer tasks hold one, or if a task holding one no longer runs
+	// the attempt it held it for; a start under a rate is due once the rate's interval has
+	// passed since the start before.
 	Update(ctx context.Context, t Task, prev int64) error
 	// List returns tasks of one lambda in creation order, a page at a time, and the cursor of the
 	// next page, empty after the last. A page reads at most p.ReadBudget() index entries after the

@@ -138,6 +138,11 @@ type Task struct {
 	// none) is the store's to time, whatever they hold.
 	Message    string `json:"-"`
 	MessageFor string `json:"-"`
+	// Limits, set only by the transition of a claim that starts a run (the lambda's Limits), are
+	// the limits the store's write of that start honours: it writes the task and takes its place
+	// under each limit in one atomic write, or fails with a *Held error and writes nothing.
+	// Never stored.
+	Limits Limits `json:"-"`
 	// HandBacks counts the claims of the current attempt handed back untried because their
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.

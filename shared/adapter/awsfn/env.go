@@ -84,6 +84,7 @@ type LambdaSpec struct {
 	MaxEnqueued int      `json:"max_enqueued,omitempty"`
 	// Backoff is the lambda's own backoff; absent: the task config's.
 	Backoff *task.BackoffSpec `json:"backoff,omitempty"`
+	task.LimitsSpec
 }
 
 // Lambda returns the task.Lambda of s, with defaults, validated.
@@ -103,6 +104,11 @@ func (s LambdaSpec) Lambda() (task.Lambda, error) {
 		}
 		l.Backoff = &b
 	}
+	limits, err := s.LimitsSpec.Limits()
+	if err != nil {
+		return task.Lambda{}, fmt.Errorf("lambda %s: %w", s.Name, err)
+	}
+	l.Limits = limits
 	l = l.WithDefaults()
 	return l, l.Validate()
 }

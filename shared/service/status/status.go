@@ -167,6 +167,9 @@ func (c *Controller) Claim(ctx context.Context, lambda, id, delivery, token stri
 		return task.Task{}, unwritten(err)
 	}
 	cl := c.claim(ctx, gates, lambda, id, delivery, token, now)
+	if cl.limits, err = c.limitsOf(ctx, lambda); err != nil {
+		return task.Task{}, unwritten(err)
+	}
 	t, err := task.Apply(ctx, c.store, lambda, id, cl.transition)
 	if errors.Is(err, task.ErrNotFound) {
 		cl, t, err = c.claimEarly(ctx, cl, NonceOf(ctx))
@@ -257,6 +260,8 @@ type claimOf struct {
 	// run's end is written (WithMessage): its visibility times the lease.
 	message  string
 	timedOut bool // the message that timed a running task's lease came back after the lease
+	// limits are the lambda's (task.Limits), which the claim's start write honours.
+	limits task.Limits
 	// configOf and jitter time a running task's attempt out as the consumer's sweep would: with
 	// its lambda's backoff (the sweep then enqueues the retry when it is due).
 	configOf func() task.Config
@@ -313,6 +318,7 @@ func (cl *claimOf) transition(t task.Task) (task.Task, error) {
 func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 	if err == nil {
 		t.Worker, t.LogLocation = cl.worker, cl.logs
+		t.Limits = cl.limits
 		t = t.TimedBy(cl.message)
 	}
 	return t, err
@@ -321,6 +327,11 @@ func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 // claimed answers a claim whose transition was written (err nil) or failed with err.
 func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
+	case errors.Is(err, task.ErrHeld):
+		// A limit holds the start back (task.Limits): nothing was written, no attempt counts. The
+		// worker fails the record, and the message comes back when the limit may let it start.
+		c.log.Debug("claim held by a limit", "lambda", cl.lambda, "task_id", cl.id, "err", err)
+		return task.Task{}, err
 	case errors.Is(err, task.ErrNotDue):
 		// A message that came before its task's NotBefore, by the worker's clock ahead of ours,
 		// or a stale one: no duplicate to drop, since it may be the task's only message (sent
@@ -495,6 +506,20 @@ func (c *Controller) configOf(ctx context.Context, lambda string) task.Config {
 		return c.cfg
 	}
 	return l.Config(c.cfg)
+}
+
+// limitsOf is the limits of lambda's starts (task.Limits), from Config.Lambdas; none without it
+// or for a lambda it does not list. A catalog that cannot be read fails the claim: a start must
+// not pass a limit it could not see.
+func (c *Controller) limitsOf(ctx context.Context, lambda string) (task.Limits, error) {
+	if c.lambdas == nil {
+		return task.Limits{}, nil
+	}
+	l, _, err := c.lambdas.Lambda(ctx, lambda)
+	if err != nil {
+		return task.Limits{}, fmt.Errorf("reading the lambda's limits: %w", err)
+	}
+	return l.Limits, nil
 }
 
 // Release hands a task back untried, as when its executor shuts down.
