@@ -58,7 +58,7 @@ type Visibility interface {
 }
 
 // BatchVisibility is a Visibility that changes many messages' at once (sqsqueue.Queue): a batch's
-// messages are hidden until the invocation's end with one call (hideUntilEnd).
+// messages are kept hidden while it runs with one call per half heartbeat timeout (keepHidden).
 type BatchVisibility interface {
 	ExtendAll(ctx context.Context, ds []task.Delivery, visibility time.Duration) error
 }
@@ -183,9 +183,7 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 		}
 	}
 
-	if deadline, ok := ctx.Deadline(); ok {
-		h.hideUntilEnd(ctx, log, e, deadline)
-	}
+	hidden := h.keepHidden(ctx, log, e)
 	failed := make([]bool, len(e.Records))
 	slots := make(chan struct{}, h.cfg.Lambda.Concurrency)
 	var wg sync.WaitGroup
@@ -194,9 +192,13 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 		wg.Go(func() {
 			defer func() { <-slots }()
 			failed[i] = !h.record(ctx, b, log, m)
+			if failed[i] {
+				hidden.back(i)
+			}
 		})
 	}
 	wg.Wait()
+	hidden.stop()
 
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	for i, f := range failed {
@@ -285,29 +287,92 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 	return true
 }
 
-// hideUntilEnd hides the batch's messages until a heartbeat timeout after the invocation's
-// deadline, in one call, rather than the queue's visibility timeout (six times the function's
-// timeout): a message times the lease of the task it claims (status.WithMessage), so an
-// invocation that crashes leaves its tasks to run again a function timeout later at most, not
-// six. The lease of a task claimed here ends a heartbeat timeout after its last heartbeat, which
-// comes before the deadline, so its message's return finds it over. Best effort: a message it
-// could not hide keeps the queue's visibility.
-func (h *Handler) hideUntilEnd(ctx context.Context, log *slog.Logger, e events.SQSEvent, deadline time.Time) {
+// keepHidden keeps the batch's messages hidden while its records run, rather than for the
+// queue's visibility timeout (six times the function's timeout): for a heartbeat timeout at once,
+// and again every half of one, each time in one ChangeMessageVisibilityBatch call. A message
+// times the lease of the task it claims (status.WithMessage), so an invocation that crashes
+// leaves its tasks to run again a heartbeat timeout after its last extension, as the store's
+// sweep would: the lease, renewed by the heartbeats up to the crash, ends a heartbeat timeout
+// after the last one. A record that failed has its own visibility (retrySoon, afterLease) and is
+// no longer extended (back); one that is done stays hidden until the event source mapping
+// deletes it. Best effort: a message that comes back early is refused while its lease lasts.
+func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQSEvent) *hider {
+	hd := &hider{returned: make([]bool, len(e.Records)), quit: make(chan struct{}), finished: make(chan struct{})}
 	q, ok := h.cfg.Queue.(BatchVisibility)
 	if !ok || len(e.Records) == 0 {
-		return
+		close(hd.finished)
+		return hd
 	}
-	ds := make([]task.Delivery, 0, len(e.Records))
-	for _, m := range e.Records {
+	hd.ds = make([]task.Delivery, len(e.Records))
+	for i, m := range e.Records {
 		if msg, err := h.decode(m.Body); err == nil {
-			ds = append(ds, task.Delivery{Message: msg, ID: m.MessageId, Receipt: m.ReceiptHandle})
+			hd.ds[i] = task.Delivery{Message: msg, ID: m.MessageId, Receipt: m.ReceiptHandle}
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
-	defer cancel()
-	if err := q.ExtendAll(ctx, ds, time.Until(deadline)+h.cfg.Task.HeartbeatTimeout); err != nil {
-		log.Warn("could not hide the batch's messages until the invocation's end; a crash leaves them to the queue's visibility timeout", "err", err)
+	hide := func() {
+		ds := hd.running()
+		if len(ds) == 0 {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryCallTimeout)
+		defer cancel()
+		if err := q.ExtendAll(cctx, ds, h.cfg.Task.HeartbeatTimeout); err != nil {
+			log.Warn("could not keep the batch's messages hidden while it runs; one that comes back is refused while its lease lasts", "err", err)
+		}
 	}
+	hide()
+	go func() {
+		defer close(hd.finished)
+		tick := time.NewTicker(max(h.cfg.Task.HeartbeatTimeout/2, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-hd.quit:
+				return
+			case <-tick.C:
+				hide()
+			}
+		}
+	}()
+	return hd
+}
+
+// hider is what keepHidden keeps hidden of a batch.
+type hider struct {
+	ds       []task.Delivery // by record; empty ID: a body that does not decode
+	mu       sync.Mutex
+	returned []bool // records that failed, their message given its own visibility
+	quit     chan struct{}
+	finished chan struct{}
+	once     sync.Once
+}
+
+// running returns the deliveries still to keep hidden.
+func (hd *hider) running() []task.Delivery {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	var ds []task.Delivery
+	for i, d := range hd.ds {
+		if d.ID != "" && !hd.returned[i] {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// back stops keeping record i hidden: it failed, and its message has its own visibility (an
+// extension already under way may still override it, delaying its return by a heartbeat
+// timeout at most).
+func (hd *hider) back(i int) {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	hd.returned[i] = true
+}
+
+// stop ends the extensions, once the batch is done.
+func (hd *hider) stop() {
+	hd.once.Do(func() { close(hd.quit) })
+	<-hd.finished
 }
 
 // afterLease hides the message of a run whose end could not be written until its lease is

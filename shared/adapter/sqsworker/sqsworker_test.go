@@ -628,13 +628,15 @@ func TestDeadlineClaimedTooLate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.put(t, "slow-claim", `{}`, 0, false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// 200 ms to claim before the margin, a claim of 280 ms and more: the claim ends past the
+	// margin, with seconds to spare for it and the release on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec := &recorder{Status: e.hsc, claimDelay: 280 * time.Millisecond}
 	ph := &payloadHandler{}
 	long := cfg // a claim may take longer than the invocation has left, not than its lease
-	long.HeartbeatTimeout = time.Second
-	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 800 * time.Millisecond}).Handle(ctx, event("slow-claim"))
+	long.HeartbeatTimeout = 5 * time.Second
+	resp, err := newHandler(t, sqsworker.Config{Handler: ph, Status: rec, Task: long, Margin: 4800 * time.Millisecond}).Handle(ctx, event("slow-claim"))
 	must(t, err)
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("batchItemFailures %v, want none: the claim settled", failures(resp))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/openatf/atf/shared/queue/sqsqueue"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/awstest"
+	"github.com/openatf/atf/shared/worker"
 )
 
 // TestFailedRecordVisibleAgainSoon, on SQS: the message of a record whose claim failed is
@@ -65,12 +67,14 @@ func TestFailedRecordVisibleAgainSoon(t *testing.T) {
 	}
 }
 
-// TestBatchHiddenUntilInvocationEnd, on SQS: an invocation hides its batch's messages until a
-// heartbeat timeout after its deadline, in one call, rather than the queue's visibility (here
-// ten minutes, six function timeouts on AWS): the message of a task whose invocation crashed, which
-// times its lease, comes back soon after the invocation's end. The record here is a duplicate
-// (its task ended) that nobody deletes, as after a crash.
-func TestBatchHiddenUntilInvocationEnd(t *testing.T) {
+// TestBatchHiddenWhileRunning, on SQS: an invocation keeps its batch's messages hidden while its
+// records run, extending them by a heartbeat timeout (here 200 ms, so SQS's least, a second)
+// every half of one, rather than leaving them to the queue's visibility (here ten minutes, six
+// function timeouts on AWS) or hiding them until its deadline: a run three times the visibility
+// long is not received twice, and once the invocation is over, its message (which nobody
+// deletes here, as after a crash: it times its task's lease) comes back within seconds, long
+// before the invocation's deadline.
+func TestBatchHiddenWhileRunning(t *testing.T) {
 	t.Parallel()
 	awsCfg := awstest.Config(t, "SQS")
 	prefix := awstest.Name("atfw")
@@ -80,8 +84,8 @@ func TestBatchHiddenUntilInvocationEnd(t *testing.T) {
 	ctx := t.Context()
 	must(t, q.Create(ctx, echo))
 	e := newEnv(t)
-	e.put(t, "ended", `{}`, 0, true)
-	msg := task.Message{Lambda: echo.Name, Priority: "normal", TaskID: "ended"}
+	e.put(t, "long", `{}`, 0, false)
+	msg := task.Message{Lambda: echo.Name, Priority: "normal", TaskID: "long"}
 	must(t, q.Send(ctx, msg))
 	recv := func(wait time.Duration) []task.Delivery {
 		t.Helper()
@@ -99,19 +103,45 @@ func TestBatchHiddenUntilInvocationEnd(t *testing.T) {
 		MessageId: ds[0].ID, ReceiptHandle: ds[0].Receipt, Body: string(body), EventSource: "aws:sqs",
 		Attributes: map[string]string{"ApproximateReceiveCount": "1"},
 	}}}
-	invocation, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	const run = 3 * time.Second
+	var runs atomic.Int32
+	h := newHandler(t, sqsworker.Config{Status: e.hsc, Queue: q, Margin: time.Second, Handler: worker.HandlerFunc(func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
+		runs.Add(1)
+		select {
+		case <-time.After(run):
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})})
+	invocation, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	started := time.Now()
-	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Queue: q, Margin: time.Second}).Handle(invocation, ev)
-	must(t, err)
-	if len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("batchItemFailures %v, want none: a duplicate is acknowledged", failures(resp))
+	type handled struct {
+		resp events.SQSEventResponse
+		err  error
 	}
+	done := make(chan handled, 1)
+	go func() {
+		resp, err := h.Handle(invocation, ev)
+		done <- handled{resp, err}
+	}()
+	for time.Since(started) < run-time.Second { // the run outlasts its message's visibility thrice
+		if got := recv(time.Second); len(got) != 0 {
+			t.Fatalf("the message of a running task came back after %s, while its run went on", time.Since(started))
+		}
+	}
+	r := <-done
+	must(t, r.err)
+	if len(r.resp.BatchItemFailures) != 0 || runs.Load() != 1 {
+		t.Fatalf("batchItemFailures %v, %d runs; want none, one", failures(r.resp), runs.Load())
+	}
+	if got := e.get(t, "long"); got.Status != task.StatusSuccess {
+		t.Fatalf("task is %s, want success", got.Status)
+	}
+	ended := time.Now()
 	back := recv(sqsqueue.MaxWait)
-	if len(back) != 1 || back[0].TaskID != "ended" {
-		t.Fatalf("within %s of the invocation's start the message did not come back (%+v): hidden for the queue's visibility, not until the invocation's end", time.Since(started), back)
-	}
-	if took := time.Since(started); took < 3*time.Second {
-		t.Fatalf("the message came back after %s, before the invocation's deadline (3 s)", took)
+	if len(back) != 1 || back[0].TaskID != "long" {
+		t.Fatalf("within %s of the invocation's end the message did not come back (%+v): hidden until the invocation's deadline or for the queue's visibility, not while it ran", time.Since(ended), back)
 	}
 }
