@@ -295,7 +295,8 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 // sweep would: the lease, renewed by the heartbeats up to the crash, ends a heartbeat timeout
 // after the last one. A record that failed has its own visibility (retrySoon, afterLease) and is
 // no longer extended (back); one that is done stays hidden until the event source mapping
-// deletes it. Best effort: a message that comes back early is refused while its lease lasts.
+// deletes it. Extensions stop at the invocation's deadline, as its end would stop them on AWS.
+// Best effort: a message that comes back early is refused while its lease lasts.
 func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQSEvent) *hider {
 	hd := &hider{returned: make([]bool, len(e.Records)), quit: make(chan struct{}), finished: make(chan struct{})}
 	q, ok := h.cfg.Queue.(BatchVisibility)
@@ -328,6 +329,8 @@ func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQS
 		for {
 			select {
 			case <-hd.quit:
+				return
+			case <-ctx.Done(): // past the invocation's deadline, the runtime would have ended it
 				return
 			case <-tick.C:
 				hide()
