@@ -209,7 +209,8 @@ func TestLambdasJSON(t *testing.T) {
 		{"name": "a"},
 		{"name": "b", "priorities": ["x", "y"], "timeout": "90s", "concurrency": 7, "max_attempts": 3, "max_enqueued": 50, "function": {"batch_size": 7},
 		 "backoff": {"base": "2s", "factor": 3}},
-		{"name": "c", "kind": "ecs", "timeout": "2h"}]}`))
+		{"name": "c", "kind": "ecs", "timeout": "2h"},
+		{"name": "d", "max_running": 20, "key_concurrency": 2, "rate": "100/s", "key_rate": "5/m"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestLambdasJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3,"max_enqueued":50,"backoff":{"base":"2s","factor":3,"max":"10m0s","jitter":0.5}},{"name":"c","timeout":"2h0m0s"}]`; js != want {
+	if want := `[{"name":"a"},{"name":"b","priorities":["x","y"],"concurrency":7,"timeout":"1m30s","max_attempts":3,"max_enqueued":50,"backoff":{"base":"2s","factor":3,"max":"10m0s","jitter":0.5}},{"name":"c","timeout":"2h0m0s"},{"name":"d","max_running":20,"key_concurrency":2,"rate":"100/s","key_rate":"5/m"}]`; js != want {
 		t.Errorf("LambdasJSON() = %s\nwant %s", js, want)
 	}
 	env := map[string]string{awsfn.EnvTable: "t", awsfn.EnvQueuePrefix: "atf-dev", awsfn.EnvLambdas: js}
@@ -230,6 +231,15 @@ func TestLambdasJSON(t *testing.T) {
 	}
 	if b, _ := r.Lambda("b"); b.Backoff == nil || *b.Backoff != (task.BackoffPolicy{Base: 2 * time.Second, Factor: 3, Max: task.DefaultBackoffMax, Jitter: task.DefaultBackoffJitter}) {
 		t.Errorf("b's backoff: %+v; want base 2s, factor 3, and the defaults", b.Backoff)
+	}
+
+	if d, _ := r.Lambda("d"); d.Limits != (task.Limits{MaxRunning: 20, KeyConcurrency: 2, Rate: task.StartRate{Count: 100, Per: time.Second}, KeyRate: task.StartRate{Count: 5, Per: time.Minute}}) {
+		t.Errorf("d's limits: %+v", d.Limits)
+	}
+	for _, bad := range []string{`"rate": "fast"`, `"key_concurrency": -1`, `"max_running": 101`, `"key_rate": "0/s"`} {
+		if _, err := registry.Parse([]byte(`{"lambdas": [{"name": "e", ` + bad + `}]}`)); err == nil || !strings.Contains(err.Error(), `"e"`) {
+			t.Errorf("%s: %v, want an error naming the entry", bad, err)
+		}
 	}
 
 	one, err := r.LambdasJSON("c")

@@ -82,7 +82,10 @@ func ParseStartRate(s string) (StartRate, error) {
 		return StartRate{}, Errorf(ErrInvalid, "rate %q: want a count of starts per second, minute or hour, such as \"100/s\", \"5/m\" or \"30/h\"", s)
 	}
 	r := StartRate{Count: n, Per: per}
-	return r, r.Validate()
+	if err := r.Validate(); err != nil {
+		return StartRate{}, err
+	}
+	return r, nil
 }
 
 // String writes r as ParseStartRate reads it.

@@ -1,0 +1,80 @@
+package task
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestParseStartRate(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want StartRate
+		ok   bool
+	}{
+		{"", StartRate{}, true},
+		{"100/s", StartRate{100, time.Second}, true},
+		{"5/m", StartRate{5, time.Minute}, true},
+		{"30/h", StartRate{30, time.Hour}, true},
+		{"1000/s", StartRate{1000, time.Second}, true},
+		{"1001/s", StartRate{}, false}, // a start every 0.999 ms: under MinStartInterval
+		{"0/s", StartRate{}, false},
+		{"-1/s", StartRate{}, false},
+		{"5", StartRate{}, false},
+		{"5/d", StartRate{}, false},
+		{"5/S", StartRate{}, false},
+		{"five/s", StartRate{}, false},
+	} {
+		got, err := ParseStartRate(c.in)
+		if c.ok != (err == nil) || got != c.want {
+			t.Errorf("ParseStartRate(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseStartRate(%q): %v, want ErrInvalid", c.in, err)
+		}
+		if err == nil && got.String() != c.in {
+			t.Errorf("ParseStartRate(%q).String() = %q, want it back", c.in, got.String())
+		}
+	}
+	if r := (StartRate{5, time.Second}); r.Interval() != 200*time.Millisecond {
+		t.Errorf("5/s: a start every %s, want 200ms", r.Interval())
+	}
+}
+
+func TestLimitsSpec(t *testing.T) {
+	l, err := LimitsSpec{MaxRunning: 10, KeyConcurrency: 1, Rate: "100/s", KeyRate: "5/s"}.Limits()
+	want := Limits{MaxRunning: 10, KeyConcurrency: 1, Rate: StartRate{100, time.Second}, KeyRate: StartRate{5, time.Second}}
+	if err != nil || l != want {
+		t.Fatalf("Limits() = %+v, %v; want %+v", l, err, want)
+	}
+	if back, _ := l.Spec().Limits(); back != l {
+		t.Errorf("Spec() does not read back: %+v", l.Spec())
+	}
+	for _, bad := range []LimitsSpec{
+		{MaxRunning: -1}, {KeyConcurrency: MaxLimitConcurrency + 1}, {Rate: "fast"}, {KeyRate: "0/s"},
+	} {
+		if _, err := bad.Limits(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if (Limits{}).IsZero() != true || want.IsZero() {
+		t.Error("IsZero")
+	}
+}
+
+func TestHeld(t *testing.T) {
+	until := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var err error = &Held{Limit: "rate", Until: until}
+	if !errors.Is(err, ErrHeld) {
+		t.Fatal("a *Held is not ErrHeld")
+	}
+	if got, ok := HeldUntil(err); !ok || !got.Equal(until) {
+		t.Errorf("HeldUntil = %v, %v", got, ok)
+	}
+	if _, ok := HeldUntil(&Held{Limit: "key_concurrency"}); ok {
+		t.Error("a cap's hold gives no time")
+	}
+	if _, ok := HeldUntil(ErrConflict); ok {
+		t.Error("HeldUntil of another error")
+	}
+}
