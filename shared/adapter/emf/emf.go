@@ -15,6 +15,8 @@
 //	WriteUnits        Count         [Lambda]         DynamoDB's write units of the store calls for the lambda (metrics.Recorder.Consumed);
 //	                                                with ReadUnits (Count), and Invocations (Count), the function's invocations
 //	                                                that made them: the dollars per lambda of the stack's dashboards
+//	StartsHeld        Count         [Lambda]         claims a limit held back (metrics.Recorder.Held): the task waits, no
+//	                                                attempt counted; written with WriteUnits when there were any
 //
 // WriteUnits, ReadUnits and Invocations are added up in the process and written at the end of an
 // invocation (Invoked), at most once per UnitsEvery: a line per lambda, whatever the tasks, so
@@ -58,6 +60,8 @@ const (
 	WriteUnits  = "WriteUnits"
 	ReadUnits   = "ReadUnits"
 	Invocations = "Invocations"
+	// StartsHeld: see Held.
+	StartsHeld = "StartsHeld"
 )
 
 // UnitsEvery is how often at most a process writes its units and invocations (Invoked).
@@ -74,6 +78,7 @@ type Recorder struct {
 	// under way are in current.
 	unitsMu   sync.Mutex
 	current   map[string]cost.Units
+	held      map[string]int // claims held back by a limit, by lambda, in the invocation under way
 	pending   map[string]spent
 	unitsLast time.Time // when they were last written
 }
@@ -82,13 +87,14 @@ type Recorder struct {
 type spent struct {
 	units       cost.Units
 	invocations int
+	held        int
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
 
 // New returns a Recorder writing to w (a function's log: stderr, as its JSON logger) in namespace.
 func New(w io.Writer, namespace string) *Recorder {
-	return &Recorder{w: w, namespace: namespace, now: time.Now, current: map[string]cost.Units{}, pending: map[string]spent{}}
+	return &Recorder{w: w, namespace: namespace, now: time.Now, current: map[string]cost.Units{}, held: map[string]int{}, pending: map[string]spent{}}
 }
 
 // SetClock has r read the time from now rather than time.Now: for a harness that runs a
@@ -203,6 +209,14 @@ func (r *Recorder) Consumed(lambda string, u cost.Units) {
 	r.current[lambda] = r.current[lambda].Plus(u)
 }
 
+// Held counts a claim that a limit held back (metrics.Recorder), written with the lambda's units:
+// a line per claim would cost log bytes for every return of a held task's message.
+func (r *Recorder) Held(lambda, _ string) {
+	r.unitsMu.Lock()
+	defer r.unitsMu.Unlock()
+	r.held[lambda]++
+}
+
 // Invoked ends an invocation of the function: each lambda whose store calls consumed units in it
 // counts one invocation more. If UnitsEvery has passed since they were last written, it writes
 // each lambda's units and invocations since then as one line, and starts them again.
@@ -210,9 +224,15 @@ func (r *Recorder) Invoked() {
 	r.unitsMu.Lock()
 	for lambda, u := range r.current {
 		p := r.pending[lambda]
-		r.pending[lambda] = spent{units: p.units.Plus(u), invocations: p.invocations + 1}
+		r.pending[lambda] = spent{units: p.units.Plus(u), invocations: p.invocations + 1, held: p.held}
+	}
+	for lambda, n := range r.held {
+		p := r.pending[lambda]
+		p.held += n
+		r.pending[lambda] = p
 	}
 	clear(r.current)
+	clear(r.held)
 	now := r.now()
 	if len(r.pending) == 0 || now.Sub(r.unitsLast) < UnitsEvery {
 		r.unitsMu.Unlock()
@@ -223,8 +243,10 @@ func (r *Recorder) Invoked() {
 	r.unitsMu.Unlock()
 	for _, lambda := range slices.Sorted(maps.Keys(written)) {
 		p := written[lambda]
-		r.write(byLambda, map[string]string{"Lambda": lambda},
-			metric{WriteUnits, "Count", p.units.Write}, metric{ReadUnits, "Count", p.units.Read},
-			metric{Invocations, "Count", float64(p.invocations)})
+		ms := []metric{{WriteUnits, "Count", p.units.Write}, {ReadUnits, "Count", p.units.Read}, {Invocations, "Count", float64(p.invocations)}}
+		if p.held > 0 {
+			ms = append(ms, metric{StartsHeld, "Count", float64(p.held)})
+		}
+		r.write(byLambda, map[string]string{"Lambda": lambda}, ms...)
 	}
 }

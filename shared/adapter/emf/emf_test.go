@@ -133,4 +133,17 @@ func TestUnits(t *testing.T) {
 		got[1]["Lambda"] != "send-email" || got[1]["WriteUnits"] != 303.0 || got[1]["ReadUnits"] != 101.0 || got[1]["Invocations"] != 101.0 {
 		t.Errorf("a minute later:\n%s\nwant resize 50 RRU in 100 invocations, send-email 303 WRU and 101 RRU in 101", buf.String())
 	}
+
+	// Claims held back by a limit are added up with the units, and written with them.
+	buf.Reset()
+	at = at.Add(UnitsEvery)
+	r.Consumed("send-email", cost.Units{Read: 1})
+	r.Held("send-email", "key_concurrency")
+	r.Held("send-email", "rate")
+	r.Invoked()
+	got = lines(t, buf.String())
+	if len(got) != 1 || got[0]["StartsHeld"] != 2.0 ||
+		!reflect.DeepEqual(got[0]["_aws"].(map[string]any)["CloudWatchMetrics"], aws([]any{[]any{"Lambda"}}, "WriteUnits", "Count", "ReadUnits", "Count", "Invocations", "Count", "StartsHeld", "Count")["CloudWatchMetrics"]) {
+		t.Errorf("with two claims held:\n%s\nwant StartsHeld 2 on the units line", buf.String())
+	}
 }

@@ -62,6 +62,7 @@ type Metrics struct {
 	sweep       *prometheus.HistogramVec
 	sweepErrors *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
+	held        *prometheus.CounterVec
 }
 
 var _ metrics.Recorder = (*Metrics)(nil)
@@ -103,6 +104,9 @@ func New(c Config) *Metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atf_store_errors_total", Help: "Store calls that failed for a reason of the store's own (throttled, storage_full, timeout, other).",
 		}, []string{"op", "kind"}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atf_starts_held_total", Help: "Claims that a lambda's limit held back (max_running, key_concurrency, rate, key_rate): the task waits, with no attempt counted.",
+		}, []string{"lambda", "limit"}),
 	}
 	// The error counters of every label value known at start exist from the start, at zero, so
 	// that an alert on them tells "no error" from "no such series".
@@ -114,7 +118,7 @@ func New(c Config) *Metrics {
 			m.storeErrors.WithLabelValues(op, string(kind))
 		}
 	}
-	m.reg.MustRegister(m.transitions, m.events, m.delivery, m.handler, m.sweep, m.sweepErrors, m.storeErrors,
+	m.reg.MustRegister(m.transitions, m.events, m.delivery, m.handler, m.sweep, m.sweepErrors, m.storeErrors, m.held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&state{cfg: c})
 	return m
@@ -155,6 +159,9 @@ func (m *Metrics) Pass(lambda string, took time.Duration, failed bool) {
 		m.sweepErrors.WithLabelValues(lambda).Inc()
 	}
 }
+
+// Held counts a claim that a limit held back (metrics.Recorder).
+func (m *Metrics) Held(lambda, limit string) { m.held.WithLabelValues(lambda, limit).Inc() }
 
 func (m *Metrics) StoreError(op string, kind metrics.Kind) {
 	m.storeErrors.WithLabelValues(op, string(kind)).Inc()

@@ -42,6 +42,9 @@ type Recorder interface {
 	// itself reports them (dynamostore.ReportConsumed: DynamoDB's own figures). lambda is the one
 	// Store named in the call's context (LambdaOf), empty for a call of no single lambda.
 	Consumed(lambda string, u cost.Units)
+	// Held counts a claim of lambda's that a limit held back (task.Held: limit is its Limit): the
+	// task waits, with no attempt counted.
+	Held(lambda, limit string)
 }
 
 // OutcomeStopped is the outcome of a handler run that the executor stopped because its lease was
@@ -72,6 +75,7 @@ func (Nop) HandlerRan(string, string, time.Duration)                          {}
 func (Nop) Pass(string, time.Duration, bool)                                  {}
 func (Nop) StoreError(string, Kind)                                           {}
 func (Nop) Consumed(string, cost.Units)                                       {}
+func (Nop) Held(string, string)                                               {}
 
 var _ Recorder = Nop{}
 
@@ -111,6 +115,12 @@ func (t Tee) StoreError(op string, kind Kind) {
 func (t Tee) Consumed(lambda string, u cost.Units) {
 	for _, r := range t {
 		r.Consumed(lambda, u)
+	}
+}
+
+func (t Tee) Held(lambda, limit string) {
+	for _, r := range t {
+		r.Held(lambda, limit)
 	}
 }
 

@@ -38,7 +38,7 @@ func KindOf(err error) (Kind, bool) {
 	case errors.Is(err, context.Canceled), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrExists),
 		errors.Is(err, task.ErrConflict), errors.Is(err, task.ErrStaleLease), errors.Is(err, task.ErrInvalid),
 		errors.Is(err, task.ErrTooLarge), errors.Is(err, task.ErrNotDue), errors.Is(err, task.ErrCancelled),
-		errors.Is(err, task.ErrBuried):
+		errors.Is(err, task.ErrBuried), errors.Is(err, task.ErrHeld):
 		return "", false
 	}
 	return KindOther, true
@@ -145,6 +145,10 @@ func (s *Store) created(tasks []task.Task) {
 func (s *Store) Update(ctx context.Context, t task.Task, prev int64) error {
 	ctx = WithLambda(ctx, t.Lambda)
 	if err := s.check("Update", s.Store.Update(ctx, t, prev)); err != nil {
+		var held *task.Held
+		if errors.As(err, &held) {
+			s.rec.Held(t.Lambda, held.Limit)
+		}
 		return err
 	}
 	s.written(t)

@@ -39,6 +39,7 @@ func (r *recorder) HandlerRan(lambda, outcome string, took time.Duration) {}
 func (r *recorder) Pass(lambda string, took time.Duration, failed bool)   {}
 func (r *recorder) StoreError(op string, kind metrics.Kind)               { r.add("error %s %s", op, kind) }
 func (r *recorder) Consumed(lambda string, u cost.Units)                  { r.add("consumed %s %+v", lambda, u) }
+func (r *recorder) Held(lambda, limit string)                             { r.add("held %s %s", lambda, limit) }
 
 // TestStoreRecordsWrites: a task's life through the wrapper tells its creation, each transition
 // with its lifecycle event, and the delivery latency of its first claim, from the write's own
@@ -106,6 +107,7 @@ func TestKindOf(t *testing.T) {
 		{task.Errorf(task.ErrNotFound, "x"), "", false},
 		{task.Errorf(task.ErrConflict, "x"), "", false},
 		{task.Errorf(task.ErrStaleLease, "x"), "", false},
+		{&task.Held{Limit: "rate"}, "", false}, // a limit doing its job
 		{fmt.Errorf("read: %w", context.Canceled), "", false},
 		{task.Errorf(task.ErrThrottled, "x"), metrics.KindThrottled, true},
 		{task.Errorf(task.ErrStorageFull, "x"), metrics.KindStorageFull, true},
