@@ -197,3 +197,24 @@ func TestStoreNamesTheLambda(t *testing.T) {
 		t.Errorf("the calls' contexts named %q, want %q", spy.seen, want)
 	}
 }
+
+// heldStore holds back every update, as a store does for a start over a limit.
+type heldStore struct{ task.Store }
+
+func (heldStore) Update(context.Context, task.Task, int64) error {
+	return &task.Held{Limit: "key_concurrency"}
+}
+
+// TestStoreRecordsHeld: an update a limit held back is counted as held, by lambda and limit, and
+// as no store error; the caller gets the *task.Held.
+func TestStoreRecordsHeld(t *testing.T) {
+	rec := &recorder{}
+	s := metrics.Wrap(heldStore{}, rec)
+	err := s.Update(context.Background(), task.Task{Lambda: "echo", ID: "one"}, 1)
+	if _, ok := task.HeldUntil(err); !errors.Is(err, task.ErrHeld) || ok {
+		t.Fatalf("Update: %v, want the store's *task.Held", err)
+	}
+	if want := []string{"held echo key_concurrency"}; !slices.Equal(rec.lines, want) {
+		t.Errorf("recorded %q, want %q", rec.lines, want)
+	}
+}
