@@ -162,9 +162,8 @@ type function struct {
 	logBytes atomic.Int64
 	// emf is the function's metrics recorder, writing into its log as awsfn.Open makes it.
 	emf *emf.Recorder
-	// writesUnits: the function ends each invocation with the recorder's Invoked, as the API,
-	// consumer and status functions do (awsfn.Start with Clients.Invoked); the worker function
-	// does not.
+	// writesUnits: the function ends each invocation with the recorder's Invoked, as every
+	// function does (awsfn.Start with Clients.Invoked).
 	writesUnits bool
 
 	mu          sync.Mutex
@@ -304,7 +303,7 @@ func newHarness(ctx context.Context, cfg aws.Config, entry registry.Entry) (*har
 	h.apiFn = newFunction("api", APIMemoryMB, true)
 	h.consFn = newFunction("consumer", ConsumerMemoryMB, true)
 	h.statusFn = newFunction("status", StatusMemoryMB, true)
-	h.workerFn = newFunction("worker", entry.Function.MemoryMB, false)
+	h.workerFn = newFunction("worker", entry.Function.MemoryMB, true)
 	watched := func(p *probe) aws.Config {
 		c := cfg.Copy()
 		p.attach(&c)

@@ -18,6 +18,14 @@
 //	StartsHeld        Count         [Lambda]         claims a limit held back (metrics.Recorder.Held): the task waits, no
 //	                                                attempt counted; written with WriteUnits when there were any
 //
+// A function's task path (TaskEvents, DeliveryLatency, HandlerDuration) is held from the end of
+// its first invocation on (Invoked) and written at the end of each: TaskEvents summed, a line per
+// lambda and event; the latencies and durations as value arrays (up to MaxValues a line), a line
+// per lambda (and outcome). A status function answering a batch of a hundred claims writes a
+// handful of lines, not a hundred or more, which were most of a task's log bytes on AWS. What a
+// crash loses is one invocation's worth. A process that never ends an invocation (an ECS
+// executor) writes each observation at once.
+//
 // WriteUnits, ReadUnits and Invocations are added up in the process and written at the end of an
 // invocation (Invoked), at most once per UnitsEvery: a line per lambda, whatever the tasks, so
 // that they cost no log bytes per task. What a process holds when AWS retires it, at most that
@@ -35,6 +43,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +90,17 @@ type Recorder struct {
 	held      map[string]int // claims held back by a limit, by lambda, in the invocation under way
 	pending   map[string]spent
 	unitsLast time.Time // when they were last written
+
+	// The task path's observations of the invocation under way, once invocations end (held).
+	heldMu     sync.Mutex
+	holding    bool
+	events     map[[2]string]float64   // [lambda, event] -> tasks
+	deliveries map[string][]float64    // lambda -> ms
+	durations  map[[2]string][]float64 // [lambda, outcome] -> ms
 }
+
+// MaxValues is the most values one EMF line gives a metric, CloudWatch's limit.
+const MaxValues = 100
 
 // spent is what a lambda's store calls consumed, and in how many invocations.
 type spent struct {
@@ -94,7 +113,8 @@ var _ metrics.Recorder = (*Recorder)(nil)
 
 // New returns a Recorder writing to w (a function's log: stderr, as its JSON logger) in namespace.
 func New(w io.Writer, namespace string) *Recorder {
-	return &Recorder{w: w, namespace: namespace, now: time.Now, current: map[string]cost.Units{}, held: map[string]int{}, pending: map[string]spent{}}
+	return &Recorder{w: w, namespace: namespace, now: time.Now, current: map[string]cost.Units{}, held: map[string]int{}, pending: map[string]spent{},
+		events: map[[2]string]float64{}, deliveries: map[string][]float64{}, durations: map[[2]string][]float64{}}
 }
 
 // SetClock has r read the time from now rather than time.Now: for a harness that runs a
@@ -104,7 +124,7 @@ func (r *Recorder) SetClock(now func() time.Time) { r.now = now }
 // metric is one metric of a line: its name, unit and value.
 type metric struct {
 	name, unit string
-	value      float64
+	value      any // a number, or an array of numbers (values of one metric)
 }
 
 type definition struct {
@@ -159,16 +179,77 @@ func (r *Recorder) Transitions(lambda string, _, _ task.Status, event lifecycle.
 	if event == "" || n <= 0 {
 		return
 	}
-	r.write([][]string{{"Lambda", "Event"}}, map[string]string{"Lambda": lambda, "Event": string(event)},
-		metric{TaskEvents, "Count", float64(n)})
+	if r.hold(func() { r.events[[2]string{lambda, string(event)}] += float64(n) }) {
+		return
+	}
+	r.write(byEvent, map[string]string{"Lambda": lambda, "Event": string(event)}, metric{TaskEvents, "Count", float64(n)})
 }
 
 func (r *Recorder) Delivery(lambda string, latency time.Duration) {
+	if r.hold(func() { r.deliveries[lambda] = append(r.deliveries[lambda], ms(latency)) }) {
+		return
+	}
 	r.write(byLambda, map[string]string{"Lambda": lambda}, metric{DeliveryLatency, "Milliseconds", ms(latency)})
 }
 
 func (r *Recorder) HandlerRan(lambda, outcome string, took time.Duration) {
+	k := [2]string{lambda, outcome}
+	if r.hold(func() { r.durations[k] = append(r.durations[k], ms(took)) }) {
+		return
+	}
 	r.write(byLambda, map[string]string{"Lambda": lambda, "Outcome": outcome}, metric{HandlerDuration, "Milliseconds", ms(took)})
+}
+
+var byEvent = [][]string{{"Lambda", "Event"}}
+
+// hold runs add under the lock of the held observations and reports true if the process ends
+// invocations (see the package documentation); otherwise it runs nothing.
+func (r *Recorder) hold(add func()) bool {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	if r.holding {
+		add()
+	}
+	return r.holding
+}
+
+// writeHeld writes the task path's observations held in the invocation that ends, and holds the
+// next invocation's from now on.
+func (r *Recorder) writeHeld() {
+	r.heldMu.Lock()
+	r.holding = true
+	events, deliveries, durations := r.events, r.deliveries, r.durations
+	r.events, r.deliveries, r.durations = map[[2]string]float64{}, map[string][]float64{}, map[[2]string][]float64{}
+	r.heldMu.Unlock()
+	for _, k := range slices.SortedFunc(maps.Keys(events), compareKeys) {
+		r.write(byEvent, map[string]string{"Lambda": k[0], "Event": k[1]}, metric{TaskEvents, "Count", events[k]})
+	}
+	for _, lambda := range slices.Sorted(maps.Keys(deliveries)) {
+		for vs := range slices.Chunk(deliveries[lambda], MaxValues) {
+			r.write(byLambda, map[string]string{"Lambda": lambda}, metric{DeliveryLatency, "Milliseconds", values(vs)})
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(durations), compareKeys) {
+		for vs := range slices.Chunk(durations[k], MaxValues) {
+			r.write(byLambda, map[string]string{"Lambda": k[0], "Outcome": k[1]}, metric{HandlerDuration, "Milliseconds", values(vs)})
+		}
+	}
+}
+
+func compareKeys(a, b [2]string) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
+// values is one value as a number, more as an array: a line of a single observation reads as
+// it did before holding.
+func values(vs []float64) any {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	return vs
 }
 
 func (r *Recorder) Pass(lambda string, took time.Duration, failed bool) {
@@ -217,10 +298,12 @@ func (r *Recorder) Held(lambda, _ string) {
 	r.held[lambda]++
 }
 
-// Invoked ends an invocation of the function: each lambda whose store calls consumed units in it
-// counts one invocation more. If UnitsEvery has passed since they were last written, it writes
+// Invoked ends an invocation of the function: it writes the task path's observations held in it
+// (and holds them from then on: see the package documentation), and each lambda whose store calls
+// consumed units in it counts one invocation more. If UnitsEvery has passed since they were last written, it writes
 // each lambda's units and invocations since then as one line, and starts them again.
 func (r *Recorder) Invoked() {
+	r.writeHeld()
 	r.unitsMu.Lock()
 	for lambda, u := range r.current {
 		p := r.pending[lambda]

@@ -147,3 +147,76 @@ func TestUnits(t *testing.T) {
 		t.Errorf("with two claims held:\n%s\nwant StartsHeld 2 on the units line", buf.String())
 	}
 }
+
+// TestHeldUntilInvoked: once a process ends invocations, the task path's observations of each are
+// written at its end, summed (events) or as value arrays of at most MaxValues (latencies,
+// durations), a line per lambda and dimension; before the first end, and in a process that ends
+// none, each is written at once.
+func TestHeldUntilInvoked(t *testing.T) {
+	var buf bytes.Buffer
+	r := New(&buf, "atf/test")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.now = func() time.Time { return at }
+
+	r.Delivery("echo", time.Millisecond) // no invocation has ended yet: written at once
+	if got := lines(t, buf.String()); len(got) != 1 || got[0]["DeliveryLatency"] != 1.0 {
+		t.Fatalf("before the first invocation's end:\n%s\nwant the line at once", buf.String())
+	}
+	r.Invoked()
+	buf.Reset()
+
+	for i := range 150 {
+		r.Transitions("echo", task.StatusEnqueued, task.StatusProcessing, lifecycle.Started, 1)
+		r.Transitions("echo", task.StatusProcessing, task.StatusSuccess, lifecycle.Succeeded, 1)
+		r.Delivery("echo", time.Duration(i)*time.Millisecond)
+		r.HandlerRan("echo", "success", 2*time.Millisecond)
+	}
+	r.HandlerRan("echo", "fatal", 3*time.Millisecond)
+	r.Transitions("resize", task.StatusProcessing, task.StatusDead, lifecycle.Dead, 2)
+	if buf.Len() != 0 {
+		t.Fatalf("wrote within the invocation:\n%s", buf.String())
+	}
+	r.Invoked()
+	got := lines(t, buf.String())
+	type line struct{ lambda, dim, metric string }
+	seen := map[line][]any{}
+	for _, l := range got {
+		dim, _ := l["Event"].(string)
+		if o, ok := l["Outcome"].(string); ok {
+			dim = o
+		}
+		for _, m := range []string{"TaskEvents", "DeliveryLatency", "HandlerDuration"} {
+			if v, ok := l[m]; ok {
+				k := line{l["Lambda"].(string), dim, m}
+				seen[k] = append(seen[k], v)
+			}
+		}
+	}
+	count := func(vs []any) (n int) {
+		for _, v := range vs {
+			if a, ok := v.([]any); ok {
+				if len(a) > MaxValues {
+					t.Errorf("a line of %d values, over %d", len(a), MaxValues)
+				}
+				n += len(a)
+			} else {
+				n++
+			}
+		}
+		return n
+	}
+	if len(got) != 8 ||
+		!reflect.DeepEqual(seen[line{"echo", "started", "TaskEvents"}], []any{150.0}) ||
+		!reflect.DeepEqual(seen[line{"echo", "succeeded", "TaskEvents"}], []any{150.0}) ||
+		!reflect.DeepEqual(seen[line{"resize", "dead", "TaskEvents"}], []any{2.0}) ||
+		len(seen[line{"echo", "", "DeliveryLatency"}]) != 2 || count(seen[line{"echo", "", "DeliveryLatency"}]) != 150 ||
+		len(seen[line{"echo", "success", "HandlerDuration"}]) != 2 || count(seen[line{"echo", "success", "HandlerDuration"}]) != 150 ||
+		!reflect.DeepEqual(seen[line{"echo", "fatal", "HandlerDuration"}], []any{3.0}) {
+		t.Errorf("the invocation's end wrote %d lines:\n%s\nwant 8: three events summed, 150 deliveries and 150 durations in lines of at most %d, one fatal, resize's dead", len(got), buf.String(), MaxValues)
+	}
+	buf.Reset()
+	r.Invoked() // nothing held, no units: nothing written
+	if buf.Len() != 0 {
+		t.Errorf("an invocation with nothing held wrote\n%s", buf.String())
+	}
+}
