@@ -65,7 +65,16 @@ func chaosSeed(t *testing.T) uint64 {
 // out of order, no terminal status changed and no task over its attempts. An atf dev that ends
 // itself to abandon a handler (devProcess.abandoned) is one more crash; any other end fails.
 func TestChaosKill(t *testing.T) {
-	testChaosKill(t, "embedded", embedded(t), 1, chaosTasks(t, 2000), 0)
+	testChaosKill(t, "embedded", embedded(t), 1, chaosTasks(t, 2000), 0, 0)
+}
+
+// TestChaosKillKeyLimit is scenario (a) on the embedded backend with a key limit: the lambda
+// runs 8 tasks at once, of 8 keys, at most one of each key at a time (key_concurrency 1), and
+// atf dev is SIGKILLed as in TestChaosKill. Beyond its promises, no two runs of one key may
+// overlap in the history, a killed run counting until its kill. 400 tasks, 4,000 under make
+// chaos: a run of 8 at a time takes four times TestChaosKill's of 32.
+func TestChaosKillKeyLimit(t *testing.T) {
+	testChaosKill(t, "embedded, key_concurrency 1", embedded(t), 1, min(chaosTasks(t, 400), 4000), 0, 8)
 }
 
 // TestChaosKillAWS is scenario (a) on DynamoDB and SQS: two atf dev processes share the table
@@ -79,12 +88,24 @@ func TestChaosKillAWS(t *testing.T) {
 	if os.Getenv("ATF_CHAOS_TASKS") != "" {
 		n, kills = 200, 40
 	}
-	testChaosKill(t, "aws", slices.Concat(onAWS(t), []string{"--enqueue-timeout", "5s"}), 2, n, kills)
+	testChaosKill(t, "aws", slices.Concat(onAWS(t), []string{"--enqueue-timeout", "5s"}), 2, n, kills, 0)
 }
 
-func testChaosKill(t *testing.T, name string, store []string, processes, n, maxKills int) {
+// testChaosKill runs n tasks of lambda rec on processes atf devs, killing them; with keys, the
+// tasks have that many keys, which the lambda runs one at a time each (key_concurrency 1).
+func testChaosKill(t *testing.T, name string, store []string, processes, n, maxKills, keys int) {
 	handlers, hist := recordingHandlers(t, "rec.sh", recordScript)
 	flags := []string{"--concurrency", "32", "--max-attempts", "100"}
+	keyOf := func(id string) string { return "" }
+	if keys > 0 {
+		reg := filepath.Join(filepath.Dir(handlers), "lambdas.json")
+		entry := `{"lambdas": [{"name": "rec", "handler": "rec", "concurrency": 8, "key_concurrency": 1, "max_attempts": 100}]}`
+		if err := os.WriteFile(reg, []byte(entry), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--registry", reg)
+		keyOf = func(id string) string { k, _, _ := strings.Cut(id, "-"); return k }
+	}
 	starts := 0
 	started := map[string]*devProcess{} // by worker
 	start := func() *devProcess {
@@ -111,7 +132,10 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 		wg.Go(func() {
 			for i := w; i < n; i += 8 {
 				ids[i] = fmt.Sprintf("c-%05d", i)
-				if _, _, err := devs[0].client.Schedule(context.Background(), "rec", client.ScheduleRequest{ID: ids[i]}); err != nil {
+				if keys > 0 {
+					ids[i] = fmt.Sprintf("k%d-%05d", i%keys, i)
+				}
+				if _, _, err := devs[0].client.Schedule(context.Background(), "rec", client.ScheduleRequest{ID: ids[i], Key: keyOf(ids[i])}); err != nil {
 					t.Errorf("schedule %s: %v", ids[i], err)
 					return
 				}
@@ -180,9 +204,18 @@ func testChaosKill(t *testing.T, name string, store []string, processes, n, maxK
 	execs := readHistory(t, hist, started)
 	final := observed[len(observed)-1]
 	r := history.Check(execs, kills, observed, final, task.StatusSuccess)
-	chaostest.Report(t, "kill ("+name+")", r, fmt.Sprintf(" abandoned=%d stopped=%d", abandoned, stopped(execs)))
+	extra := fmt.Sprintf(" abandoned=%d stopped=%d", abandoned, stopped(execs))
+	var overLimit []string
+	if keys > 0 {
+		overLimit = history.OverLimit(execs, kills, keyOf, 1)
+		extra += fmt.Sprintf(" keys=%d over_limit=%d", keys, len(overLimit))
+	}
+	chaostest.Report(t, "kill ("+name+")", r, extra)
 	if r.Kills == 0 {
 		t.Error("no process was killed")
+	}
+	if len(overLimit) > 0 {
+		t.Errorf("runs of one key over its key_concurrency of 1 (%d): %q", len(overLimit), overLimit[:min(len(overLimit), 10)])
 	}
 }
 

@@ -204,3 +204,48 @@ func CheckEach(execs []Execution, kills []Kill, observed [][]Final, finals []Fin
 	}
 	return r
 }
+
+// OverLimit checks a concurrency cap over groups of tasks (a key_concurrency, a max_running): it
+// returns a line for each moment more than limit accepted executions of one group ran at once,
+// group(id) naming the group of task id ("" leaves the task out). A run that reported no end
+// ends when its worker was killed, as in Check; one of a worker never killed runs on.
+func OverLimit(execs []Execution, kills []Kill, group func(id string) string, limit int) []string {
+	killedAt := map[string]time.Time{}
+	for _, k := range kills {
+		killedAt[k.Worker] = k.At
+	}
+	type edge struct {
+		at    time.Time
+		delta int
+		run   string
+	}
+	byGroup := map[string][]edge{}
+	for _, e := range execs {
+		g := group(e.Task)
+		if g == "" || e.Fenced {
+			continue
+		}
+		end, ok := e.End, !e.End.IsZero()
+		if !ok {
+			end, ok = killedAt[e.Worker]
+		}
+		if !ok {
+			end = time.Unix(1<<62, 0)
+		}
+		run := fmt.Sprintf("%s attempt %d (worker %s)", e.Task, e.Attempt, e.Worker)
+		byGroup[g] = append(byGroup[g], edge{e.Start, +1, run}, edge{end, -1, run})
+	}
+	var over []string
+	for g, edges := range byGroup {
+		// At equal times an end comes before a start: a slot freed and taken at once is no overlap.
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.delta, b.delta)) })
+		running := 0
+		for _, e := range edges {
+			if running += e.delta; e.delta > 0 && running > limit {
+				over = append(over, fmt.Sprintf("%s: %d runs at once at %s, over %d, as %s started", g, running, e.at.Format(time.RFC3339Nano), limit, e.run))
+			}
+		}
+	}
+	slices.Sort(over)
+	return over
+}

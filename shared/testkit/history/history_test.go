@@ -86,3 +86,37 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestOverLimit: runs of one group over the limit at once are found, a killed worker's run ends
+// at its kill, a slot freed and taken at one instant is no overlap, and other groups and tasks
+// outside any group do not count.
+func TestOverLimit(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	group := func(id string) string {
+		if i := strings.IndexByte(id, '-'); i > 0 {
+			return id[:i]
+		}
+		return ""
+	}
+	execs := []Execution{
+		{Task: "a-1", Attempt: 1, Worker: "1", Start: at(0), End: at(2)},
+		{Task: "a-2", Attempt: 1, Worker: "1", Start: at(2), End: at(3)}, // takes a-1's slot at once
+		{Task: "a-3", Attempt: 1, Worker: "2", Start: at(4)},             // killed at 6
+		{Task: "a-4", Attempt: 1, Worker: "1", Start: at(6), End: at(7)}, // after the kill
+		{Task: "b-1", Attempt: 1, Worker: "1", Start: at(0), End: at(9)}, // another group
+		{Task: "solo", Attempt: 1, Worker: "1", Start: at(0), End: at(9)},
+	}
+	kills := []Kill{{Worker: "2", At: at(6)}}
+	if over := OverLimit(execs, kills, group, 1); len(over) != 0 {
+		t.Errorf("within the limit: %q", over)
+	}
+	execs = append(execs, Execution{Task: "a-5", Attempt: 1, Worker: "1", Start: at(5), End: at(8)})
+	over := OverLimit(execs, kills, group, 1)
+	if len(over) != 2 || !strings.Contains(over[0], "a-4") && !strings.Contains(over[1], "a-4") {
+		t.Errorf("a-5 runs beside a-3 (until its kill) and a-4: %q", over)
+	}
+	if over := OverLimit(execs, kills, group, 2); len(over) != 0 {
+		t.Errorf("with a limit of 2: %q", over)
+	}
+}
