@@ -458,7 +458,7 @@ func (ej entryJSON) entry() (Entry, error) {
 		}
 		e.Backoff = &b
 	}
-	limits, err := ej.LimitsSpec.Limits()
+	limits, err := ej.Limits()
 	if err != nil {
 		return Entry{}, err
 	}

@@ -121,7 +121,7 @@ func (r StartRate) Validate() error {
 	return nil
 }
 
-// ErrHeld: a claim that a limit holds back (Limits). Nothing was written; the task stays as it
+// ErrHeld is the error of a claim that a limit holds back (Limits). Nothing was written; the task stays as it
 // was, with no attempt counted. Errors of this kind are *Held, which says until when.
 var ErrHeld = errors.New("held by a limit")
 

@@ -104,7 +104,7 @@ func (s LambdaSpec) Lambda() (task.Lambda, error) {
 		}
 		l.Backoff = &b
 	}
-	limits, err := s.LimitsSpec.Limits()
+	limits, err := s.Limits()
 	if err != nil {
 		return task.Lambda{}, fmt.Errorf("lambda %s: %w", s.Name, err)
 	}
