@@ -107,6 +107,7 @@ func TestKindOf(t *testing.T) {
 		{task.Errorf(task.ErrConflict, "x"), "", false},
 		{task.Errorf(task.ErrStaleLease, "x"), "", false},
 		{fmt.Errorf("read: %w", context.Canceled), "", false},
+		{&task.Held{Limit: "rate"}, "", false},
 		{task.Errorf(task.ErrThrottled, "x"), metrics.KindThrottled, true},
 		{task.Errorf(task.ErrStorageFull, "x"), metrics.KindStorageFull, true},
 		{fmt.Errorf("read: %w", context.DeadlineExceeded), metrics.KindTimeout, true},
