@@ -142,10 +142,10 @@ func RetryAhead(t Task, now time.Time, c Config) (Task, Message, error) {
 const ClaimEarly = time.Second
 
 // Refused reports whether err says that a write did not happen (a refused transition, a missing
-// or taken task, bad input), as opposed to one whose outcome is unknown (a timeout, a throttle,
-// a store fault): after those, the write may have landed.
+// or taken task, bad input, a start held by a limit), as opposed to one whose outcome is unknown
+// (a timeout, a throttle, a store fault): after those, the write may have landed.
 func Refused(err error) bool {
-	for _, k := range []error{ErrConflict, ErrNotDue, ErrStaleLease, ErrInvalid, ErrNotFound, ErrExists, ErrTooLarge, ErrCancelled, ErrBuried} {
+	for _, k := range []error{ErrConflict, ErrNotDue, ErrStaleLease, ErrInvalid, ErrNotFound, ErrExists, ErrTooLarge, ErrCancelled, ErrBuried, ErrHeld} {
 		if errors.Is(err, k) {
 			return true
 		}

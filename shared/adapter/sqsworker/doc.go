@@ -42,6 +42,12 @@
 //	                                                 first, so that the create cannot land after)
 //	claim fails with task.ErrNotDue (the task is     failed, and hidden for RetryDelay: it may be
 //	  not due yet by the status controller's clock) the task's only message
+//	claim fails with task.ErrHeld (a limit holds     failed, and hidden until the limit may let it
+//	  its start back; nothing was written)           start (executor.HoldDelay); from
+//	                                                 executor.HoldResendAt receives, sent again so
+//	                                                 delayed (Config.Queue is a Sender), and
+//	                                                 acknowledged: a long hold never takes it to
+//	                                                 the dead-letter queue
 //	claim fails otherwise (store or status function  failed, and hidden for RetryDelay only: SQS
 //	  unreachable, throttled, ...)                   delivers it again in seconds
 //	less than Margin left before the deadline        failed, not claimed, hidden for RetryDelay

@@ -57,6 +57,12 @@ type Visibility interface {
 	Extend(ctx context.Context, d task.Delivery, visibility time.Duration) error
 }
 
+// Sender sends messages to the lambda's queues (sqsqueue.Queue): a message held by a limit for
+// many receives is sent again afresh (holdBack).
+type Sender interface {
+	Send(ctx context.Context, msgs ...task.Message) error
+}
+
 // BatchVisibility is a Visibility that changes many messages' at once (sqsqueue.Queue): a batch's
 // messages are kept hidden while it runs with one call per half heartbeat timeout (keepHidden).
 type BatchVisibility interface {
@@ -82,7 +88,9 @@ type Config struct {
 	Margin time.Duration
 	// Queue, if set, shortens the visibility of a record failed for a transient reason, so it
 	// comes back after RetryDelay rather than the queue's visibility timeout. Poison records keep
-	// the queue's. Nil: every failed record waits for the queue's timeout.
+	// the queue's. A record held by a limit is hidden until the limit may let it start; if Queue
+	// is also a Sender, it is sent again from executor.HoldResendAt receives (holdBack). Nil:
+	// every failed record waits for the queue's timeout.
 	Queue Visibility
 	// Slack is how much less than the lambda's Timeout an invocation may have at its start (or a
 	// record at its claim), less Margin, and still count as given the full Timeout; DefaultSlack
@@ -241,6 +249,9 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		// A duplicate message, or the task was finished, cancelled or dropped meanwhile.
 		log.Debug("message discarded", "reason", err)
 		return true
+	case errors.Is(err, task.ErrHeld):
+		// A limit holds the start back; the claim wrote nothing and counted no attempt.
+		return h.holdBack(ctx, log, msg, m, err)
 	case errors.Is(err, task.ErrNotDue):
 		// Our clock is ahead of the status controller's: the message comes back, as the task's.
 		log.Info("claim refused as early; the message will come back", "err", err)
@@ -430,6 +441,39 @@ func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Mess
 		return
 	}
 	log.Debug("the message comes back soon", "after", delay)
+}
+
+// holdBack brings back the message of a record whose claim a limit held (task.ErrHeld) when the
+// limit may let its task start (executor.HoldDelay), and reports whether the record is done
+// with. From executor.HoldResendAt receives it sends the message again, delayed until then, and
+// acknowledges the record (Lambda deletes it): a fresh message counts its receives from one, so
+// a task held for long never reaches the dead-letter queue, whose drain would count that as a
+// failed trip (task.DeadLettered). Otherwise, or if the send fails, the record fails, hidden
+// until then. Both best effort, as retrySoon: at worst it comes back after the queue's timeout.
+func (h *Handler) holdBack(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage, held error) bool {
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	delay := executor.HoldDelay(held, n, time.Now())
+	log = log.With("back_in", delay, "held", held)
+	if h.cfg.Queue == nil {
+		log.Info("claim held by a limit; the message comes back after the queue's visibility timeout")
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
+	defer cancel()
+	if s, ok := h.cfg.Queue.(Sender); ok && executor.HoldResend(n) {
+		err := s.Send(ctx, executor.Resent(msg, delay))
+		if err == nil {
+			log.Debug("claim held by a limit; the message is sent again")
+			return true
+		}
+		log.Warn("claim held by a limit, and the message could not be sent again; hidden instead", "err", err)
+	}
+	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, Receipt: m.ReceiptHandle, ReceiveCount: n}, delay); err != nil {
+		log.Warn("claim held by a limit, and the message could not be hidden until then; it comes back after the queue's visibility timeout", "err", err)
+		return false
+	}
+	log.Debug("claim held by a limit; the message comes back then")
+	return false
 }
 
 // decode returns the message in body, or why it is poison.

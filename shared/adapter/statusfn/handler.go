@@ -160,9 +160,14 @@ func (h *Handler) handle(ctx context.Context, req Request) Response {
 	}
 	if err != nil {
 		resp = Response{V: Version, Error: errorOf(err)}
-		if resp.Error.Code == codeInternal {
+		switch resp.Error.Code {
+		case codeInternal:
 			log.ErrorContext(ctx, "status request failed", "code", codeInternal, "err", err)
-		} else {
+		case codeHeld:
+			// Routine under a limit, every few seconds per waiting task: the batch's summary
+			// counts it among the refused.
+			log.DebugContext(ctx, "status request refused", "code", codeHeld, "err", err)
+		default:
 			log.InfoContext(ctx, "status request refused", "code", resp.Error.Code, "err", err)
 		}
 		return resp

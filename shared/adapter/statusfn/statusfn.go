@@ -42,9 +42,12 @@
 //
 // Codes are not_found, conflict, stale_lease, invalid, too_large, throttled, cancelled (a
 // heartbeat of a task cancelled while it runs: stop the handler and report the outcome
-// cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}) and internal; the
-// Client turns each back into its task sentinel, so errors.Is(err, task.ErrStaleLease) holds on
-// both sides of the call. A request of another version, or with an unknown op, gets invalid: the
+// cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}), not_due, held (a
+// claim that a lambda's limit holds back, which wrote nothing: the error names the limit and,
+// if it knows, until when, and the worker hides the message until then,
+// {"code": "held", "message": "...", "limit": "rate", "until": "2026-11-28T12:00:00.2Z"}) and
+// internal; the Client turns each back into its task sentinel, so errors.Is(err,
+// task.ErrStaleLease) holds on both sides of the call, and held into a *task.Held. A request of another version, or with an unknown op, gets invalid: the
 // function never guesses at a contract it does not speak, and a new version is a new number.
 //
 // # Batches (version 2)
@@ -70,7 +73,7 @@
 // touch, once its requests are served and before it is answered (task.GatherCounts). The
 // function logs one record per batch, its summary ("status batch done": requests, ok, refused,
 // failed), and one per refusal, failure, failed run's result, release and unclaim; a claim, a
-// heartbeat or a success served is logged at debug only.
+// heartbeat or a success served, and a claim held by a limit, is logged at debug only.
 //
 // # Coalescing
 //
@@ -110,6 +113,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/openatf/atf/shared/service/status"
 	"github.com/openatf/atf/shared/task"
@@ -197,6 +201,10 @@ type Response struct {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Limit and Until say, for the code held, which limit holds the claim back and until when
+	// it may let the task start (task.Held; Until is absent when none is given).
+	Limit string     `json:"limit,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // codeInvalid is the code of task.ErrInvalid.
@@ -225,7 +233,14 @@ var errorCodes = []struct {
 	// A claim before its task's NotBefore: a worker older than the code reads it as a failed
 	// claim, as a newer one does, and its message comes back.
 	{task.ErrNotDue, "not_due"},
+	// A claim that a limit holds back (task.Held), with its limit and until when: the worker
+	// hides the message until then. A worker older than the code reads it as a failed claim, and
+	// its message comes back after its retry delay, to be held again.
+	{task.ErrHeld, codeHeld},
 }
+
+// codeHeld answers a claim that a limit holds back (task.ErrHeld).
+const codeHeld = "held"
 
 // codeCancelled answers a heartbeat of a task cancelled while it runs (task.ErrCancelled): the
 // worker stops its handler and reports the outcome cancelled. A worker older than the code reads
@@ -238,7 +253,15 @@ const codeCancelled = "cancelled"
 func errorOf(err error) *Error {
 	for _, e := range errorCodes {
 		if errors.Is(err, e.kind) {
-			return &Error{Code: e.code, Message: err.Error()}
+			out := &Error{Code: e.code, Message: err.Error()}
+			if h := (*task.Held)(nil); errors.As(err, &h) {
+				out.Limit = h.Limit
+				if !h.Until.IsZero() {
+					until := h.Until.UTC()
+					out.Until = &until
+				}
+			}
+			return out
 		}
 	}
 	return &Error{Code: codeInternal, Message: "internal error"}
@@ -246,6 +269,13 @@ func errorOf(err error) *Error {
 
 // err returns the error e stands for, matching its sentinel with errors.Is.
 func (e *Error) err() error {
+	if e.Code == codeHeld {
+		h := &task.Held{Limit: e.Limit}
+		if e.Until != nil {
+			h.Until = *e.Until
+		}
+		return heldError{held: h, msg: e.Message}
+	}
 	for _, c := range errorCodes {
 		if c.code == e.Code {
 			return task.Errorf(c.kind, "%s", e.Message)
@@ -256,6 +286,15 @@ func (e *Error) err() error {
 	}
 	return fmt.Errorf("status function: %s (code %q)", e.Message, e.Code)
 }
+
+// heldError is a held claim as it came back: a *task.Held (errors.As), with the function's message.
+type heldError struct {
+	held *task.Held
+	msg  string
+}
+
+func (e heldError) Error() string { return e.msg }
+func (e heldError) Unwrap() error { return e.held }
 
 // validate checks what the controller cannot: the version, the op, and that the ids and lease
 // are there. The controller checks the outcome.

@@ -522,6 +522,11 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		unhide()
 		c.release([]*held{{d: d}})
 		return
+	case errors.Is(err, task.ErrHeld):
+		// The claim wrote nothing (with MessageTimesLease too: no lease for the message to time).
+		unhide()
+		c.holdBack(ctx, d, err)
+		return
 	case errors.Is(err, task.ErrNotDue):
 		c.log.Info("claim refused as early, or the task runs under a lease its message times; the message will come back", "task_id", d.TaskID, "err", err)
 		return
@@ -546,6 +551,32 @@ func (c *Controller) run(ctx context.Context, h *held) {
 	}
 	// The executor releases the task if ctx ends before or while it runs.
 	c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
+}
+
+// holdBack brings back the message of d, whose claim a limit held (task.ErrHeld), when the
+// limit may let its task start (executor.HoldDelay), rather than after its visibility: it hides
+// it until then or, from executor.HoldResendAt receives, sends it again delayed until then and
+// deletes it, so that a task held for long never takes its message to a dead-letter queue. If
+// the send fails, the message is hidden; if that fails too, it comes back after its visibility.
+func (c *Controller) holdBack(ctx context.Context, d task.Delivery, held error) {
+	delay := executor.HoldDelay(held, d.ReceiveCount, time.Now())
+	log := c.log.With("task_id", d.TaskID, "receive_count", d.ReceiveCount, "back_in", delay, "held", held)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if executor.HoldResend(d.ReceiveCount) {
+		err := c.cfg.Queue.Send(qctx, executor.Resent(d.Message, delay))
+		if err == nil {
+			c.delete(ctx, d)
+			log.Debug("claim held by a limit; its message is sent again")
+			return
+		}
+		log.Warn("claim held by a limit, and its message could not be sent again; hidden instead", "err", err)
+	}
+	if err := c.cfg.Queue.Extend(qctx, d, delay); err != nil && !errors.Is(err, task.ErrNotFound) {
+		log.Warn("claim held by a limit, and its message could not be hidden until then; it comes back after its visibility", "err", err)
+		return
+	}
+	log.Debug("claim held by a limit; its message comes back then")
 }
 
 // delete deletes d's message for good, even once ctx is done.

@@ -190,13 +190,19 @@ type countingQueue struct {
 	extended map[string]int
 	refused  map[string]int
 	deleted  map[string]bool
+	// receiveCounts are the receive counts of id's deliveries, in the order received.
+	receiveCounts map[string][]int
 }
 
 func (q *countingQueue) Receive(ctx context.Context, p task.ReceiveParams) ([]task.Delivery, error) {
 	ds, err := q.Queue.Receive(ctx, p)
 	q.mu.Lock()
+	if q.receiveCounts == nil {
+		q.receiveCounts = map[string][]int{}
+	}
 	for _, d := range ds {
 		q.received[d.TaskID]++
+		q.receiveCounts[d.TaskID] = append(q.receiveCounts[d.TaskID], d.ReceiveCount)
 	}
 	q.mu.Unlock()
 	return ds, err

@@ -24,7 +24,7 @@ func Wrap(s task.Store, rec Recorder) *Store { return &Store{Store: s, rec: rec}
 
 // KindOf returns the Kind of a store call's error, and false for no error or for one that is an
 // answer rather than a failure: not found, exists, a conflict, a stale lease, bad input, a
-// caller that gave up (context.Canceled).
+// start held by a limit, a caller that gave up (context.Canceled).
 func KindOf(err error) (Kind, bool) {
 	switch {
 	case err == nil:

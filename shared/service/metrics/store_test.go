@@ -109,6 +109,7 @@ func TestKindOf(t *testing.T) {
 		{task.Errorf(task.ErrStaleLease, "x"), "", false},
 		{&task.Held{Limit: "rate"}, "", false}, // a limit doing its job
 		{fmt.Errorf("read: %w", context.Canceled), "", false},
+		{&task.Held{Limit: "rate"}, "", false},
 		{task.Errorf(task.ErrThrottled, "x"), metrics.KindThrottled, true},
 		{task.Errorf(task.ErrStorageFull, "x"), metrics.KindStorageFull, true},
 		{fmt.Errorf("read: %w", context.DeadlineExceeded), metrics.KindTimeout, true},

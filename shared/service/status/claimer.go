@@ -164,6 +164,10 @@ func (k *Claimer) claim(batch []*claimCall) {
 			continue
 		}
 		cl := c.claim(call.ctx, gates, call.lambda, call.id, call.delivery, call.token, now)
+		if cl.limits, err = c.limitsOf(ctx, call.lambda); err != nil {
+			call.answer <- claimAnswer{err: unwritten(err)}
+			continue
+		}
 		next, err := cl.transition(t)
 		if err != nil {
 			a := claimAnswer{}

@@ -79,8 +79,9 @@ type Config struct {
 	// of the same process (frontend.Config.Gates), which renews it when it sets a gate. Nil: a
 	// snapshot of the Controller's own, read at most once per GateAge.
 	Gates *task.GateSnapshot
-	// Lambdas, if set, gives each lambda's own backoff (task.Lambda.Backoff) to its retries.
-	// Without it, or for a lambda it does not list, retries take Task's backoff.
+	// Lambdas, if set, gives each lambda's own backoff (task.Lambda.Backoff) to its retries, and
+	// its limits (task.Lambda.Limits) to its claims' starts. Without it, or for a lambda it does
+	// not list, retries take Task's backoff, and starts have no limits.
 	Lambdas task.Catalog
 	// EarlyWait is how long, in all, a claim of a message sent before its task was written waits
 	// for the task before it buries the message; DefaultEarlyWait if zero, none if negative.

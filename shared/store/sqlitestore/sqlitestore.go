@@ -282,7 +282,7 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	if _, err := w.Exec(schema + failedSchema); err != nil {
+	if _, err := w.Exec(schema + failedSchema + limitsSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create schema: %w", path, err)
 	}
@@ -609,7 +609,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
-	stmt := updateStmts{state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
+	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
@@ -649,11 +649,20 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 
 // updateStmts are the update statements of a transaction, and the statements that record an
 // ended attempt (task.Task.Ended) and drop the one it pushes out of the history.
-type updateStmts struct{ state, full, record, drop *sql.Stmt }
+type updateStmts struct {
+	tx                        *sql.Tx
+	state, full, record, drop *sql.Stmt
+}
 
 // updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
-// its outcome is nil or task.ErrConflict; the error is one that fails the group.
+// its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits (limitsIn); the
+// error is one that fails the group.
 func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
+	if len(t.Limits.Of(t)) > 0 {
+		if outcome, err := limitsIn(ctx, stmts.tx, t, prev); outcome != nil || err != nil {
+			return outcome, err
+		}
+	}
 	for _, try := range []struct {
 		stmt *sql.Stmt
 		args []any

@@ -65,6 +65,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) task.Store, opts ...Opti
 	cases = append(cases, flowCases(c)...)
 	cases = append(cases, scheduleCases()...)
 	cases = append(cases, transactCases(c)...)
+	cases = append(cases, limitsCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

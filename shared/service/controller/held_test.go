@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openatf/atf/shared/service/executor"
+	"github.com/openatf/atf/shared/task"
+)
+
+// holdFirst holds back the first n claims of each task by a rate, until a moment from now, as a
+// store whose limit is taken would; later claims go through.
+type holdFirst struct {
+	executor.Status
+	n   int
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (h *holdFirst) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	h.mu.Lock()
+	h.got[id]++
+	held := h.got[id] <= h.n
+	h.mu.Unlock()
+	if held {
+		return task.Task{}, &task.Held{Limit: "rate", Until: time.Now().Add(10 * time.Millisecond)}
+	}
+	return h.Status.Claim(ctx, lambda, id, delivery, token)
+}
+
+// TestHeldComesBackAtUntil: the message of a claim held by a limit comes back when the limit
+// says, not after the queue's visibility (a minute here), and its task then runs as its first
+// attempt. From executor.HoldResendAt receives it is sent again rather than hidden, so that its
+// receive count starts again at one and never reaches a dead-letter queue's; with
+// MessageTimesLease too, since a held claim wrote nothing for the message to time.
+func TestHeldComesBackAtUntil(t *testing.T) {
+	t.Parallel()
+	for _, timesLease := range []bool{false, true} {
+		h := newHarness(t, 1)
+		h.status = &holdFirst{Status: h.status, n: executor.HoldResendAt, got: map[string]int{}}
+		h.enqueue("t", "normal")
+		h.start(Config{Visibility: time.Minute, MessageTimesLease: timesLease})
+		if got := h.waitStatus("t", task.StatusSuccess); got.Attempts != 1 {
+			t.Fatalf("MessageTimesLease %v: the task succeeded at attempt %d, want 1: holds count none", timesLease, got.Attempts)
+		}
+		h.queue.mu.Lock()
+		counts := slices.Clone(h.queue.receiveCounts["t"])
+		h.queue.mu.Unlock()
+		want := []int{1, 2, 3, 4, 5, 1} // held five times; the fifth is sent again, fresh
+		if !slices.Equal(counts, want) {
+			t.Fatalf("MessageTimesLease %v: received with counts %v, want %v", timesLease, counts, want)
+		}
+	}
+}
