@@ -17,10 +17,17 @@ const ActivityPath = "/v1/dashboard/activity"
 // today (dashboard.Costs), beside ActivityPath.
 const CostsPath = dashboard.CostsPath
 
+// LimitsPath is where atf dev serves the Lambdas page's limits of each lambda and the starts they
+// held today (dashboard.Limits); KeysPath, the Keys page's tasks by key (dashboard.Keys).
+const (
+	LimitsPath = dashboard.LimitsPath
+	KeysPath   = dashboard.KeysPath
+)
+
 // dashboardRoutes serves the v1 API under /v1, behind httpapi.Guard with the token, with
-// GET ActivityPath and CostsPath; every other path is the dashboard's static files. They hold no
-// data, so they need no token, but are still held to the Guard's loopback Host and Origin checks;
-// the page asks for the token when the API answers 401. Paths are matched as they come, without a ServeMux,
+// GET ActivityPath, CostsPath, LimitsPath and KeysPath; every other path is the dashboard's
+// static files. They hold no data, so they need no token, but are still held to the Guard's
+// loopback Host and Origin checks; the page asks for the token when the API answers 401. Paths are matched as they come, without a ServeMux,
 // which would redirect the unclean paths that the API answers itself.
 func (s *Stack) dashboardRoutes(api http.Handler, addr net.Addr, token string) http.Handler {
 	v1 := httpapi.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -31,6 +38,12 @@ func (s *Stack) dashboardRoutes(api http.Handler, addr net.Addr, token string) h
 				return
 			case CostsPath:
 				s.costs.ServeHTTP(w, r)
+				return
+			case LimitsPath:
+				s.limits.ServeHTTP(w, r)
+				return
+			case KeysPath:
+				s.keys.ServeHTTP(w, r)
 				return
 			}
 		}

@@ -141,6 +141,8 @@ type Stack struct {
 	controllers []*controller.Controller
 	activity    *dashboard.Activity // the dashboard's last hour of claims and results
 	costs       *dashboard.Costs    // the dashboard's cost on AWS of each lambda's transitions today
+	limits      *dashboard.Limits   // the dashboard's limits of each lambda and the starts they held today
+	keys        *dashboard.Keys     // the dashboard's waiting and running tasks by key
 
 	// With Functions: the event sources, and how to stop them and cut their invocations short.
 	loops                 sync.WaitGroup
@@ -165,7 +167,8 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 			"handlers", unserved, "folder", c.HandlersDir)
 	}
 	c.Mux = handlers
-	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil), costs: dashboard.NewCosts(names(lambdas), nil)}
+	s := &Stack{log: c.Logger, store: c.Store, activity: dashboard.NewActivity(names(lambdas), nil), costs: dashboard.NewCosts(names(lambdas), nil),
+		limits: dashboard.NewLimits(lambdas, nil)}
 	queue := c.Queue
 	// runs is the store of the services that run tasks (consumer, status controller): the API's,
 	// but on the embedded store a view whose transitions are not synced on their own (see
@@ -210,10 +213,12 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		c.Store = s.store
 	}
 	// Metrics: the store's writes and errors, on every service of the stack (see serve), and
-	// what the writes would cost on AWS (the dashboard's costs).
+	// what the writes would cost on AWS and the starts limits held (the dashboard's costs and
+	// limits).
 	s.metrics = prommetrics.New(prommetrics.Config{Lambdas: lambdas, Counts: s.store.Counts, Queue: sizer(queue), Logger: c.Logger})
-	writes := metrics.Tee{s.metrics, s.costs}
+	writes := metrics.Tee{s.metrics, s.costs, s.limits}
 	s.store = metrics.Wrap(s.store, writes)
+	s.keys = dashboard.NewKeys(s.store, names(lambdas))
 	if runs != nil {
 		runs = metrics.Wrap(runs, writes)
 	} else {

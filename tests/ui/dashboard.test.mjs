@@ -64,6 +64,32 @@ test('pauses a lambda and opens it again', async () => {
   await row('echo').locator('[data-gate="open"]').waitFor(WAIT);
 });
 
+test('shows each lambda\'s limits and the starts they held today, and its tasks by key', async () => {
+  await page.goto(url + '/#/lambdas');
+  const limits = row('block').locator('td[data-limits]');
+  await limits.locator('[data-limit="key_concurrency"]').filter({ hasText: /^key_concurrency 1$/ }).waitFor(WAIT);
+  await limits.locator('[data-limit="rate"]').filter({ hasText: /^rate 100\/s$/ }).waitFor(WAIT);
+  // block's one slot runs one task at a time, so its limits hold no start: the page says so
+  const block = (await apiGet('/v1/dashboard/limits')).lambdas.find((l) => l.lambda === 'block');
+  assert.deepEqual(block, { lambda: 'block', limits: { key_concurrency: 1, rate: '100/s' }, held: {} });
+  assert.equal(await limits.locator('[data-held]').textContent(), 'no start held today');
+  assert.equal(await row('echo').locator('td[data-limits] .muted').first().textContent(), 'none');
+  assert.match(await page.locator('#limits-note').textContent(), /held back since midnight UTC/);
+
+  await limits.locator('a', { hasText: 'keys' }).click();
+  const waiting = page.locator('#keys-waiting'), running = page.locator('#keys-running');
+  await waiting.locator('tr[data-key="acme"] td.num').filter({ hasText: /^1$/ }).waitFor(WAIT);
+  // the lambda picked is the link's (the select shows it once the lambdas are loaded too)
+  await page.waitForFunction(() => document.querySelector('#keys select[name=lambda]').value === 'block', null, WAIT);
+  assert.equal(await waiting.locator('tr[data-key="bolt"] td.num').textContent(), '1');
+  assert.equal(await waiting.locator('tr[data-key=""] td').first().textContent(), '(no key)');
+  assert.equal(await waiting.locator('[data-of]').textContent(), 'of all 3 waiting tasks');
+  assert.equal(await running.locator('tr[data-key="acme"] td.num').textContent(), '1');
+  assert.equal(await running.locator('tbody tr').count(), 1);
+  assert.equal(await running.locator('[data-of]').textContent(), 'of all 1 running task');
+  await shot('keys');
+});
+
 test('searches tasks by status and shows a task with its result and graph', async () => {
   await page.goto(url + '/#/tasks');
   await page.locator('#task-search select[name=lambda]').selectOption('echo');

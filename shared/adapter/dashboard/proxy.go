@@ -33,8 +33,8 @@ type Sign func(ctx context.Context, req *http.Request, body []byte) error
 // each is sent there signed by sign, with only its method, path, query, body and Content-Type
 // and Accept headers, never the dashboard's own token or the browser's cookies. API Gateway's
 // refusals (403) become API errors that name the IAM action and the route, which the page
-// shows; ActivityPath and CostsPath are answered 501 not_available, which the page shows in place
-// of the charts and of the Lambdas page's costs.
+// shows; ActivityPath, CostsPath, LimitsPath and KeysPath are answered 501 not_available, which
+// the page shows in place of the charts, of the Lambdas page's costs and limits, and of the keys.
 // It does not guard: put it behind httpapi.Guard, as atf dev's API is.
 func Proxy(endpoint *url.URL, sign Sign, transport http.RoundTripper) http.Handler {
 	if transport == nil {
@@ -88,6 +88,11 @@ func Proxy(endpoint *url.URL, sign Sign, transport http.RoundTripper) http.Handl
 		if r.URL.Path == CostsPath {
 			writeError(w, http.StatusNotImplemented, "not_available",
 				"the cost of each lambda's work is on the deployed stack's CloudWatch dashboard (USD per lambda, today), from DynamoDB's own figures; GET "+CostsPath+" prices what one atf dev process wrote")
+			return
+		}
+		if r.URL.Path == LimitsPath || r.URL.Path == KeysPath {
+			writeError(w, http.StatusNotImplemented, "not_available",
+				"the limits and keys are atf dev's (GET "+r.URL.Path+"): a deployed stack's limits are in its registry, and the starts they held are StartsHeld on its CloudWatch dashboard")
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), ProxyTimeout)

@@ -23,8 +23,8 @@ import (
 // TestProxySigns: the proxy sends the page's calls to the endpoint signed, as API Gateway's IAM
 // authorization checks them (a read with its query, a schedule with its body), without the page's
 // token, cookies or other headers; API Gateway's refusal comes back as an API error that names the
-// IAM action and the route; a call it cannot sign is answered 502 saying why, and the charts'
-// endpoint 501, without a call.
+// IAM action and the route; a call it cannot sign is answered 502 saying why, and atf dev's own
+// endpoints (charts, costs, limits, keys) 501, without a call.
 func TestProxySigns(t *testing.T) {
 	t.Parallel()
 	creds := aws.Credentials{AccessKeyID: "AKIDDASH", SecretAccessKey: "dash-secret"}
@@ -112,6 +112,11 @@ func TestProxySigns(t *testing.T) {
 	}
 	if code, body := call("GET", dashboard.CostsPath, ""); code != http.StatusNotImplemented || !strings.Contains(body, `"not_available"`) || !strings.Contains(body, "CloudWatch dashboard") {
 		t.Errorf("the costs' endpoint: %d %s; want 501 not_available, pointing to the CloudWatch dashboard", code, body)
+	}
+	for _, path := range []string{dashboard.LimitsPath, dashboard.KeysPath + "?lambda=echo"} {
+		if code, body := call("GET", path, ""); code != http.StatusNotImplemented || !strings.Contains(body, `"not_available"`) || !strings.Contains(body, "StartsHeld") {
+			t.Errorf("GET %s: %d %s; want 501 not_available, pointing to StartsHeld", path, code, body)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

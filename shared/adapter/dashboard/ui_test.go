@@ -18,6 +18,7 @@ import (
 
 	"github.com/openatf/atf/shared/client"
 	"github.com/openatf/atf/shared/local"
+	"github.com/openatf/atf/shared/registry"
 	"github.com/openatf/atf/shared/task"
 	"github.com/openatf/atf/shared/testkit/chaostest"
 	"github.com/openatf/atf/shared/worker"
@@ -117,7 +118,9 @@ func uiTools(t *testing.T) (node, chromium string) {
 //   - once: fails the first run of each task id, succeeds after: dead (dead-1, one attempt;
 //     redriven by the suite, it succeeds) and retriable_failure (retry-1, its retry an hour away);
 //   - fatal: fatal_failure (fatal-1), its attempt with a log;
-//   - block: runs until cancelled, one at a time: processing (run-1), enqueued (run-2);
+//   - block: runs until cancelled, one at a time: processing (run-1, key acme), enqueued (run-2,
+//     key acme; run-3, key bolt; run-4, no key); its limits key_concurrency 1 and rate 100/s,
+//     which its one slot keeps from holding any start;
 //
 // and an active schedule of echo, daily (every 24h, so it does not fire while the suite runs).
 func seed(t *testing.T) *client.Client {
@@ -145,7 +148,12 @@ func seed(t *testing.T) *client.Client {
 	// when the page looks (chaos timings would lose it to a late heartbeat under load).
 	timing.HeartbeatInterval, timing.HeartbeatTimeout, timing.LeaseMargin = 500*time.Millisecond, 20*time.Second, 2*time.Second
 	timing.MaxAttempts = 3
-	c := chaostest.Start(t, local.Config{Mux: mux, Concurrency: 1, Task: timing, Token: uiToken, DBPath: filepath.Join(t.TempDir(), "atf.db")})
+	reg, err := registry.Parse([]byte(`{"lambdas": [{"name": "echo", "concurrency": 1}, {"name": "once", "concurrency": 1},
+		{"name": "fatal", "concurrency": 1}, {"name": "block", "concurrency": 1, "key_concurrency": 1, "rate": "100/s"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := chaostest.Start(t, local.Config{Mux: mux, Registry: reg, Task: timing, Token: uiToken, DBPath: filepath.Join(t.TempDir(), "atf.db")})
 	c.Token = uiToken
 	ctx := t.Context()
 	schedule := func(lambda string, r client.ScheduleRequest) {
@@ -178,9 +186,11 @@ func seed(t *testing.T) *client.Client {
 	schedule("once", client.ScheduleRequest{ID: "retry-1"})
 	schedule("fatal", client.ScheduleRequest{ID: "fatal-1", Payload: json.RawMessage(`{"bad":true}`)})
 	schedule("echo", client.ScheduleRequest{ID: "orphan", After: []task.Ref{{Lambda: "fatal", ID: "fatal-1"}}})
-	schedule("block", client.ScheduleRequest{ID: "run-1"})
+	schedule("block", client.ScheduleRequest{ID: "run-1", Key: "acme"})
 	waitFor(t, c, "block", "run-1", task.StatusProcessing)
-	schedule("block", client.ScheduleRequest{ID: "run-2"})
+	schedule("block", client.ScheduleRequest{ID: "run-2", Key: "acme"})
+	schedule("block", client.ScheduleRequest{ID: "run-3", Key: "bolt"})
+	schedule("block", client.ScheduleRequest{ID: "run-4"})
 	for _, w := range []struct {
 		lambda, id string
 		status     task.Status
@@ -188,6 +198,7 @@ func seed(t *testing.T) *client.Client {
 		{"echo", "ok-3", task.StatusSuccess}, {"echo", "spam-1", task.StatusDropped}, {"once", "dead-1", task.StatusDead},
 		{"once", "retry-1", task.StatusRetriableFailure}, {"fatal", "fatal-1", task.StatusFatalFailure},
 		{"echo", "orphan", task.StatusUpstreamFailed}, {"block", "run-2", task.StatusEnqueued},
+		{"block", "run-3", task.StatusEnqueued}, {"block", "run-4", task.StatusEnqueued},
 		{"echo", "later", task.StatusNew}, {"echo", "waits-later", task.StatusPending},
 	} {
 		waitFor(t, c, w.lambda, w.id, w.status)
@@ -213,10 +224,11 @@ func waitFor(t *testing.T, c *client.Client, lambda, id string, want task.Status
 }
 
 // checkStaticNeedsNoToken: the page loads without the token and holds no data; the API and the
-// activity and the costs still need it.
+// dashboard's own endpoints still need it.
 func checkStaticNeedsNoToken(t *testing.T, endpoint string) {
 	t.Helper()
-	for path, want := range map[string]int{"/": 200, "/app.js": 200, "/v1/lambdas": 401, local.ActivityPath: 401, local.CostsPath: 401} {
+	for path, want := range map[string]int{"/": 200, "/app.js": 200, "/v1/lambdas": 401, local.ActivityPath: 401, local.CostsPath: 401,
+		local.LimitsPath: 401, local.KeysPath + "?lambda=block": 401} {
 		resp, err := http.Get(endpoint + path)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ const STATUSES = ['pending', 'new', 'enqueued', 'processing', 'retriable_failure
 const WAITING = ['pending', 'new', 'enqueued', 'retriable_failure'];
 const FAILED = ['dead', 'fatal_failure'];
 const TOKEN_KEY = 'atf-token';
+const LIMITS = ['max_running', 'key_concurrency', 'rate', 'key_rate']; // as the registry names them
 
 // --- the API -------------------------------------------------------------------------------
 
@@ -107,6 +108,8 @@ function Lambdas() {
   const [lambdas, error, reload] = useLambdas();
   const [costs, costsError] = usePoll(() => api('/v1/dashboard/costs'), []);
   const costOf = (name) => costs && costs.lambdas.find((c) => c.lambda === name);
+  const [limits, limitsError] = usePoll(() => api('/v1/dashboard/limits'), []);
+  const limitsOf = (name) => limits && limits.lambdas.find((c) => c.lambda === name);
   const [act, notice] = useAction(reload);
   const setGate = (lambda, mode, collection) => {
     if (mode === 'drop' && !confirm(`Drop the waiting tasks of ${lambda}${collection ? '/' + collection : ''}?`)) return;
@@ -116,17 +119,33 @@ function Lambdas() {
   return html`<section><h2>Lambdas</h2><${Err} error=${error} />${notice}
     <table id="lambdas"><thead><tr><th>lambda</th><th>gate</th>
       ${STATUSES.map((s) => html`<th class="num">${s.replace('_', ' ')}</th>`)}<th>waiting by priority</th>
-      <th class="num">on AWS, today</th></tr></thead>
-    <tbody>${(lambdas || []).map((l) => html`<${LambdaRow} l=${l} setGate=${setGate} cost=${costOf(l.name)} costsError=${costsError} />`)}</tbody></table>
+      <th>limits</th><th class="num">on AWS, today</th></tr></thead>
+    <tbody>${(lambdas || []).map((l) => html`<${LambdaRow} l=${l} setGate=${setGate} cost=${costOf(l.name)} costsError=${costsError}
+      limits=${limitsOf(l.name)} limitsError=${limitsError} />`)}</tbody></table>
     <p class="muted">Queued: the <em>enqueued</em> column, tasks sent to their queue and not claimed yet.
       Waiting by priority counts the first page of waiting tasks (200; "+" when there are more).</p>
+    <p class="muted" id="limits-note">Limits: the lambda's limits of the registry, counted across every worker
+      (max_running, key_concurrency, rate, key_rate), and the starts each held back since midnight UTC (GET /v1/dashboard/limits):
+      a held task waits, with no attempt counted, and starts when the limit lets it. Keys shows its tasks by key.</p>
     <p class="muted" id="costs-note">On AWS, today: what the DynamoDB store of a deployed stack would be billed, on demand,
       for the transitions this atf dev wrote for the lambda since midnight UTC (GET /v1/dashboard/costs): the units per transition
       of docs/capacity.md at the list prices ${costs ? 'checked ' + costs.prices_checked : ''} that <code>make bench</code> uses.
       DynamoDB is most of a task's bill; heartbeats, sweeps, queues and functions are not in it.</p></section>`;
 }
 
-function LambdaRow({ l, setGate, cost, costsError }) {
+// LimitsCell shows a lambda's limits and the starts each held back today.
+function LimitsCell({ lambda, limits, error }) {
+  if (!limits) return html`<span class="muted" title=${error || ''}>—</span>`;
+  const set = LIMITS.filter((n) => limits.limits[n]);
+  const held = LIMITS.filter((n) => limits.held[n]);
+  return html`${set.length ? set.map((n) => html`<div data-limit=${n}>${n} ${limits.limits[n]}</div>`)
+      : html`<span class="muted">none</span>`}
+    ${held.map((n) => html`<div class="held" data-held=${n}>${limits.held[n]} ${limits.held[n] === 1 ? 'start' : 'starts'} held by ${n} today</div>`)}
+    ${set.length > 0 && !held.length && html`<div class="muted" data-held="">no start held today</div>`}
+    <div><a href="#/keys?lambda=${enc(lambda)}">keys</a></div>`;
+}
+
+function LambdaRow({ l, setGate, cost, costsError, limits, limitsError }) {
   const lambdaGate = (l.gates.find((g) => !g.collection) || { mode: 'open' }).mode;
   const collections = l.gates.filter((g) => g.collection);
   const [byPriority] = usePoll(async () => {
@@ -149,9 +168,36 @@ function LambdaRow({ l, setGate, cost, costsError }) {
     ${STATUSES.map((s) => html`<td class="num" data-count=${s}>${l.counts[s]
       ? html`<a href="#/tasks?lambda=${enc(l.name)}&status=${s}">${l.counts[s]}</a>` : html`<span class="muted">0</span>`}</td>`)}
     <td>${byPriority && l.priorities.map((p) => html`<span data-priority=${p}>${p} ${byPriority.n[p] || 0}${byPriority.more ? '+' : ''} </span>`)}</td>
+    <td data-limits><${LimitsCell} lambda=${l.name} limits=${limits} error=${limitsError} /></td>
     <td class="num" data-cost>${cost ? html`<span title=${`${cost.write_units} WRU and ${cost.read_units} RRU in ${cost.transitions} transitions`}>${usd(cost.usd)}</span>`
       : html`<span class="muted" title=${costsError || ''}>—</span>`}</td>
   </tr>`;
+}
+
+// --- Keys: a lambda's tasks by key ----------------------------------------------------------
+
+function Keys({ params }) {
+  const [lambdas] = useLambdas();
+  const lambda = params.lambda || (lambdas && lambdas[0] && lambdas[0].name) || '';
+  const [keys, error] = usePoll(() => lambda ? api('/v1/dashboard/keys?' + query({ lambda })) : Promise.resolve(null), [lambda]);
+  return html`<section id="keys"><h2>Keys</h2>
+    <form class="inline"><${LambdaSelect} value=${lambda} lambdas=${lambdas} onChange=${(v) => go('/keys', { lambda: v })} /></form>
+    <${Err} error=${error} />
+    ${keys && html`<div class="charts"><${KeyCounts} id="keys-waiting" title="Waiting" what="waiting" c=${keys.waiting} />
+      <${KeyCounts} id="keys-running" title="Running" what="running" c=${keys.running} /></div>`}
+    <p class="muted">The keys (a task's tenant, --key) with the most tasks, waiting (${WAITING.join(', ')}) and running
+      (claimed, processing), from one read of the lambda's list per column (GET /v1/dashboard/keys): at most the first 500
+      tasks in creation order, so a large backlog costs no more to show.</p></section>`;
+}
+
+// KeyCounts is one column of Keys: its top keys, and of how many tasks they were counted.
+function KeyCounts({ id, title, what, c }) {
+  const tasks = `${c.read} ${what} task${c.read === 1 ? '' : 's'}`;
+  const of = c.complete ? `of all ${tasks}` : `of the first ${tasks} read (the list goes on past them)`;
+  return html`<div id=${id}><h3>${title}</h3><p class="muted" data-of>${c.top.length < c.keys ? `top ${c.top.length} of ${c.keys} keys, ` : ''}${of}</p>
+    ${c.top.length ? html`<table><thead><tr><th>key</th><th class="num">tasks</th></tr></thead>
+      <tbody>${c.top.map((k) => html`<tr data-key=${k.key}><td>${k.key || html`<span class="muted">(no key)</span>`}</td>
+        <td class="num">${k.tasks}</td></tr>`)}</tbody></table>` : html`<p class="muted">No ${what} tasks.</p>`}</div>`;
 }
 
 // --- Tasks ----------------------------------------------------------------------------------
@@ -393,11 +439,12 @@ function App() {
     return () => { removeEventListener('hashchange', f); clearInterval(t); };
   }, []);
   const [page, a, b] = route.parts;
-  const nav = [['lambdas', 'Lambdas'], ['tasks', 'Tasks'], ['failed', 'Failed'], ['ops', 'Operations'], ['charts', 'Charts']];
+  const nav = [['lambdas', 'Lambdas'], ['tasks', 'Tasks'], ['keys', 'Keys'], ['failed', 'Failed'], ['ops', 'Operations'], ['charts', 'Charts']];
   let view;
   if (needToken) view = html`<${Login} onDone=${() => setNeedToken(false)} />`;
   else if (page === 'task' && a && b) view = html`<${TaskDetail} key=${a + '/' + b} lambda=${a} id=${b} />`;
   else if (page === 'tasks') view = html`<${Tasks} params=${route.params} />`;
+  else if (page === 'keys') view = html`<${Keys} params=${route.params} />`;
   else if (page === 'failed') view = html`<${Failed} params=${route.params} />`;
   else if (page === 'ops') view = html`<${Operations} params=${route.params} />`;
   else if (page === 'charts') view = html`<${Charts} params=${route.params} />`;
