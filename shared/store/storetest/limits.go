@@ -159,6 +159,7 @@ func testLimitKeyConcurrencyRace(t *testing.T, s task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	done.Limits = lt.limits // carried on from the start: only a start is under them
 	if err := s.Update(t.Context(), done, holder.Version); err != nil {
 		t.Fatalf("Update %s to succeeded: %v", holder.ID, err)
 	}
@@ -261,6 +262,15 @@ func testLimitRate(t *testing.T, s task.Store) {
 	rate := task.StartRate{Count: 2, Per: time.Second} // one start every 500ms
 	lt := newLimited(t, s, task.Limits{Rate: rate})
 	first := lt.mustStart(lt.enqueued("a", "tenant-1"), lt.now)
+	// Its end, the limits carried on from the start, is no start: no rate holds it.
+	ended, err := task.Succeed(first, first.Lease, nil, lt.now.Add(time.Millisecond), lt.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended.Limits = lt.limits
+	if err := s.Update(t.Context(), ended, first.Version); err != nil {
+		t.Fatalf("Update a to succeeded: %v", err)
+	}
 	b := lt.enqueued("b", "tenant-2")
 	due := first.StartedAt.Add(rate.Interval())
 	lt.mustHold(b, lt.now.Add(rate.Interval()-time.Millisecond), "rate", due)
