@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func limitsCases() []struct {
 		{"LimitKeyConcurrencyRace", testLimitKeyConcurrencyRace},
 		{"LimitStaleHolder", testLimitStaleHolder},
 		{"LimitOwnPlace", testLimitOwnPlace},
+		{"LimitLowered", testLimitLowered},
 		{"LimitNoKey", testLimitNoKey},
 		{"LimitMaxRunning", testLimitMaxRunning},
 		{"LimitRate", testLimitRate},
@@ -237,6 +239,26 @@ func testLimitOwnPlace(t *testing.T, s task.Store) {
 	lt.mustStart(retry, due)
 	lt.mustHold(lt.enqueued("b", "tenant-1"), due, "key_concurrency", time.Time{})
 	lt.mustHold(lt.enqueued("c", "tenant-2"), due, "max_running", time.Time{})
+}
+
+// testLimitLowered: a cap lowered far below the places its record holds, all stale, still lets a
+// start take one, and then holds the next at the new cap.
+func testLimitLowered(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	lt := newLimited(t, s, task.Limits{KeyConcurrency: task.MaxLimitConcurrency})
+	for i := range task.MaxLimitConcurrency {
+		started := lt.mustStart(lt.enqueued(fmt.Sprintf("t%03d", i), "tenant-1"), lt.now)
+		done, err := task.Succeed(started, started.Lease, nil, lt.now, lt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, done, started.Version); err != nil {
+			t.Fatalf("Update %s to succeeded: %v", started.ID, err)
+		}
+	}
+	lt.limits = task.Limits{KeyConcurrency: 1}
+	lt.mustStart(lt.enqueued("x", "tenant-1"), lt.now)
+	lt.mustHold(lt.enqueued("y", "tenant-1"), lt.now, "key_concurrency", time.Time{})
 }
 
 // testLimitNoKey: KeyConcurrency and KeyRate do not cap tasks without a key.
