@@ -129,8 +129,10 @@ var (
 	// statusActions: a status controller (a lambda's status function, an ecs lambda's executor)
 	// reads one task (GetItem) and moves it, its counter and its payload item's TTL (UpdateItem);
 	// a claim that finds no task writes its tombstone (UpdateItem, dynamostore.Store.Bury).
-	// Task flows add Query: a claimed task's after-list chunks, under its own key.
-	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"}
+	// Task flows add Query: a claimed task's after-list chunks, under its own key. Limits add
+	// ConditionCheckItem: a limited start's transaction checks the stale holders it replaces
+	// (dynamostore's limits.go; its records are under the lambda's keys too).
+	statusActions = []string{"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"}
 	// upstreamReadActions: a claim hands the task its upstreams' results, which may be other
 	// lambdas' tasks (grantUpstreamReads).
 	upstreamReadActions = []string{"dynamodb:BatchGetItem"}

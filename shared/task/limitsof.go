@@ -1,6 +1,9 @@
 package task
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Limit is one limit a start is under (Limits.Of): its name, as Held says it, the key it counts
 // (empty: the whole lambda), and its cap or its rate.
@@ -12,8 +15,12 @@ type Limit struct {
 }
 
 // Of returns the limits t's start is under, as a store keeps them: keyed ones first, caps before
-// rates. A task without a key is under neither KeyConcurrency nor KeyRate.
+// rates. A task without a key is under neither KeyConcurrency nor KeyRate, and one that does not
+// run (a transition after the start, carrying its limits on) starts nothing: none.
 func (l Limits) Of(t Task) []Limit {
+	if !slices.Contains(Running, t.Status) {
+		return nil
+	}
 	var out []Limit
 	if t.Key != "" && l.KeyConcurrency > 0 {
 		out = append(out, Limit{Name: "key_concurrency", Key: t.Key, Cap: l.KeyConcurrency})

@@ -417,9 +417,14 @@ func payloadKey(lambda, id, ref string) map[string]types.AttributeValue {
 // It is an UpdateItem of the task item's state attributes: the payload, set once by Create, is
 // neither written nor read, and DynamoDB charges the write by the task item alone. When the task
 // ends, its payload item, if any, gets the task item's TTL. An attempt the transition ended is
-// recorded after it (recordAttempt), unless it succeeded: the task item keeps that one.
+// recorded after it (recordAttempt), unless it succeeded: the task item keeps that one. A claim's
+// start under limits (t.Limits) is a transaction with the limits' records instead (start).
 func (st *Store) Update(ctx context.Context, t task.Task, prev int64) error {
-	if _, err := st.update(ctx, t, prev, nil); err != nil {
+	if len(t.Limits.Of(t)) > 0 {
+		if err := st.start(ctx, t, prev); err != nil { // limits.go
+			return err
+		}
+	} else if _, err := st.update(ctx, t, prev, nil); err != nil {
 		return err
 	}
 	st.recordAttempt(ctx, t)
@@ -439,44 +444,13 @@ func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra 
 	if validKey(t.Lambda, t.ID) != nil {
 		return nil, task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
 	}
-	state := st.marshalState(t)
-	names := make(map[string]string, len(stateAttrs))
-	values := map[string]types.AttributeValue{":prev": n(prev)}
-	var set []string
-	for i, name := range remove {
-		ph := "#r" + strconv.Itoa(i)
-		names[ph] = name
-		remove[i] = ph
-	}
-	for i, name := range stateAttrs {
-		ph := "#a" + strconv.Itoa(i)
-		names[ph] = name
-		if v, ok := state[name]; ok {
-			set = append(set, ph+" = :a"+strconv.Itoa(i))
-			values[":a"+strconv.Itoa(i)] = v
-		} else {
-			remove = append(remove, ph)
-		}
-	}
-	for name, v := range extra {
-		i := strconv.Itoa(len(names))
-		names["#x"+i], values[":x"+i] = name, v
-		set = append(set, "#x"+i+" = :x"+i)
-	}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
-	}
-	condition := "#a" + strconv.Itoa(slices.Index(stateAttrs, attrVersion)) + " = :prev"
-	if cond != "" {
-		condition += " AND " + cond
-	}
+	u := st.updateOf(t, prev, extra, remove, cond)
 	in := &dynamodb.UpdateItemInput{
-		TableName: &st.cfg.Table, Key: taskKey(t.Lambda, t.ID),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String(condition),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		TableName: &st.cfg.Table, Key: u.Key,
+		UpdateExpression:          u.UpdateExpression,
+		ConditionExpression:       u.ConditionExpression,
+		ExpressionAttributeNames:  u.ExpressionAttributeNames,
+		ExpressionAttributeValues: u.ExpressionAttributeValues,
 		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 		// The old item tells the status the task leaves, for its counter, and whether a payload
 		// item needs a TTL; on a failed condition, the task as it is now, so that a transition
@@ -509,6 +483,48 @@ func (st *Store) updateItem(ctx context.Context, t task.Task, prev int64, extra 
 		}
 	}
 	return out.Attributes, nil
+}
+
+// updateOf is the write of t over version prev that updateItem makes: its state attributes set,
+// those it lacks and remove removed, and extra set, on the condition of the version and cond.
+func (st *Store) updateOf(t task.Task, prev int64, extra map[string]types.AttributeValue, remove []string, cond string) *types.Update {
+	state := st.marshalState(t)
+	names := make(map[string]string, len(stateAttrs))
+	values := map[string]types.AttributeValue{":prev": n(prev)}
+	var set []string
+	for i, name := range remove {
+		ph := "#r" + strconv.Itoa(i)
+		names[ph] = name
+		remove[i] = ph
+	}
+	for i, name := range stateAttrs {
+		ph := "#a" + strconv.Itoa(i)
+		names[ph] = name
+		if v, ok := state[name]; ok {
+			set = append(set, ph+" = :a"+strconv.Itoa(i))
+			values[":a"+strconv.Itoa(i)] = v
+		} else {
+			remove = append(remove, ph)
+		}
+	}
+	for name, v := range extra {
+		i := strconv.Itoa(len(names))
+		names["#x"+i], values[":x"+i] = name, v
+		set = append(set, "#x"+i+" = :x"+i)
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	condition := "#a" + strconv.Itoa(slices.Index(stateAttrs, attrVersion)) + " = :prev"
+	if cond != "" {
+		condition += " AND " + cond
+	}
+	return &types.Update{
+		TableName: &st.cfg.Table, Key: taskKey(t.Lambda, t.ID),
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(condition),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}
 }
 
 // changed is the conflict of an update of t from version prev whose condition failed on old, the

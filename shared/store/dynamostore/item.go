@@ -129,11 +129,12 @@ func taskPK(lambda, id string) string { return "task#" + lambda + "#" + id }
 
 // LambdaKeyPatterns are the partition keys of one lambda's items that a status controller reads
 // and writes, as IAM dynamodb:LeadingKeys patterns (StringLike): its tasks' items, task and
-// payload (task#<lambda>#<id>), and its counters (count#<lambda>#<shard>). A name never holds
+// payload (task#<lambda>#<id>), its counters (count#<lambda>#<shard>) and the records of its
+// limits (limit#<lambda>#<limit>, limits.go). A name never holds
 // '#', so no other lambda's keys match. The stack grants a lambda's status function and executor
 // the table with these alone.
 func LambdaKeyPatterns(lambda string) []string {
-	return []string{taskPK(lambda, "*"), "count#" + lambda + "#*"}
+	return []string{taskPK(lambda, "*"), "count#" + lambda + "#*", "limit#" + lambda + "#*"}
 }
 
 func duePK(lambda string, shard int) string  { return "due#" + lambda + "#" + strconv.Itoa(shard) }

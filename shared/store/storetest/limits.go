@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func limitsCases() []struct {
 		{"LimitKeyConcurrencyRace", testLimitKeyConcurrencyRace},
 		{"LimitStaleHolder", testLimitStaleHolder},
 		{"LimitOwnPlace", testLimitOwnPlace},
+		{"LimitLowered", testLimitLowered},
 		{"LimitNoKey", testLimitNoKey},
 		{"LimitMaxRunning", testLimitMaxRunning},
 		{"LimitRate", testLimitRate},
@@ -159,6 +161,7 @@ func testLimitKeyConcurrencyRace(t *testing.T, s task.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	done.Limits = lt.limits // carried on from the start: only a start is under them
 	if err := s.Update(t.Context(), done, holder.Version); err != nil {
 		t.Fatalf("Update %s to succeeded: %v", holder.ID, err)
 	}
@@ -238,6 +241,26 @@ func testLimitOwnPlace(t *testing.T, s task.Store) {
 	lt.mustHold(lt.enqueued("c", "tenant-2"), due, "max_running", time.Time{})
 }
 
+// testLimitLowered: a cap lowered far below the places its record holds, all stale, still lets a
+// start take one, and then holds the next at the new cap.
+func testLimitLowered(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	lt := newLimited(t, s, task.Limits{KeyConcurrency: task.MaxLimitConcurrency})
+	for i := range task.MaxLimitConcurrency {
+		started := lt.mustStart(lt.enqueued(fmt.Sprintf("t%03d", i), "tenant-1"), lt.now)
+		done, err := task.Succeed(started, started.Lease, nil, lt.now, lt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, done, started.Version); err != nil {
+			t.Fatalf("Update %s to succeeded: %v", started.ID, err)
+		}
+	}
+	lt.limits = task.Limits{KeyConcurrency: 1}
+	lt.mustStart(lt.enqueued("x", "tenant-1"), lt.now)
+	lt.mustHold(lt.enqueued("y", "tenant-1"), lt.now, "key_concurrency", time.Time{})
+}
+
 // testLimitNoKey: KeyConcurrency and KeyRate do not cap tasks without a key.
 func testLimitNoKey(t *testing.T, s task.Store) {
 	lt := newLimited(t, s, task.Limits{KeyConcurrency: 1, KeyRate: task.StartRate{Count: 1, Per: time.Hour}})
@@ -261,6 +284,15 @@ func testLimitRate(t *testing.T, s task.Store) {
 	rate := task.StartRate{Count: 2, Per: time.Second} // one start every 500ms
 	lt := newLimited(t, s, task.Limits{Rate: rate})
 	first := lt.mustStart(lt.enqueued("a", "tenant-1"), lt.now)
+	// Its end, the limits carried on from the start, is no start: no rate holds it.
+	ended, err := task.Succeed(first, first.Lease, nil, lt.now.Add(time.Millisecond), lt.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended.Limits = lt.limits
+	if err := s.Update(t.Context(), ended, first.Version); err != nil {
+		t.Fatalf("Update a to succeeded: %v", err)
+	}
 	b := lt.enqueued("b", "tenant-2")
 	due := first.StartedAt.Add(rate.Interval())
 	lt.mustHold(b, lt.now.Add(rate.Interval()-time.Millisecond), "rate", due)
