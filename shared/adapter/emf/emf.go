@@ -18,9 +18,10 @@
 //	StartsHeld        Count         [Lambda]         claims a limit held back (metrics.Recorder.Held): the task waits, no
 //	                                                attempt counted; written with WriteUnits when there were any
 //
-// A function's task path (TaskEvents, DeliveryLatency, HandlerDuration) is held from the end of
-// its first invocation on (Invoked) and written at the end of each: TaskEvents summed, a line per
-// lambda and event; the latencies and durations as value arrays (up to MaxValues a line), a line
+// A function's task path (TaskEvents of every task's life: scheduled, started, succeeded;
+// DeliveryLatency, HandlerDuration) is held from the end of its first invocation on (Invoked) and
+// written at the end of each: TaskEvents summed, a line per lambda and event (the rare events,
+// such as dead, which alarms watch, are written at once); the latencies and durations as value arrays (up to MaxValues a line), a line
 // per lambda (and outcome). A status function answering a batch of a hundred claims writes a
 // handful of lines, not a hundred or more, which were most of a task's log bytes on AWS. What a
 // crash loses is one invocation's worth. A process that never ends an invocation (an ECS
@@ -179,7 +180,7 @@ func (r *Recorder) Transitions(lambda string, _, _ task.Status, event lifecycle.
 	if event == "" || n <= 0 {
 		return
 	}
-	if r.hold(func() { r.events[[2]string{lambda, string(event)}] += float64(n) }) {
+	if heldEvents[event] && r.hold(func() { r.events[[2]string{lambda, string(event)}] += float64(n) }) {
 		return
 	}
 	r.write(byEvent, map[string]string{"Lambda": lambda, "Event": string(event)}, metric{TaskEvents, "Count", float64(n)})
@@ -201,6 +202,11 @@ func (r *Recorder) HandlerRan(lambda, outcome string, took time.Duration) {
 }
 
 var byEvent = [][]string{{"Lambda", "Event"}}
+
+// heldEvents are the events of every task's life, held to the invocation's end; the rest (dead,
+// failed, retried, ...) are rare and alarmed on, so each is written at once, whatever ends the
+// invocation after it (a timeout, a crash).
+var heldEvents = map[lifecycle.Type]bool{lifecycle.Scheduled: true, lifecycle.Started: true, lifecycle.Succeeded: true}
 
 // hold runs add under the lock of the held observations and reports true if the process ends
 // invocations (see the package documentation); otherwise it runs nothing.
@@ -290,9 +296,17 @@ func (r *Recorder) Consumed(lambda string, u cost.Units) {
 	r.current[lambda] = r.current[lambda].Plus(u)
 }
 
-// Held counts a claim that a limit held back (metrics.Recorder), written with the lambda's units:
-// a line per claim would cost log bytes for every return of a held task's message.
+// Held counts a claim that a limit held back (metrics.Recorder), written with the lambda's units
+// in a function (a line per claim would cost log bytes for every return of a held task's
+// message), and at once in a process that ends no invocations (an ECS executor).
 func (r *Recorder) Held(lambda, _ string) {
+	r.heldMu.Lock()
+	holding := r.holding
+	r.heldMu.Unlock()
+	if !holding {
+		r.write(byLambda, map[string]string{"Lambda": lambda}, metric{StartsHeld, "Count", 1.0})
+		return
+	}
 	r.unitsMu.Lock()
 	defer r.unitsMu.Unlock()
 	r.held[lambda]++

@@ -64,7 +64,8 @@ type Sender interface {
 }
 
 // BatchVisibility is a Visibility that changes many messages' at once (sqsqueue.Queue): a batch's
-// messages are kept hidden while it runs with one call per half heartbeat timeout (keepHidden).
+// messages are kept hidden while it runs with one call per third of a heartbeat timeout
+// (keepHidden).
 type BatchVisibility interface {
 	ExtendAll(ctx context.Context, ds []task.Delivery, visibility time.Duration) error
 }
@@ -300,7 +301,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 
 // keepHidden keeps the batch's messages hidden while its records run, rather than for the
 // queue's visibility timeout (six times the function's timeout): for a heartbeat timeout at once,
-// and again every half of one, each time in one ChangeMessageVisibilityBatch call. A message
+// and again every third of one, each time in one ChangeMessageVisibilityBatch call. A message
 // times the lease of the task it claims (status.WithMessage), so an invocation that crashes
 // leaves its tasks to run again a heartbeat timeout after its last extension, as the store's
 // sweep would: the lease, renewed by the heartbeats up to the crash, ends a heartbeat timeout
@@ -335,7 +336,8 @@ func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQS
 	hide()
 	go func() {
 		defer close(hd.finished)
-		tick := time.NewTicker(max(h.cfg.Task.HeartbeatTimeout/2, 10*time.Millisecond))
+		// A third: a failed or slow extension leaves two more before the message is out.
+		tick := time.NewTicker(max(h.cfg.Task.HeartbeatTimeout/3, 10*time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {

@@ -767,6 +767,10 @@ func (st *Store) translate(err error, format string, args ...any) error {
 		switch api.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
 			return task.Errorf(task.ErrThrottled, "%s: the task store is busy; retry later", what)
+		case "TransactionConflictException":
+			// A plain write of an item a transaction was writing or checking (a limited start's
+			// task, or a holder it checks): as a version conflict, read again and retry.
+			return task.Errorf(task.ErrConflict, "%s: a transaction was writing the same task; retry", what)
 		case "ValidationException":
 			// "Item size has exceeded the maximum allowed size", "Transaction request cannot be
 			// larger than 4 MB", "Transaction payload size cannot exceed 4MB".
