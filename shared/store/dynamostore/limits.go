@@ -82,7 +82,8 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 			return st.translate(err, "start %s/%s", t.Lambda, t.ID)
 		}
 		reasons := cancelled.CancellationReasons
-		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+		// A drain's first item is a cap's record, not the task: its failure is a race, below.
+		if !plan.drain && len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 			return st.changed(t, prev, reasons[0].Item)
 		}
 		for i, r := range reasons {
@@ -97,7 +98,9 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 			return st.translate(err, "start %s/%s", t.Lambda, t.ID)
 		}
 		if try+1 == startTries {
-			return task.Errorf(task.ErrConflict, "start of task %q of lambda %s: racing starts changed its limits %d times; retry", t.ID, t.Lambda, startTries)
+			// Not a conflict, which a worker takes for a duplicate and drops: the task is still
+			// to start, and its message must come back soon.
+			return task.Errorf(task.ErrThrottled, "start of task %q of lambda %s: racing starts changed its limits %d times; retry later", t.ID, t.Lambda, startTries)
 		}
 		// Spread by the task: racing starts of other tasks that all lost to a conflict must not
 		// meet again.
