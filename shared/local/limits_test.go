@@ -63,12 +63,8 @@ func (r *concurrent) handler(who string, d time.Duration) worker.Handler {
 	})
 }
 
-// limited starts atf dev serving lambda "work", its registry entry's fields js, run by h.
-func limited(t *testing.T, js string, h worker.Handler) *client.Client {
-	return limitedOn(t, js, h, false)
-}
-
-// limitedOn is limited, on DynamoDB and SQS (the emulators) if onAWS.
+// limitedOn starts atf dev serving lambda "work", its registry entry's fields js, run by h, on
+// DynamoDB and SQS (the emulators) if onAWS.
 func limitedOn(t *testing.T, js string, h worker.Handler, onAWS bool) *client.Client {
 	t.Helper()
 	reg, err := registry.Parse([]byte(`{"lambdas": [{"name": "work", ` + js + `}]}`))
