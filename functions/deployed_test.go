@@ -1201,7 +1201,15 @@ func waitEnd(t *testing.T, c *client.Client, lambda, id string) task.Task {
 	defer cancel()
 	tk, err := c.Wait(ctx, lambda, id)
 	if err != nil {
-		t.Fatalf("wait for %s/%s: %v (last seen %s)", lambda, id, err, tk.Status)
+		// The wait's answer is lost with its deadline: read the task as it stands, and its
+		// upstreams, to say where it stopped.
+		seen, gerr := c.Get(context.WithoutCancel(ctx), lambda, id)
+		msg := fmt.Sprintf("wait for %s/%s: %v; it is %s after %d attempts (read: %v)", lambda, id, err, seen.Status, seen.Attempts, gerr)
+		for _, up := range seen.After {
+			u, uerr := c.Get(context.WithoutCancel(ctx), up.Lambda, up.ID)
+			msg += fmt.Sprintf("; upstream %s/%s is %s after %d attempts, updated %s (read: %v)", up.Lambda, up.ID, u.Status, u.Attempts, u.UpdatedAt.Format(time.RFC3339Nano), uerr)
+		}
+		t.Fatal(msg)
 	}
 	return tk
 }
