@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error sentinels. Backends and services wrap them with a message for people; the HTTP layer
@@ -48,4 +49,32 @@ func (e *codedError) Unwrap() error { return e.kind }
 // The message is meant for the caller, so it must not carry internals.
 func Errorf(kind error, format string, args ...any) error {
 	return &codedError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// Early is the ErrNotDue of a claim that came before its task may be claimed, when that time is
+// known: before its NotBefore, or, for the queue message that times a running task's lease,
+// before the lease ends. The claim's worker hides its message until then (DueAt) rather than
+// retrying it sooner, to be refused again.
+type Early struct {
+	Until time.Time
+	Msg   string
+}
+
+func (e *Early) Error() string { return e.Msg }
+
+// Unwrap makes an Early match ErrNotDue.
+func (e *Early) Unwrap() error { return ErrNotDue }
+
+// notDueUntil is the Early of a task whose claim is refused until until.
+func notDueUntil(until time.Time, format string, args ...any) error {
+	return &Early{Until: until, Msg: fmt.Sprintf(format, args...)}
+}
+
+// DueAt returns when a claim refused with err may be tried again, if err is an Early that says.
+func DueAt(err error) (time.Time, bool) {
+	var e *Early
+	if errors.As(err, &e) && !e.Until.IsZero() {
+		return e.Until, true
+	}
+	return time.Time{}, false
 }

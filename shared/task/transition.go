@@ -193,7 +193,7 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if t.NotBefore != nil && now.Before(t.NotBefore.Add(-ClaimEarly)) {
 		// A message that came early: a resend or a duplicate of a task sent ahead. Its own
 		// message, delayed to NotBefore, is still to come.
-		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NotBefore)
+		return t, notDueUntil(t.NotBefore.Add(-ClaimEarly), "task %s is not due until %s", t.ID, t.NotBefore)
 	}
 	t = t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout)))
 	t.Lease = lease
@@ -394,7 +394,11 @@ func Timeout(t Task, now time.Time, c Config, jitter float64) (Task, error) {
 		return t, err
 	}
 	if !t.due(now) {
-		return t, Errorf(ErrNotDue, "task %s is not due until %s", t.ID, t.NextTriggerAt)
+		if t.NextTriggerAt == nil {
+			return t, Errorf(ErrNotDue, "task %s has no timeout due", t.ID)
+		}
+		// Before its lease ends: the lease's end is when its worker is known to be lost.
+		return t, notDueUntil(*t.NextTriggerAt, "task %s is not due until %s", t.ID, t.NextTriggerAt)
 	}
 	if t.CancelRequested {
 		return t.endCancelled(now, "cancelled while running; its worker did not report within the heartbeat timeout"), nil

@@ -40,8 +40,9 @@
 //	                                                 longer, in the store; a message sent before
 //	                                                 its task's create had its nonce buried
 //	                                                 first, so that the create cannot land after)
-//	claim fails with task.ErrNotDue (the task is     failed, and hidden for RetryDelay: it may be
-//	  not due yet by the status controller's clock) the task's only message
+//	claim fails with task.ErrNotDue (the task is     failed, and hidden until it is due if the
+//	  not due yet by the status controller's clock,  refusal says when (task.DueAt), else for
+//	  or its lease, timed by this message, lasts)    RetryDelay: it may be the task's only message
 //	claim fails with task.ErrHeld (a limit holds     failed, and hidden until the limit may let it
 //	  its start back; nothing was written)           start (executor.HoldDelay); from
 //	                                                 executor.HoldResendAt receives, sent again so

@@ -254,6 +254,14 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		// A limit holds the start back; the claim wrote nothing and counted no attempt.
 		return h.holdBack(ctx, log, msg, m, err)
 	case errors.Is(err, task.ErrNotDue):
+		if due, ok := task.DueAt(err); ok && time.Until(due) > 0 {
+			// The task may be claimed at due: its run time, or the end of the lease this
+			// message times (a claim whose answer was lost). Back then, not sooner, to be
+			// refused again.
+			log.Info("claim refused as early; the message comes back when its task is due", "due", due, "err", err)
+			h.hide(ctx, log, msg, m, min(time.Until(due), executor.MaxHold))
+			return false
+		}
 		// Our clock is ahead of the status controller's: the message comes back, as the task's.
 		log.Info("claim refused as early; the message will come back", "err", err)
 		h.retrySoon(ctx, log, msg, m)
@@ -431,11 +439,16 @@ func (h *Handler) claim(ctx context.Context, msg task.Message, m events.SQSMessa
 // retrySoon hides the message of a record failed for a transient reason for RetryDelay only, best
 // effort: if that fails, it comes back after the queue's visibility timeout.
 func (h *Handler) retrySoon(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage) {
+	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	h.hide(ctx, log, msg, m, RetryDelay(n))
+}
+
+// hide hides the message of a failed record for delay, best effort, as retrySoon.
+func (h *Handler) hide(ctx context.Context, log *slog.Logger, msg task.Message, m events.SQSMessage, delay time.Duration) {
 	if h.cfg.Queue == nil {
 		return
 	}
 	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-	delay := RetryDelay(n)
 	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
 	defer cancel()
 	if err := h.cfg.Queue.Extend(ctx, task.Delivery{Message: msg, Receipt: m.ReceiptHandle, ReceiveCount: n}, delay); err != nil {

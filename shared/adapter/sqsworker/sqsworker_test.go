@@ -850,9 +850,9 @@ func TestBatchLogsSummary(t *testing.T) {
 }
 
 // TestEarlyClaimComesBack: a claim refused as early (the worker's clock ahead of the status
-// controller's by more than task.ClaimEarly) is no duplicate: the record fails and is hidden for
-// RetryDelay, so that the message, perhaps its task's only one (docs/guarantees.md, "Send, then
-// write"), comes back, and the task stays enqueued.
+// controller's by more than task.ClaimEarly) is no duplicate: the record fails and is hidden
+// until its task is due, so that the message, perhaps its task's only one (docs/guarantees.md,
+// "Send, then write"), comes back then, and the task stays enqueued.
 func TestEarlyClaimComesBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -867,7 +867,33 @@ func TestEarlyClaimComesBack(t *testing.T) {
 	vis := &visibilities{}
 	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Queue: vis}).Handle(context.Background(), ev)
 	must(t, err)
-	if got := e.get(t, "early"); !slices.Equal(failures(resp), ids(ev, 0)) || vis.calls["rh-early"] != sqsworker.RetryDelayBase || got.Status != task.StatusEnqueued {
-		t.Fatalf("failures %v, visibility %v, task %s; want the record failed, hidden for RetryDelay, the task enqueued", failures(resp), vis.calls, got.Status)
+	hidden, most := vis.calls["rh-early"], in-task.ClaimEarly
+	if got := e.get(t, "early"); !slices.Equal(failures(resp), ids(ev, 0)) || hidden > most || hidden < most-time.Minute || got.Status != task.StatusEnqueued {
+		t.Fatalf("failures %v, visibility %v, task %s; want the record failed, hidden until its task is due (%s from its send), the task enqueued", failures(resp), vis.calls, got.Status, most)
+	}
+}
+
+// TestLeaseMessageBackAtLeaseEnd: the message that times a running task's lease, back before the
+// lease ends (its claim was written, but the answer was lost), is refused as early and hidden
+// until the lease ends, when its claim times the attempt out, not retried every RetryDelay.
+func TestLeaseMessageBackAtLeaseEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	long := cfg
+	long.HeartbeatTimeout = 10 * time.Minute // a lease well past RetryDelayMax
+	e.hsc = status.New(e.store, status.Config{Task: long})
+	e.put(t, "lost", `{}`, 0, false)
+	ev := event("lost")
+	// The first claim of the message, whose answer its worker never saw.
+	ctx := status.WithMessage(context.Background(), ev.Records[0].MessageId)
+	claimed, err := e.hsc.Claim(ctx, echo.Name, "lost", "rh-first", "token")
+	must(t, err)
+	most := time.Until(*claimed.NextTriggerAt) // the lease's end, from before the worker's claim
+	vis := &visibilities{}
+	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Queue: vis}).Handle(context.Background(), ev)
+	must(t, err)
+	hidden := vis.calls["rh-lost"]
+	if got := e.get(t, "lost"); !slices.Equal(failures(resp), ids(ev, 0)) || hidden > most || hidden < most-time.Minute || got.Status != task.StatusProcessing || got.Attempts != 1 {
+		t.Fatalf("failures %v, hidden %s, task %s after %d attempts; want the record failed, hidden until the lease ends (%s), the task running its first attempt", failures(resp), hidden, got.Status, got.Attempts, most)
 	}
 }

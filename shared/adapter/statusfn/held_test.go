@@ -78,3 +78,33 @@ func TestClaimHeldCrosses(t *testing.T) {
 		}
 	})
 }
+
+// early refuses every claim as early: until a fixed time, or, for "skewed", with none known.
+type early struct {
+	executor.Status
+	until time.Time
+}
+
+func (e early) Claim(_ context.Context, _, id, _, _ string) (task.Task, error) {
+	if id == "skewed" {
+		return task.Task{}, task.Errorf(task.ErrNotDue, "task %s is not due", id)
+	}
+	return task.Task{}, &task.Early{Until: e.until, Msg: "task " + id + " is not due until then"}
+}
+
+// TestClaimNotDueCrosses: a claim refused as early reaches the worker as task.ErrNotDue, with
+// until when if the controller knew it (task.DueAt), so that its worker hides the message until
+// then; with none, without.
+func TestClaimNotDueCrosses(t *testing.T) {
+	t.Parallel()
+	until := time.Date(2026, 11, 28, 12, 0, 30, 0, time.UTC)
+	c := statusfn.NewClient(statusfn.LocalInvoker{Handler: statusfn.NewHandler(early{until: until}, slog.New(slog.DiscardHandler))})
+	_, err := c.Claim(t.Context(), "echo", "lease-timed", "receipt", "token")
+	if got, ok := task.DueAt(err); !errors.Is(err, task.ErrNotDue) || !task.Refused(err) || !ok || !got.Equal(until) {
+		t.Fatalf("claim refused until %s: %v (due at %s, %v), want not due until then", until, err, got, ok)
+	}
+	_, err = c.Claim(t.Context(), "echo", "skewed", "receipt", "token")
+	if got, ok := task.DueAt(err); !errors.Is(err, task.ErrNotDue) || ok {
+		t.Fatalf("claim refused with no until: %v (due at %s, %v), want not due, with none", err, got, ok)
+	}
+}

@@ -42,12 +42,14 @@
 //
 // Codes are not_found, conflict, stale_lease, invalid, too_large, throttled, cancelled (a
 // heartbeat of a task cancelled while it runs: stop the handler and report the outcome
-// cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}), not_due, held (a
+// cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}), not_due (a claim too
+// early, with until when if that is known, {"code": "not_due", ..., "until": "..."}), held (a
 // claim that a lambda's limit holds back, which wrote nothing: the error names the limit and,
 // if it knows, until when, and the worker hides the message until then,
 // {"code": "held", "message": "...", "limit": "rate", "until": "2026-11-28T12:00:00.2Z"}) and
 // internal; the Client turns each back into its task sentinel, so errors.Is(err,
-// task.ErrStaleLease) holds on both sides of the call, and held into a *task.Held. A request of another version, or with an unknown op, gets invalid: the
+// task.ErrStaleLease) holds on both sides of the call, held into a *task.Held and not_due with
+// its until into a *task.Early. A request of another version, or with an unknown op, gets invalid: the
 // function never guesses at a contract it does not speak, and a new version is a new number.
 //
 // # Batches (version 2)
@@ -202,7 +204,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Limit and Until say, for the code held, which limit holds the claim back and until when
-	// it may let the task start (task.Held; Until is absent when none is given).
+	// it may let the task start (task.Held; Until is absent when none is given). For the code
+	// not_due, Until is when the claim may be tried again, if that is known (task.Early).
 	Limit string     `json:"limit,omitempty"`
 	Until *time.Time `json:"until,omitempty"`
 }
@@ -230,14 +233,19 @@ var errorCodes = []struct {
 	{task.ErrTooLarge, "too_large"},
 	{task.ErrThrottled, "throttled"},
 	{task.ErrCancelled, codeCancelled},
-	// A claim before its task's NotBefore: a worker older than the code reads it as a failed
-	// claim, as a newer one does, and its message comes back.
-	{task.ErrNotDue, "not_due"},
+	// A claim before its task's NotBefore, or of the message that times a running task's lease
+	// before the lease ends, with until when (task.Early): the worker hides the message until
+	// then. A worker older than until reads it as a failed claim, and its message comes back
+	// after its retry delay.
+	{task.ErrNotDue, codeNotDue},
 	// A claim that a limit holds back (task.Held), with its limit and until when: the worker
 	// hides the message until then. A worker older than the code reads it as a failed claim, and
 	// its message comes back after its retry delay, to be held again.
 	{task.ErrHeld, codeHeld},
 }
+
+// codeNotDue answers a claim that came too early (task.ErrNotDue).
+const codeNotDue = "not_due"
 
 // codeHeld answers a claim that a limit holds back (task.ErrHeld).
 const codeHeld = "held"
@@ -261,6 +269,10 @@ func errorOf(err error) *Error {
 					out.Until = &until
 				}
 			}
+			if until, ok := task.DueAt(err); ok {
+				until = until.UTC()
+				out.Until = &until
+			}
 			return out
 		}
 	}
@@ -275,6 +287,9 @@ func (e *Error) err() error {
 			h.Until = *e.Until
 		}
 		return heldError{held: h, msg: e.Message}
+	}
+	if e.Code == codeNotDue && e.Until != nil {
+		return &task.Early{Until: *e.Until, Msg: e.Message}
 	}
 	for _, c := range errorCodes {
 		if c.code == e.Code {

@@ -529,6 +529,12 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		return
 	case errors.Is(err, task.ErrNotDue):
 		c.log.Info("claim refused as early, or the task runs under a lease its message times; the message will come back", "task_id", d.TaskID, "err", err)
+		if due, ok := task.DueAt(err); ok && time.Until(due) > 0 {
+			// Back when its task is due (its run time, or the end of the lease the message
+			// times), not after the visibility it has.
+			unhide()
+			c.hideFor(ctx, d, min(time.Until(due), executor.MaxHold))
+		}
 		return
 	default:
 		c.log.Warn("claim failed; the message will come back", "task_id", d.TaskID, "err", err)
@@ -577,6 +583,16 @@ func (c *Controller) holdBack(ctx context.Context, d task.Delivery, held error) 
 		return
 	}
 	log.Debug("claim held by a limit; its message comes back then")
+}
+
+// hideFor hides d's message for visibility from now, best effort: if that fails it comes back
+// after the visibility it has.
+func (c *Controller) hideFor(ctx context.Context, d task.Delivery, visibility time.Duration) {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := c.cfg.Queue.Extend(qctx, d, visibility); err != nil && !errors.Is(err, task.ErrNotFound) {
+		c.log.Warn("could not hide a message until its task is due; it comes back after its visibility", "task_id", d.TaskID, "err", err)
+	}
 }
 
 // delete deletes d's message for good, even once ctx is done.

@@ -55,3 +55,37 @@ func TestHeldComesBackAtUntil(t *testing.T) {
 		}
 	}
 }
+
+// earlyFirst refuses the first claim of each task as early, until a moment from now, as a
+// status controller does for a message back before its task's run time or lease end.
+type earlyFirst struct {
+	executor.Status
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (e *earlyFirst) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	e.mu.Lock()
+	e.got[id]++
+	first := e.got[id] == 1
+	e.mu.Unlock()
+	if first {
+		return task.Task{}, &task.Early{Until: time.Now().Add(10 * time.Millisecond), Msg: "not due yet"}
+	}
+	return e.Status.Claim(ctx, lambda, id, delivery, token)
+}
+
+// TestEarlyComesBackWhenDue: the message of a claim refused as early, with when its task is due
+// (task.DueAt), comes back then, not after the queue's visibility (a minute here).
+func TestEarlyComesBackWhenDue(t *testing.T) {
+	t.Parallel()
+	for _, timesLease := range []bool{false, true} {
+		h := newHarness(t, 1)
+		h.status = &earlyFirst{Status: h.status, got: map[string]int{}}
+		h.enqueue("t", "normal")
+		h.start(Config{Visibility: time.Minute, MessageTimesLease: timesLease})
+		if got := h.waitStatus("t", task.StatusSuccess); got.Attempts != 1 {
+			t.Fatalf("MessageTimesLease %v: the task succeeded at attempt %d, want 1", timesLease, got.Attempts)
+		}
+	}
+}
