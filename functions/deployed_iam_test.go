@@ -49,12 +49,13 @@ type auditProxy struct {
 	region, account string
 	partitionKey    string // the table's partition key attribute (pk)
 	moto, invoke    *httputil.ReverseProxy
+	dynamo          *motoDynamo // every proxy's DynamoDB requests, in DynamoDB's order
 	mu              sync.Mutex
 	calls           map[apiCall]int
 	unknown         []string // requests it could not name an action for
 }
 
-func newAuditProxy(t *testing.T, motoURL, invokeURL, region, account, partitionKey string) *auditProxy {
+func newAuditProxy(t *testing.T, dynamo *motoDynamo, motoURL, invokeURL, region, account, partitionKey string) *auditProxy {
 	t.Helper()
 	target := func(raw string) *httputil.ReverseProxy {
 		u, err := url.Parse(raw)
@@ -63,7 +64,7 @@ func newAuditProxy(t *testing.T, motoURL, invokeURL, region, account, partitionK
 		}
 		return httputil.NewSingleHostReverseProxy(u)
 	}
-	a := &auditProxy{region: region, account: account, partitionKey: partitionKey, moto: target(motoURL), invoke: target(invokeURL), calls: map[apiCall]int{}}
+	a := &auditProxy{region: region, account: account, partitionKey: partitionKey, moto: target(motoURL), invoke: target(invokeURL), dynamo: dynamo, calls: map[apiCall]int{}}
 	a.srv = httptest.NewServer(a)
 	t.Cleanup(a.srv.Close)
 	return a
@@ -86,11 +87,14 @@ func (a *auditProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.calls[c]++
 	}
 	a.mu.Unlock()
-	if service == "lambda" {
+	switch service {
+	case "lambda":
 		a.invoke.ServeHTTP(w, r)
-		return
+	case "dynamodb":
+		a.dynamo.forward(w, r, a.moto)
+	default:
+		a.moto.ServeHTTP(w, r)
 	}
-	a.moto.ServeHTTP(w, r)
 }
 
 // called reports whether the function made a call of action, on any resource.

@@ -861,8 +861,9 @@ func runDeployment(t *testing.T, d *deployment) *running {
 	// Invoke API server), which records it for the IAM audit (deployed_iam_test.go).
 	account := strings.Split(d.rule.arn, ":")[4]
 	proxies := map[string]*auditProxy{}
+	dynamo := &motoDynamo{} // moto's DynamoDB writes are not atomic (motodynamo_test.go)
 	for _, f := range d.functions {
-		proxy := newAuditProxy(t, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account, d.partitionKey)
+		proxy := newAuditProxy(t, dynamo, d.endpoint, invoke.URL, lambdaruntime.DefaultRegion, account, d.partitionKey)
 		proxies[f.name] = proxy
 		env := maps.Clone(f.env)
 		maps.Copy(env, map[string]string{
