@@ -273,7 +273,11 @@ func Open(path string) (*Store, error) {
 	// busy_timeout still matters: another process may hold the file, and readers can meet a
 	// checkpoint.
 	const common = "?_pragma=busy_timeout(10000)"
-	w, err := sql.Open("sqlite", path+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	// The writer's transactions begin immediate: they read before they write (a create checks
+	// its id), and an app's transaction on the file (CreateTx) that commits in between would
+	// otherwise fail the write at once (SQLITE_BUSY), whatever the busy timeout. Immediate, the
+	// writer waits for the app's lock before it reads.
+	w, err := sql.Open("sqlite", path+common+"&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
