@@ -140,8 +140,8 @@ type Task struct {
 	MessageFor string `json:"-"`
 	// Limits, set only by the transition of a claim that starts a run (the lambda's Limits), are
 	// the limits the store's write of that start honours: it writes the task and takes its place
-	// under each limit in one atomic write, or fails with a *Held error and writes nothing.
-	// Never stored.
+	// under each limit in one atomic write, or fails with a *Held error and writes nothing but a
+	// rate's booking (RateSlot). Never stored.
 	Limits Limits `json:"-"`
 	// RateSlot is the start a claim held by a rate booked for the task (Limits, BookingAt): a
 	// claim at or past it, within RateSlotGrace, starts the task without the rate. Written only

@@ -68,6 +68,11 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 		if err != nil {
 			return err
 		}
+		if len(plan.items) == 1 && !plan.drain && plan.held == nil {
+			// A start on its booking under no cap: the task's write alone, as an unlimited one.
+			_, err := st.update(ctx, t, prev, nil)
+			return err
+		}
 		// The SDK fills in ClientRequestToken once per call, so its own retries cannot apply the
 		// transaction twice.
 		_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
