@@ -57,12 +57,12 @@ const RateSlotGrace = 2 * time.Second
 type Booking int
 
 const (
-	// Unbooked: no slot, or one past RateSlotGrace: the rates decide (RateHold).
+	// Unbooked is no slot, or one past RateSlotGrace: the rates decide (RateHold).
 	Unbooked Booking = iota
-	// BookedNow: at or past the slot, within RateSlotGrace: the task starts on its booking, and
+	// BookedNow is at or past the slot, within RateSlotGrace: the task starts on its booking, and
 	// no rate's record is checked or advanced.
 	BookedNow
-	// BookedLater: before the slot: the task is held until it, and books nothing more.
+	// BookedLater is before the slot: the task is held until it, and books nothing more.
 	BookedLater
 )
 
