@@ -121,8 +121,9 @@ func (r StartRate) Validate() error {
 	return nil
 }
 
-// ErrHeld is the error of a claim that a limit holds back (Limits). Nothing was written; the task stays as it
-// was, with no attempt counted. Errors of this kind are *Held, which says until when.
+// ErrHeld is the error of a claim that a limit holds back (Limits). The task stays as it was, with
+// no attempt counted, but for the slot a rate's hold books (Task.RateSlot): nothing else was
+// written. Errors of this kind are *Held, which says until when.
 var ErrHeld = errors.New("held by a limit")
 
 // Held is the error of a claim that a limit holds back.

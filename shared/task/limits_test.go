@@ -78,3 +78,58 @@ func TestHeld(t *testing.T) {
 		t.Error("HeldUntil of another error")
 	}
 }
+
+// TestBookingAt: a booking is used from its slot to RateSlotGrace past it; before, the task is
+// held until it; after, or without one, the rates decide.
+func TestBookingAt(t *testing.T) {
+	slot := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		slot *time.Time
+		now  time.Time
+		want Booking
+	}{
+		{nil, slot, Unbooked},
+		{&time.Time{}, slot, Unbooked},
+		{&slot, slot.Add(-time.Nanosecond), BookedLater},
+		{&slot, slot, BookedNow},
+		{&slot, slot.Add(RateSlotGrace), BookedNow},
+		{&slot, slot.Add(RateSlotGrace + time.Nanosecond), Unbooked},
+	} {
+		if got := BookingAt(c.slot, c.now); got != c.want {
+			t.Errorf("BookingAt(%v, slot%+v) = %v, want %v", c.slot, c.now.Sub(slot), got, c.want)
+		}
+	}
+}
+
+// TestRateHold: a start is held until the latest next start of its rates, and books it unless a
+// key's is later than the lambda's.
+func TestRateHold(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	key := Limit{Name: "key_rate", Key: "k", Rate: StartRate{Count: 1, Per: time.Minute}}
+	lambda := Limit{Name: "rate", Rate: StartRate{Count: 10, Per: time.Second}}
+	for _, c := range []struct {
+		name   string
+		rates  []Limit
+		next   []time.Time
+		held   string
+		until  time.Time
+		booked bool
+	}{
+		{"none recorded", []Limit{lambda}, []time.Time{{}}, "", time.Time{}, false},
+		{"due now", []Limit{lambda}, []time.Time{now}, "", time.Time{}, false},
+		{"lambda's ahead", []Limit{lambda}, []time.Time{now.Add(time.Second)}, "rate", now.Add(time.Second), true},
+		{"key's ahead, alone", []Limit{key}, []time.Time{now.Add(time.Minute)}, "key_rate", now.Add(time.Minute), true},
+		{"both, the lambda's later", []Limit{key, lambda}, []time.Time{now.Add(time.Second), now.Add(2 * time.Second)}, "rate", now.Add(2 * time.Second), true},
+		{"both, the key's later", []Limit{key, lambda}, []time.Time{now.Add(time.Minute), now.Add(time.Second)}, "key_rate", now.Add(time.Minute), false},
+		{"both, the key's ahead, the lambda's due", []Limit{key, lambda}, []time.Time{now.Add(time.Minute), {}}, "key_rate", now.Add(time.Minute), false},
+		{"both, the key's due", []Limit{key, lambda}, []time.Time{now, now.Add(time.Second)}, "rate", now.Add(time.Second), true},
+	} {
+		h, book := RateHold(c.rates, c.next, now)
+		switch {
+		case c.held == "" && h != nil:
+			t.Errorf("%s: held by %v; want a start", c.name, h)
+		case c.held != "" && (h == nil || h.Limit != c.held || !h.Until.Equal(c.until) || book != c.booked):
+			t.Errorf("%s: held by %v, booked %v; want held by the %s until %v, booked %v", c.name, h, book, c.held, c.until, c.booked)
+		}
+	}
+}

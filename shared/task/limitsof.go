@@ -45,3 +45,67 @@ func (t Task) StartTime() time.Time {
 	}
 	return t.UpdatedAt
 }
+
+// RateSlotGrace is how long past its slot a booking (Task.RateSlot) may still be used: a held
+// task's message comes back after the slot, on SQS by up to a second (it hides a message for
+// whole seconds, rounded up), and its receive and claim take some more. A booking not used by
+// then has expired, and its slot goes unused. It widens what a rate lets through: the starts in
+// any window of length W are at most (W + RateSlotGrace) / interval + 1 (docs/guarantees.md).
+const RateSlotGrace = 2 * time.Second
+
+// Booking is what a task's booked slot (Task.RateSlot, as stored) says of its start at a time.
+type Booking int
+
+const (
+	// Unbooked is no slot, or one past RateSlotGrace: the rates decide (RateHold).
+	Unbooked Booking = iota
+	// BookedNow is at or past the slot, within RateSlotGrace: the task starts on its booking, and
+	// no rate's record is checked or advanced.
+	BookedNow
+	// BookedLater is before the slot: the task is held until it, and books nothing more.
+	BookedLater
+)
+
+// BookingAt is what slot, a task's booking, says of its start at now.
+func BookingAt(slot *time.Time, now time.Time) Booking {
+	switch {
+	case slot == nil || slot.IsZero() || now.After(slot.Add(RateSlotGrace)):
+		return Unbooked
+	case now.Before(*slot):
+		return BookedLater
+	}
+	return BookedNow
+}
+
+// RateHold decides the start at now of a task without a booking under rates (the rate limits of
+// Limits.Of, in its order), given when each one's record lets the next start be (next[i], zero
+// if it has none). Nil: the start is allowed, and each record's next start becomes now plus its
+// interval. Otherwise the start is held until h.Until, the latest of them. If book, that is the
+// slot the task books, in the same atomic write as each record's next start becoming the slot
+// plus its interval: each record's slots are thus at least its interval apart, and each is used
+// by one start at most. A task under a key's rate and the lambda's books only where the
+// lambda's record has the later start: the lambda's record never jumps ahead to a key's, which
+// would hold every other key's tasks too; the task is held until its key's start, booking
+// nothing, and books then.
+func RateHold(rates []Limit, next []time.Time, now time.Time) (h *Held, book bool) {
+	latest, lambdaWide := -1, -1
+	for i, l := range rates {
+		if next[i].After(now) && (latest < 0 || next[i].After(next[latest])) {
+			latest = i
+		}
+		if l.Key == "" {
+			lambdaWide = i
+		}
+	}
+	if latest < 0 {
+		return nil, false
+	}
+	h = &Held{Limit: rates[latest].Name, Until: next[latest]}
+	return h, lambdaWide < 0 || !next[lambdaWide].Before(next[latest])
+}
+
+// RateName is the limit that a hold until a booked slot names: the lambda's rate if rates (the
+// rate limits of Limits.Of) has it, else the key's.
+func RateName(rates []Limit) string {
+	return rates[len(rates)-1].Name
+}

@@ -26,7 +26,10 @@ type Store interface {
 	// write, or fails with a *Held error (ErrHeld) and writes nothing: a place under a
 	// concurrency cap is free if fewer tasks hold one, or if a task holding one no longer runs
 	// the attempt it held it for; a start under a rate is due once the rate's interval has
-	// passed since the start before.
+	// passed since the start before. But a start held by a rate books its slot (RateHold): the
+	// same atomic write moves the rate's next start past the slot and stores the slot on the
+	// task (RateSlot, its version moved on, nothing else changed). A start on its booking
+	// (BookingAt) is under no rate, and clears it.
 	Update(ctx context.Context, t Task, prev int64) error
 	// List returns tasks of one lambda in creation order, a page at a time, and the cursor of the
 	// next page, empty after the last. A page reads at most p.ReadBudget() index entries after the

@@ -140,9 +140,14 @@ type Task struct {
 	MessageFor string `json:"-"`
 	// Limits, set only by the transition of a claim that starts a run (the lambda's Limits), are
 	// the limits the store's write of that start honours: it writes the task and takes its place
-	// under each limit in one atomic write, or fails with a *Held error and writes nothing.
-	// Never stored.
+	// under each limit in one atomic write, or fails with a *Held error and writes nothing but a
+	// rate's booking (RateSlot). Never stored.
 	Limits Limits `json:"-"`
+	// RateSlot is the start a claim held by a rate booked for the task (Limits, BookingAt): a
+	// claim at or past it, within RateSlotGrace, starts the task without the rate. Written only
+	// by the store's held write; it holds while the task stays enqueued, and every transition
+	// out of enqueued clears it (its claim's included). Stored.
+	RateSlot *time.Time `json:"-"`
 	// HandBacks counts the claims of the current attempt handed back untried because their
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.

@@ -18,6 +18,7 @@ func (t Task) next(s Status, now time.Time, trigger *time.Time) Task {
 	}
 	if s != StatusEnqueued || t.Status != StatusEnqueued {
 		t.NotBefore = nil // it holds while the task stays enqueued: a resend keeps it
+		t.RateSlot = nil  // so does a booking
 	}
 	t.From, t.Status, t.UpdatedAt, t.NextTriggerAt = t.Status, s, now, trigger
 	t.Version++

@@ -7,8 +7,9 @@ import (
 )
 
 // A task whose claim a limit holds back (task.ErrHeld) waits in its queue, not in a worker's
-// slot: the claim wrote nothing and counted no attempt, so its message is still the task's, and
-// the worker hides it until the limit may let the task start (HoldDelay). Workers then fail the
+// slot: the claim counted no attempt and wrote no lease (a rate's hold books the task's slot,
+// nothing more), so its message is still the task's, and the worker hides it until the limit may
+// let the task start (HoldDelay): for a rate, until the slot it booked. Workers then fail the
 // record, or leave the message undeleted, as for any claim that did not settle.
 const (
 	// HoldBackoffBase and HoldBackoffMax time the return of a message held by a concurrency cap,

@@ -329,8 +329,9 @@ func (cl *claimOf) named(t task.Task, err error) (task.Task, error) {
 func (c *Controller) claimed(ctx context.Context, cl *claimOf, t task.Task, err error) (task.Task, error) {
 	switch {
 	case errors.Is(err, task.ErrHeld):
-		// A limit holds the start back (task.Limits): nothing was written, no attempt counts. The
-		// worker fails the record, and the message comes back when the limit may let it start.
+		// A limit holds the start back (task.Limits): no attempt counts, and nothing was written
+		// but a rate's booking. The worker fails the record, and the message comes back when the
+		// limit may let it start.
 		c.log.Debug("claim held by a limit", "lambda", cl.lambda, "task_id", cl.id, "err", err)
 		return task.Task{}, err
 	case errors.Is(err, task.ErrNotDue):

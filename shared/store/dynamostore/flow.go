@@ -460,7 +460,7 @@ var StateAttributes = []string{
 	attrMaxAttempts, attrRunAt, attrDeadline, attrNextTrigger, attrCreatedAt, attrUpdatedAt,
 	attrVersion, attrLease, attrSpec, attrParked, attrAfterCount, attrAfterRef, attrTrigger,
 	attrSettled, attrDownstream, attrNotifyCursor, attrCancel, attrNotBefore, attrHandBacks,
-	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker, attrSnoozes, attrTomb, attrMessage, attrMessageFor, attrKey,
+	attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker, attrSnoozes, attrTomb, attrMessage, attrMessageFor, attrKey, attrRateSlot,
 }
 
 // stateProjection and stateNames are StateAttributes as a projection expression.

@@ -52,6 +52,7 @@ const (
 	attrSnoozes     = "snz"    // N, present only when not 0: the runs of this life snoozed
 	attrMessage     = "qm"     // S: the message the latest claim named to time its lease
 	attrMessageFor  = "qml"    // S: the lease it times
+	attrRateSlot    = "rs"     // N, unix nanoseconds: the start a held claim booked (task.Task.RateSlot)
 	// The latest attempt (task.Task.AttemptSeq, StartedAt, EndedAt, Worker), each present only
 	// when set; an attempt item (history.go) has them too, and attrOutcome.
 	attrAttemptSeq = "aseq" // N
@@ -192,7 +193,7 @@ var stateAttrs = []string{
 	attrVersion, attrLease, attrSpec, attrParked, attrSettled, attrDownstream, attrNotifyCursor,
 	attrCancel, attrNotBefore, attrHandBacks, attrAttemptSeq, attrStartedAt, attrEndedAt, attrWorker,
 	attrLogGroup, attrLogStream, attrRequestID,
-	attrSnoozes, attrMessage, attrMessageFor, attrKey,
+	attrSnoozes, attrMessage, attrMessageFor, attrKey, attrRateSlot,
 }
 
 // marshalState returns the task item's state attributes (stateAttrs): the task without its keys
@@ -214,7 +215,7 @@ func (st *Store) marshalState(t task.Task) map[string]types.AttributeValue {
 	if len(t.Result) > 0 {
 		item[attrResult] = &types.AttributeValueMemberB{Value: t.Result}
 	}
-	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt, attrNotBefore: t.NotBefore, attrStartedAt: t.StartedAt, attrEndedAt: t.EndedAt} {
+	for name, v := range map[string]*time.Time{attrRunAt: &t.RunAt, attrCreatedAt: &t.CreatedAt, attrUpdatedAt: &t.UpdatedAt, attrDeadline: t.Deadline, attrNextTrigger: t.NextTriggerAt, attrNotBefore: t.NotBefore, attrStartedAt: t.StartedAt, attrEndedAt: t.EndedAt, attrRateSlot: t.RateSlot} {
 		if v != nil && !v.IsZero() {
 			item[name] = n(v.UnixNano())
 		}
@@ -347,6 +348,7 @@ func unmarshal(item map[string]types.AttributeValue) (t task.Task, ref string, e
 	t.Attempts, t.MaxAttempts, t.Version = int(num(attrAttempts)), int(num(attrMaxAttempts)), num(attrVersion)
 	t.RunAt, t.CreatedAt, t.UpdatedAt = val(tm(attrRunAt)), val(tm(attrCreatedAt)), val(tm(attrUpdatedAt))
 	t.Deadline, t.NextTriggerAt, t.NotBefore = tm(attrDeadline), tm(attrNextTrigger), tm(attrNotBefore)
+	t.RateSlot = tm(attrRateSlot)
 	if v, ok := item[attrParked].(*types.AttributeValueMemberBOOL); ok {
 		t.Parked = v.Value
 	}

@@ -21,7 +21,8 @@ import (
 // holds its holders (attrHolders: task id -> the lease it started under), never more than the
 // cap: a holder whose task no longer runs under that lease is stale, and a start takes its place,
 // so no task's end writes the record. A rate's record holds when the next start is due
-// (attrNextStart). A limited start writes them and the task in one transaction (start).
+// (attrNextStart). A limited start writes them and the task in one transaction (start), and so
+// does a start held by a rate that books its slot (the task's attrRateSlot).
 const (
 	limitSK       = "limit"
 	attrHolders   = "h"  // M of S, on a concurrency cap's record
@@ -53,9 +54,11 @@ const (
 
 // start writes t, a claim's start under its limits, if its version is still prev: in one
 // transaction with its place under each concurrency cap and the next start of each rate, read
-// strongly just before. A limit that holds it back is a *task.Held, and nothing is written; a
-// version moved on is task.ErrConflict, which wins over a limit. A start that a racing one beat
-// to a place reads the limits again.
+// strongly just before. A limit that holds it back is a *task.Held, and nothing is written but a
+// rate's booking (task.RateHold): the slot on the task, its version moved on, and the rates'
+// next starts after it, in one transaction. A start on its booking (task.BookingAt) takes no
+// rate's turn. A version moved on is task.ErrConflict, which wins over a limit. A start or a
+// booking that a racing one beat to a place or a turn reads the limits again.
 func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 	if validKey(t.Lambda, t.ID) != nil {
 		return st.changed(t, prev, nil)
@@ -65,6 +68,11 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 		if err != nil {
 			return err
 		}
+		if len(plan.items) == 1 && !plan.drain && plan.held == nil {
+			// A start on its booking under no cap: the task's write alone, as an unlimited one.
+			_, err := st.update(ctx, t, prev, nil)
+			return err
+		}
 		// The SDK fills in ClientRequestToken once per call, so its own retries cannot apply the
 		// transaction twice.
 		_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
@@ -72,6 +80,9 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 		})
 		if err == nil && plan.drain {
 			continue // the record is back within its cap: plan the start itself
+		}
+		if err == nil && plan.held != nil {
+			return plan.held // booked
 		}
 		if err == nil {
 			st.countMove(ctx, t, plan.from)
@@ -85,11 +96,6 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 		// A drain's first item is a cap's record, not the task: its failure is a race, below.
 		if !plan.drain && len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 			return st.changed(t, prev, reasons[0].Item)
-		}
-		for i, r := range reasons {
-			if l, ok := plan.rates[i]; ok && aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return &task.Held{Limit: l.Name, Until: time.Unix(0, int64(attrInt(r.Item, attrNextStart))).UTC()}
-			}
 		}
 		if !slices.ContainsFunc(reasons, func(r types.CancellationReason) bool {
 			c := aws.ToString(r.Code)
@@ -113,12 +119,13 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 
 // startPlan is the transaction of a start: the task's write first, then each limit's. A drain
 // writes no task: it only removes stale holders from a cap's record that is over its cap by more
-// than one transaction can check (a cap lowered by that much), before the start.
+// than one transaction can check (a cap lowered by that much), before the start. A booking
+// (held set) writes the slot on the task and the rates' next starts, and answers held.
 type startPlan struct {
 	items []types.TransactWriteItem
 	from  task.Status // the status the task leaves, for its counter
-	rates map[int]task.Limit
 	drain bool
+	held  *task.Held
 }
 
 // planStart reads the task's version and t's limits, strongly, and returns the transaction that
@@ -158,36 +165,19 @@ func (st *Store) planStart(ctx context.Context, t task.Task, prev int64) (startP
 	}
 	write := st.updateOf(t, prev, nil, nil, "")
 	write.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	plan := startPlan{items: []types.TransactWriteItem{{Update: write}}, from: task.Status(str(cur, attrStatus)), rates: map[int]task.Limit{}}
+	plan := startPlan{items: []types.TransactWriteItem{{Update: write}}, from: task.Status(str(cur, attrStatus))}
 	now := t.StartTime()
+	var rates []task.Limit
 	stale := map[string][]string{} // holders whose places the start takes: task id -> leases
 	for _, l := range limits {
 		rec := records[limitPK(t.Lambda, l)]
 		if l.Cap == 0 {
-			if _, set := rec[attrNextStart]; set {
-				if next := time.Unix(0, int64(attrInt(rec, attrNextStart))).UTC(); next.After(now) {
-					return startPlan{}, &task.Held{Limit: l.Name, Until: next}
-				}
-			}
-			plan.rates[len(plan.items)] = l
-			next := now.Add(l.Rate.Interval())
-			plan.items = append(plan.items, types.TransactWriteItem{Update: &types.Update{
-				TableName: &st.cfg.Table, Key: limitKey(t.Lambda, l),
-				UpdateExpression:         aws.String("SET #n = :next, #e = :e"),
-				ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n <= :now"),
-				ExpressionAttributeNames: map[string]string{"#n": attrNextStart, "#e": attrExpires},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":next": n(next.UnixNano()), ":now": n(now.UnixNano()),
-					// Once its next start is due, a rate's record says nothing an absent one does not.
-					":e": n(next.Add(rateRecordTTL).Unix()),
-				},
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}})
+			rates = append(rates, l)
 			continue
 		}
 		u, drain, err := st.takePlace(ctx, t, l, rec, stale)
 		if err != nil {
-			return startPlan{}, err
+			return startPlan{}, err // a cap books nothing
 		}
 		if drain {
 			plan = startPlan{items: []types.TransactWriteItem{{Update: u}}, drain: true}
@@ -196,10 +186,80 @@ func (st *Store) planStart(ctx context.Context, t task.Task, prev int64) (startP
 		}
 		plan.items = append(plan.items, types.TransactWriteItem{Update: u})
 	}
+	if len(rates) > 0 && !plan.drain {
+		booked := nanosAttr(cur, attrRateSlot)
+		switch task.BookingAt(&booked, now) {
+		case task.BookedLater:
+			return startPlan{}, &task.Held{Limit: task.RateName(rates), Until: booked}
+		case task.BookedNow:
+			// Its turn was taken when it booked.
+		default:
+			next := make([]time.Time, len(rates))
+			for i, l := range rates {
+				next[i] = nanosAttr(records[limitPK(t.Lambda, l)], attrNextStart)
+			}
+			held, book := task.RateHold(rates, next, now)
+			if held != nil && !book {
+				return startPlan{}, held
+			}
+			if held != nil {
+				return st.bookPlan(t, prev, rates, next, held), nil
+			}
+			for i, l := range rates {
+				plan.items = append(plan.items, st.nextStart(t.Lambda, l, next[i], now, now.Add(l.Rate.Interval())))
+			}
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(stale)) {
 		plan.items = append(plan.items, types.TransactWriteItem{ConditionCheck: st.notRunning(t.Lambda, id, stale[id])})
 	}
 	return plan, nil
+}
+
+// bookPlan is the transaction that books held.Until for t, held by rates whose next starts were
+// read as next (task.RateHold): the slot on the task item, if its version is still prev, moving
+// it on, and each rate's next start after the slot, if no start or booking moved it since.
+func (st *Store) bookPlan(t task.Task, prev int64, rates []task.Limit, next []time.Time, held *task.Held) startPlan {
+	plan := startPlan{held: held, items: []types.TransactWriteItem{{Update: &types.Update{
+		TableName: &st.cfg.Table, Key: taskKey(t.Lambda, t.ID),
+		UpdateExpression:         aws.String("SET #rs = :slot, #v = :next"),
+		ConditionExpression:      aws.String("#v = :prev"),
+		ExpressionAttributeNames: map[string]string{"#rs": attrRateSlot, "#v": attrVersion},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":slot": n(held.Until.UnixNano()), ":next": n(prev + 1), ":prev": n(prev),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}}}
+	for i, l := range rates {
+		plan.items = append(plan.items, st.nextStart(t.Lambda, l, next[i], time.Time{}, held.Until.Add(l.Rate.Interval())))
+	}
+	return plan
+}
+
+// nextStart is the write that sets the next start of rate l of lambda to to, if it is still as
+// read (read, zero if none), or, if due is set, is due by then.
+func (st *Store) nextStart(lambda string, l task.Limit, read, due, to time.Time) types.TransactWriteItem {
+	values := map[string]types.AttributeValue{
+		":next": n(to.UnixNano()),
+		// Once its next start is due, a rate's record says nothing an absent one does not.
+		":e": n(to.Add(rateRecordTTL).Unix()),
+	}
+	cond := "attribute_not_exists(#n)"
+	switch {
+	case !due.IsZero():
+		cond += " OR #n <= :due"
+		values[":due"] = n(due.UnixNano())
+	case !read.IsZero():
+		cond = "#n = :read"
+		values[":read"] = n(read.UnixNano())
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: &st.cfg.Table, Key: limitKey(lambda, l),
+		UpdateExpression:          aws.String("SET #n = :next, #e = :e"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#n": attrNextStart, "#e": attrExpires},
+		ExpressionAttributeValues: values,
+	}}
 }
 
 // drainOnly keeps of stale the holders that the drain u removes.

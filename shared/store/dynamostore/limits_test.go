@@ -129,3 +129,64 @@ func TestLimitedStartUnits(t *testing.T) {
 		t.Errorf("a start over a stale holder: %+v; want %+v", got, want)
 	}
 }
+
+// TestRateBookingUnits measures what a start held by a rate reads and writes to book its slot,
+// and what the start on that booking then costs.
+func TestRateBookingUnits(t *testing.T) {
+	ctx := t.Context()
+	var u units
+	db, table := newTable(t, nil, u.option)
+	s := newStore(t, db, dynamostore.Config{Table: table})
+	limits := task.Limits{Rate: task.StartRate{Count: 10, Per: time.Second}}
+	cfg := task.Config{}.WithDefaults()
+	now := time.Now().UTC()
+	enqueued := func(id string) task.Task {
+		tk, err := task.New(task.Spec{ID: id, Payload: []byte(`{"to":"a@example.com"}`)}, task.Lambda{Name: "send-email"}.WithDefaults(), now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enq, m, err := task.EnqueueAhead(tk, now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enq, _ = task.SendFirst(enq, m)
+		if err := s.Create(ctx, enq); err != nil {
+			t.Fatal(err)
+		}
+		return enq
+	}
+	start := func(tk task.Task, at time.Time) error {
+		claimed, err := task.Claim(tk, task.NewLease(), at, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = claimed.TimedBy("message-" + tk.ID)
+		claimed.Limits = limits
+		u.take()
+		return s.Update(ctx, claimed, tk.Version)
+	}
+	a, b := enqueued(task.NewID(now)), enqueued(task.NewID(now))
+	if err := start(a, now); err != nil {
+		t.Fatal(err)
+	}
+	slot, ok := task.HeldUntil(start(b, now))
+	if !ok {
+		t.Fatal("b's start was not held with a slot")
+	}
+	// Reads: the task item and the rate's record. Writes: the slot on the task item and the
+	// record's next start, in one transaction; no counter (the status stays).
+	if got, want := u.take(), (spent{read: 2, transacted: 2}); got != want {
+		t.Errorf("a start held by the rate, booking its slot: %+v; want %+v", got, want)
+	}
+	booked, err := s.Get(ctx, b.Lambda, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := start(booked, slot); err != nil {
+		t.Fatalf("start on the booking: %v", err)
+	}
+	// Reads as when booking; writes: the task item alone, as an unlimited start, and the counter.
+	if got, want := u.take(), (spent{read: 2, write: 2}); got != want {
+		t.Errorf("a start on its booking: %+v; want %+v", got, want)
+	}
+}

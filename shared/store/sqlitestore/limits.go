@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/openatf/atf/shared/task"
 )
@@ -46,11 +47,15 @@ const holdersSQL = `SELECT h.task_id, h.lease, t.status, t.lease FROM limit_hold
 
 // limitsIn takes t's places under its limits inside the group's transaction, before updateIn
 // writes t: the single writer makes the check and the writes atomic. If a limit holds the start,
-// its outcome is a *task.Held and nothing is written; if t's version moved on, task.ErrConflict,
-// which wins over a limit. The error is one that fails the group.
+// its outcome is a *task.Held and the task stays as it was, but for a rate's booking: a start
+// that a rate holds books its slot (task.RateHold), writing the rates' records and the slot on
+// the task, its version moved on. A start on its booking (task.BookingAt) takes no rate's turn.
+// If t's version moved on, task.ErrConflict, which wins over a limit. The error is one that
+// fails the group.
 func limitsIn(ctx context.Context, tx *sql.Tx, t task.Task, prev int64) (outcome, err error) {
 	var version int64
-	err = tx.QueryRowContext(ctx, `SELECT version FROM tasks WHERE lambda = ? AND id = ?`, t.Lambda, t.ID).Scan(&version)
+	var slot sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT version, rate_slot FROM tasks WHERE lambda = ? AND id = ?`, t.Lambda, t.ID).Scan(&version, &slot)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 	}
@@ -58,45 +63,89 @@ func limitsIn(ctx context.Context, tx *sql.Tx, t task.Task, prev int64) (outcome
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
 	}
 	now := t.StartTime()
-	limits := t.Limits.Of(t)
-	// stale[i] are the rows of limits[i] to drop for t's own: those of tasks that no longer run
-	// under the lease they hold them for, and t's own of an earlier attempt.
-	stale := make([][]string, len(limits))
-	for i, l := range limits {
+	var caps, rates []task.Limit
+	for _, l := range t.Limits.Of(t) {
 		if l.Cap > 0 {
-			live, dead, err := holders(ctx, tx, t, scopeOf(l))
-			if err != nil {
-				return nil, fmt.Errorf("sqlitestore: update %s/%s: read the %s: %w", t.Lambda, t.ID, l.Name, err)
-			}
-			if live >= l.Cap {
-				return &task.Held{Limit: l.Name}, nil
-			}
-			stale[i] = dead
-			continue
-		}
-		var next sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT next_at FROM limit_rates WHERE lambda = ? AND scope = ?`, t.Lambda, scopeOf(l)).Scan(&next)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: read the %s: %w", t.Lambda, t.ID, l.Name, err)
-		}
-		if until := fromNanos(next); next.Valid && until.After(now) {
-			return &task.Held{Limit: l.Name, Until: until}, nil
+			caps = append(caps, l)
+		} else {
+			rates = append(rates, l)
 		}
 	}
-	for i, l := range limits {
-		var err error
-		if l.Cap > 0 {
-			err = takePlace(ctx, tx, t, scopeOf(l), stale[i])
-		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO limit_rates (lambda, scope, next_at) VALUES (?, ?, ?)
-				ON CONFLICT (lambda, scope) DO UPDATE SET next_at = excluded.next_at`,
-				t.Lambda, scopeOf(l), nanos(now.Add(l.Rate.Interval())))
-		}
+	// stale[i] are the rows of caps[i] to drop for t's own: those of tasks that no longer run
+	// under the lease they hold them for, and t's own of an earlier attempt.
+	stale := make([][]string, len(caps))
+	for i, l := range caps {
+		live, dead, err := holders(ctx, tx, t, scopeOf(l))
 		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: read the %s: %w", t.Lambda, t.ID, l.Name, err)
+		}
+		if live >= l.Cap {
+			return &task.Held{Limit: l.Name}, nil // a cap books nothing
+		}
+		stale[i] = dead
+	}
+	if len(rates) > 0 {
+		booked := ptrFromNanos(slot)
+		switch task.BookingAt(booked, now) {
+		case task.BookedLater:
+			return &task.Held{Limit: task.RateName(rates), Until: *booked}, nil
+		case task.BookedNow:
+			rates = nil // its turn was taken when it booked
+		default:
+			if held, err := rateHold(ctx, tx, t, prev, rates, now); held != nil || err != nil {
+				return held, err
+			}
+		}
+	}
+	for i, l := range caps {
+		if err := takePlace(ctx, tx, t, scopeOf(l), stale[i]); err != nil {
 			return nil, fmt.Errorf("sqlitestore: update %s/%s: take its place under the %s: %w", t.Lambda, t.ID, l.Name, err)
 		}
 	}
+	for _, l := range rates {
+		if err := setNextStart(ctx, tx, t.Lambda, l, now.Add(l.Rate.Interval())); err != nil {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: take its turn under the %s: %w", t.Lambda, t.ID, l.Name, err)
+		}
+	}
 	return nil, nil
+}
+
+// rateHold reads the next start of each of rates and returns the *task.Held of a start at now
+// they hold, having booked its slot if task.RateHold says so; nil if they let it start.
+func rateHold(ctx context.Context, tx *sql.Tx, t task.Task, prev int64, rates []task.Limit, now time.Time) (*task.Held, error) {
+	next := make([]time.Time, len(rates))
+	for i, l := range rates {
+		var at sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT next_at FROM limit_rates WHERE lambda = ? AND scope = ?`, t.Lambda, scopeOf(l)).Scan(&at)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: read the %s: %w", t.Lambda, t.ID, l.Name, err)
+		}
+		if at.Valid {
+			next[i] = fromNanos(at)
+		}
+	}
+	held, book := task.RateHold(rates, next, now)
+	if held == nil || !book {
+		return held, nil
+	}
+	for _, l := range rates {
+		if err := setNextStart(ctx, tx, t.Lambda, l, held.Until.Add(l.Rate.Interval())); err != nil {
+			return nil, fmt.Errorf("sqlitestore: update %s/%s: book a slot under the %s: %w", t.Lambda, t.ID, l.Name, err)
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE tasks SET rate_slot = ?, version = version + 1 WHERE lambda = ? AND id = ? AND version = ?`,
+		nanos(held.Until), t.Lambda, t.ID, prev)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: update %s/%s: book a slot: %w", t.Lambda, t.ID, err)
+	}
+	return held, nil
+}
+
+// setNextStart sets when the next start under rate l of lambda is due.
+func setNextStart(ctx context.Context, tx *sql.Tx, lambda string, l task.Limit, next time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO limit_rates (lambda, scope, next_at) VALUES (?, ?, ?)
+		ON CONFLICT (lambda, scope) DO UPDATE SET next_at = excluded.next_at`, lambda, scopeOf(l), nanos(next))
+	return err
 }
 
 // holders counts the tasks other than t that hold a place in scope and still run under the lease

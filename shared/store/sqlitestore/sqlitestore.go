@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	queue_message   TEXT    NOT NULL DEFAULT '',
 	queue_message_for TEXT  NOT NULL DEFAULT '',
 	task_key        TEXT    NOT NULL DEFAULT '',
+	rate_slot       INTEGER,
 	PRIMARY KEY (lambda, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_by_created ON tasks (lambda, created_at, id);
@@ -202,7 +203,7 @@ func laneOf(s task.Status, priority string) string {
 const columns = `lambda, id, collection, priority, status, payload, result, error, attempts, max_attempts,
 	run_at, deadline, next_trigger_at, created_at, updated_at, version, lease, spec, parked,
 	after_count, trigger_rule, settled, downstream, notify_cursor, cancel_requested, not_before, hand_backs,
-	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message, queue_message_for, task_key`
+	attempt_seq, started_at, ended_at, worker, log_location, snoozes, queue_message, queue_message_for, task_key, rate_slot`
 
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
@@ -363,7 +364,7 @@ func (s *Store) CreateBatch(ctx context.Context, tasks []task.Task) error {
 }
 
 const insertSQL = `INSERT INTO tasks (` + columns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (lambda, id) DO NOTHING`
 
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
@@ -408,7 +409,8 @@ const updateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?, created_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
+	rate_slot = ?
 	WHERE lambda = ? AND id = ? AND version = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
@@ -421,7 +423,8 @@ const updateStateSQL = `UPDATE tasks SET
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
 	updated_at = ?, version = ?, lease = ?, spec = ?, parked = ?,
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
-	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?
+	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
+	rate_slot = ?
 	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
 // updateStateArgs are updateStateSQL's arguments for t written over version prev.
@@ -431,6 +434,7 @@ func updateStateArgs(t task.Task, prev int64) []any {
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
+		ptrNanos(t.RateSlot),
 		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
@@ -441,6 +445,7 @@ func updateArgs(t task.Task, prev int64) []any {
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
+		ptrNanos(t.RateSlot),
 		t.Lambda, t.ID, prev}
 }
 
@@ -730,7 +735,7 @@ func insertArgs(t task.Task) []any {
 		ptrNanos(t.NextTriggerAt), nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		len(t.After), t.Trigger, blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
-		t.Key,
+		t.Key, ptrNanos(t.RateSlot),
 	}
 }
 
@@ -1238,20 +1243,20 @@ func scanTask(row interface{ Scan(...any) error }) (task.Task, error) {
 	var t task.Task
 	var status string
 	var payload, result, settled []byte
-	var runAt, deadline, trigger, created, updated, notBefore, started, ended sql.NullInt64
+	var runAt, deadline, trigger, created, updated, notBefore, started, ended, rateSlot sql.NullInt64
 	var logs sql.NullString
 	err := row.Scan(&t.Lambda, &t.ID, &t.Collection, &t.Priority, &status, &payload, &result,
 		&t.Error, &t.Attempts, &t.MaxAttempts, &runAt, &deadline, &trigger, &created, &updated,
 		&t.Version, &t.Lease, &t.Spec, &t.Parked,
 		&t.AfterCount, &t.Trigger, &settled, &t.Downstream, &t.NotifyCursor, &t.CancelRequested, &notBefore, &t.HandBacks,
-		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message, &t.MessageFor, &t.Key)
+		&t.AttemptSeq, &started, &ended, &t.Worker, &logs, &t.Snoozes, &t.Message, &t.MessageFor, &t.Key, &rateSlot)
 	if err != nil {
 		return task.Task{}, err
 	}
 	t.Status, t.Payload, t.Result, t.Settled = task.Status(status), payload, result, settled
 	t.RunAt, t.CreatedAt, t.UpdatedAt = fromNanos(runAt), fromNanos(created), fromNanos(updated)
 	t.Deadline, t.NextTriggerAt, t.NotBefore = ptrFromNanos(deadline), ptrFromNanos(trigger), ptrFromNanos(notBefore)
-	t.StartedAt, t.EndedAt = ptrFromNanos(started), ptrFromNanos(ended)
+	t.StartedAt, t.EndedAt, t.RateSlot = ptrFromNanos(started), ptrFromNanos(ended), ptrFromNanos(rateSlot)
 	if t.LogLocation, err = scanLogLocation(logs); err != nil {
 		return task.Task{}, err
 	}
@@ -1317,7 +1322,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // migrate brings a database file written by an earlier version up to the schema: it adds the
 // columns of later versions (parked, the flow fields, cancel_requested, hand_backs, the latest
-// attempt's, the attempts' log, snoozes, queue_message and its lease, task_key), and the counts table filled from the tasks, before the schema's indexes and
+// attempt's, the attempts' log, snoozes, queue_message and its lease, task_key, rate_slot), and the counts table filled from the tasks, before the schema's indexes and
 // triggers need them, and drops a due lanes' index of other lanes, which the schema makes anew. In one transaction, so a crash leaves the file as it was.
 func migrate(w *sql.DB) error {
 	tx, err := w.Begin()
@@ -1353,6 +1358,7 @@ func migrate(w *sql.DB) error {
 		{"queue_message", "TEXT NOT NULL DEFAULT ''"},
 		{"queue_message_for", "TEXT NOT NULL DEFAULT ''"},
 		{"task_key", "TEXT NOT NULL DEFAULT ''"},
+		{"rate_slot", "INTEGER"},
 	} {
 		if present, err := has(`SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = ?`, c.name); err != nil {
 			return err

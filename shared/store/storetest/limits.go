@@ -27,6 +27,11 @@ func limitsCases() []struct {
 		{"LimitRate", testLimitRate},
 		{"LimitKeyRate", testLimitKeyRate},
 		{"LimitConflictWins", testLimitConflictWins},
+		{"LimitRateBookingRace", testLimitRateBookingRace},
+		{"LimitRateBookedStarts", testLimitRateBookedStarts},
+		{"LimitRateBookingExpires", testLimitRateBookingExpires},
+		{"LimitCapBooksNothing", testLimitCapBooksNothing},
+		{"LimitKeyRateBooking", testLimitKeyRateBooking},
 	}
 }
 
@@ -100,6 +105,12 @@ func (lt *limited) mustHold(tk task.Task, at time.Time, limit string, until time
 
 func (lt *limited) mustBeHeld(tk task.Task, err error, limit string, until time.Time) {
 	lt.t.Helper()
+	lt.heldBy(tk, err, limit, until)
+	mustEqual(lt.t, lt.s, tk)
+}
+
+func (lt *limited) heldBy(tk task.Task, err error, limit string, until time.Time) {
+	lt.t.Helper()
 	var held *task.Held
 	if !errors.As(err, &held) || !errors.Is(err, task.ErrHeld) {
 		lt.t.Fatalf("start %s: %v; want it held by the %s", tk.ID, err, limit)
@@ -107,7 +118,24 @@ func (lt *limited) mustBeHeld(tk task.Task, err error, limit string, until time.
 	if held.Limit != limit || !held.Until.Equal(until) {
 		lt.t.Errorf("start %s: held by %q until %v; want %q until %v", tk.ID, held.Limit, held.Until, limit, until)
 	}
-	mustEqual(lt.t, lt.s, tk)
+}
+
+// mustBook fails unless tk's start at the given time is held by the rate named until slot, and
+// books it: the task is as it was, but for the slot and its version. It returns the task as
+// stored.
+func (lt *limited) mustBook(tk task.Task, at time.Time, limit string, slot time.Time) task.Task {
+	lt.t.Helper()
+	_, err := lt.start(tk, at)
+	return lt.mustBeBooked(tk, err, limit, slot)
+}
+
+func (lt *limited) mustBeBooked(tk task.Task, err error, limit string, slot time.Time) task.Task {
+	lt.t.Helper()
+	lt.heldBy(tk, err, limit, slot)
+	booked := tk
+	booked.RateSlot, booked.Version = &slot, tk.Version+1
+	mustEqual(lt.t, lt.s, booked)
+	return booked
 }
 
 // testLimitKeyConcurrencyRace: of racing starts of KeyConcurrency+1 tasks of one key, exactly
@@ -295,9 +323,9 @@ func testLimitRate(t *testing.T, s task.Store) {
 	}
 	b := lt.enqueued("b", "tenant-2")
 	due := first.StartedAt.Add(rate.Interval())
-	lt.mustHold(b, lt.now.Add(rate.Interval()-time.Millisecond), "rate", due)
-	lt.mustStart(b, due)
-	lt.mustHold(lt.enqueued("c", ""), due, "rate", due.Add(rate.Interval()))
+	booked := lt.mustBook(b, lt.now.Add(rate.Interval()-time.Millisecond), "rate", due)
+	lt.mustStart(booked, due)
+	lt.mustBook(lt.enqueued("c", ""), due, "rate", due.Add(rate.Interval()))
 }
 
 // testLimitKeyRate: each key has its own KeyRate.
@@ -306,7 +334,7 @@ func testLimitKeyRate(t *testing.T, s task.Store) {
 	lt := newLimited(t, s, task.Limits{KeyRate: rate})
 	lt.mustStart(lt.enqueued("a1", "tenant-1"), lt.now)
 	lt.mustStart(lt.enqueued("b1", "tenant-2"), lt.now)
-	lt.mustHold(lt.enqueued("a2", "tenant-1"), lt.now.Add(time.Second), "key_rate", lt.now.Add(time.Minute))
+	lt.mustBook(lt.enqueued("a2", "tenant-1"), lt.now.Add(time.Second), "key_rate", lt.now.Add(time.Minute))
 }
 
 // testLimitConflictWins: a start from a version that moved on is a conflict, also when a limit
@@ -322,4 +350,127 @@ func testLimitConflictWins(t *testing.T, s task.Store) {
 		t.Errorf("start from an old version: %v; want ErrConflict", err)
 	}
 	mustEqual(t, s, b)
+}
+
+// testLimitRateBookingRace: of racing starts of n tasks under a rate, one starts and each other
+// is held and books its own slot: the slots are distinct, an interval apart, one after another.
+func testLimitRateBookingRace(t *testing.T, s task.Store) {
+	const n = 4
+	rate := task.StartRate{Count: 10, Per: time.Second} // one start every 100ms
+	lt := newLimited(t, s, task.Limits{Rate: rate})
+	tasks := make([]task.Task, n)
+	for i := range tasks {
+		tasks[i] = lt.enqueued(fmt.Sprintf("r%d", i), "")
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	for i, tk := range tasks {
+		claimed := lt.claim(tk, lt.now)
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Update(t.Context(), claimed, tk.Version)
+		})
+	}
+	close(start)
+	wg.Wait()
+	slots := map[time.Time]string{}
+	started := 0
+	for i, err := range errs {
+		var held *task.Held
+		switch {
+		case err == nil:
+			started++
+		case errors.As(err, &held):
+			if other, taken := slots[held.Until]; taken {
+				t.Errorf("%s and %s booked the same slot %v", other, tasks[i].ID, held.Until)
+			}
+			slots[held.Until] = tasks[i].ID
+			lt.mustBeBooked(tasks[i], err, "rate", held.Until)
+		default:
+			t.Errorf("start %s: %v; want it started or held", tasks[i].ID, err)
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d of %d racing starts started; want 1", started, n)
+	}
+	for k := 1; k < n; k++ {
+		if at := lt.now.Add(time.Duration(k) * rate.Interval()); slots[at] == "" {
+			t.Errorf("no task booked the slot %v; booked: %v", at, slots)
+		}
+	}
+}
+
+// testLimitRateBookedStarts: a task that booked a slot is held until it, booking nothing more,
+// and starts at it, taking no turn of the rate, while a task without a booking is held; its
+// booking is used once: it is cleared by the start, and a claim from the booked version after
+// it is a conflict.
+func testLimitRateBookedStarts(t *testing.T, s task.Store) {
+	rate := task.StartRate{Count: 2, Per: time.Second} // one start every 500ms
+	i := rate.Interval()
+	lt := newLimited(t, s, task.Limits{Rate: rate})
+	lt.mustStart(lt.enqueued("a", ""), lt.now)
+	booked := lt.mustBook(lt.enqueued("b", ""), lt.now, "rate", lt.now.Add(i))
+	lt.mustHold(booked, lt.now.Add(i-time.Millisecond), "rate", lt.now.Add(i))
+	// The hold before its slot booked nothing: the next slot is the one after b's.
+	lt.mustBook(lt.enqueued("c", ""), lt.now.Add(i), "rate", lt.now.Add(2*i))
+	started := lt.mustStart(booked, lt.now.Add(i))
+	if started.RateSlot != nil {
+		t.Errorf("b started with its slot %v still set; want it cleared", started.RateSlot)
+	}
+	// Its start took no turn: the next is after c's.
+	lt.mustBook(lt.enqueued("d", ""), lt.now.Add(i), "rate", lt.now.Add(3*i))
+	if _, err := lt.start(booked, lt.now.Add(i)); !errors.Is(err, task.ErrConflict) {
+		t.Errorf("a second start on b's booking: %v; want ErrConflict", err)
+	}
+	mustEqual(t, s, started)
+}
+
+// testLimitRateBookingExpires: a booking not used within task.RateSlotGrace of its slot has
+// expired: the claim checks the rate again, and books again.
+func testLimitRateBookingExpires(t *testing.T, s task.Store) {
+	rate := task.StartRate{Count: 1, Per: time.Minute}
+	lt := newLimited(t, s, task.Limits{Rate: rate})
+	lt.mustStart(lt.enqueued("a", ""), lt.now)
+	slot := lt.now.Add(time.Minute)
+	booked := lt.mustBook(lt.enqueued("b", ""), lt.now, "rate", slot)
+	lt.mustBook(booked, slot.Add(task.RateSlotGrace+time.Millisecond), "rate", slot.Add(time.Minute))
+}
+
+// testLimitCapBooksNothing: a start held by a concurrency cap books no slot of the rate it is
+// also under, and writes nothing.
+func testLimitCapBooksNothing(t *testing.T, s task.Store) {
+	ctx := t.Context()
+	rate := task.StartRate{Count: 1, Per: time.Minute}
+	lt := newLimited(t, s, task.Limits{MaxRunning: 1, Rate: rate})
+	a := lt.mustStart(lt.enqueued("a", ""), lt.now)
+	b := lt.enqueued("b", "")
+	lt.mustHold(b, lt.now.Add(time.Second), "max_running", time.Time{})
+	done, err := task.Succeed(a, a.Lease, nil, lt.now.Add(2*time.Second), lt.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, done, a.Version); err != nil {
+		t.Fatalf("Update a to succeeded: %v", err)
+	}
+	// The first slot after a's start is b's to book: the cap's hold took none.
+	lt.mustBook(b, lt.now.Add(2*time.Second), "rate", lt.now.Add(time.Minute))
+}
+
+// testLimitKeyRateBooking: under a key's rate and the lambda's, a task books both at the later
+// of their next starts when that is the lambda's; a task whose key's next start is later is held
+// until it and books nothing, so that the lambda's next start does not jump ahead to one key's.
+func testLimitKeyRateBooking(t *testing.T, s task.Store) {
+	rate := task.StartRate{Count: 2, Per: time.Second} // the lambda: one start every 500ms
+	keyRate := task.StartRate{Count: 1, Per: time.Minute}
+	i := rate.Interval()
+	lt := newLimited(t, s, task.Limits{Rate: rate, KeyRate: keyRate})
+	lt.mustStart(lt.enqueued("a1", "tenant-1"), lt.now)
+	lt.mustHold(lt.enqueued("a2", "tenant-1"), lt.now.Add(time.Millisecond), "key_rate", lt.now.Add(time.Minute))
+	lt.mustBook(lt.enqueued("b1", "tenant-2"), lt.now.Add(time.Millisecond), "rate", lt.now.Add(i))
+	lt.mustBook(lt.enqueued("c1", "tenant-3"), lt.now.Add(time.Millisecond), "rate", lt.now.Add(2*i))
+	// b1's booking took tenant-2's turn too: its next start is a minute after b1's slot.
+	lt.mustHold(lt.enqueued("b2", "tenant-2"), lt.now.Add(time.Second), "key_rate", lt.now.Add(i+time.Minute))
 }

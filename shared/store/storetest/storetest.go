@@ -94,6 +94,7 @@ func full(lambda, id string, now time.Time) task.Task {
 		AttemptSeq: 3, StartedAt: ptr(now.Add(-10 * time.Second)), EndedAt: ptr(now.Add(-5 * time.Second)), Worker: "executor-1",
 		LogLocation: &task.LogLocation{Group: "/aws/lambda/worker-echo", Stream: "executor-1", RequestID: "req-1"},
 		Snoozes:     2,
+		RateSlot:    ptr(now.Add(3 * time.Second)),
 	}
 }
 
@@ -155,6 +156,7 @@ func diff(want, got task.Task) []string {
 	check("NotifyCursor", want.NotifyCursor == got.NotifyCursor, want.NotifyCursor, got.NotifyCursor)
 	check("CancelRequested", want.CancelRequested == got.CancelRequested, want.CancelRequested, got.CancelRequested)
 	ptrEq("NotBefore", want.NotBefore, got.NotBefore)
+	ptrEq("RateSlot", want.RateSlot, got.RateSlot)
 	check("HandBacks", want.HandBacks == got.HandBacks, want.HandBacks, got.HandBacks)
 	check("Snoozes", want.Snoozes == got.Snoozes, want.Snoozes, got.Snoozes)
 	check("AttemptSeq", want.AttemptSeq == got.AttemptSeq, want.AttemptSeq, got.AttemptSeq)
