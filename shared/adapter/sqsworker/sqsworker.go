@@ -251,7 +251,8 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		log.Debug("message discarded", "reason", err)
 		return true
 	case errors.Is(err, task.ErrHeld):
-		// A limit holds the start back; the claim wrote nothing and counted no attempt.
+		// A limit holds the start back; the claim counted no attempt and started nothing (a
+		// rate may have booked the task a slot, task.Task.RateSlot).
 		return h.holdBack(ctx, log, msg, m, err)
 	case errors.Is(err, task.ErrNotDue):
 		if due, ok := task.DueAt(err); ok && time.Until(due) > 0 {

@@ -44,7 +44,7 @@
 // heartbeat of a task cancelled while it runs: stop the handler and report the outcome
 // cancelled, {"v": 1, "op": "set_result", ..., "outcome": "cancelled"}), not_due (a claim too
 // early, with until when if that is known, {"code": "not_due", ..., "until": "..."}), held (a
-// claim that a lambda's limit holds back, which wrote nothing: the error names the limit and,
+// claim that a lambda's limit holds back, which started nothing: the error names the limit and,
 // if it knows, until when, and the worker hides the message until then,
 // {"code": "held", "message": "...", "limit": "rate", "until": "2026-11-28T12:00:00.2Z"}) and
 // internal; the Client turns each back into its task sentinel, so errors.Is(err,

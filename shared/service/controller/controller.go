@@ -523,7 +523,8 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		c.release([]*held{{d: d}})
 		return
 	case errors.Is(err, task.ErrHeld):
-		// The claim wrote nothing (with MessageTimesLease too: no lease for the message to time).
+		// The claim started nothing (with MessageTimesLease too: no lease for the message to
+		// time); a rate may have booked the task a slot (task.Task.RateSlot).
 		unhide()
 		c.holdBack(ctx, d, err)
 		return
