@@ -102,7 +102,8 @@ func TestBookingAt(t *testing.T) {
 }
 
 // TestRateHold: a start is held until the latest next start of its rates, and books it unless a
-// key's is later than the lambda's.
+// key's is later than the lambda's, or it is more than RateBookAhead ahead: then it is held until
+// it is that near, booking nothing.
 func TestRateHold(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	key := Limit{Name: "key_rate", Key: "k", Rate: StartRate{Count: 1, Per: time.Minute}}
@@ -118,7 +119,10 @@ func TestRateHold(t *testing.T) {
 		{"none recorded", []Limit{lambda}, []time.Time{{}}, "", time.Time{}, false},
 		{"due now", []Limit{lambda}, []time.Time{now}, "", time.Time{}, false},
 		{"lambda's ahead", []Limit{lambda}, []time.Time{now.Add(time.Second)}, "rate", now.Add(time.Second), true},
-		{"key's ahead, alone", []Limit{key}, []time.Time{now.Add(time.Minute)}, "key_rate", now.Add(time.Minute), true},
+		{"key's ahead, alone", []Limit{key}, []time.Time{now.Add(time.Second)}, "key_rate", now.Add(time.Second), true},
+		{"key's far ahead, alone", []Limit{key}, []time.Time{now.Add(time.Minute)}, "key_rate", now.Add(time.Minute - RateBookAhead), false},
+		{"lambda's just within reach", []Limit{lambda}, []time.Time{now.Add(RateBookAhead)}, "rate", now.Add(RateBookAhead), true},
+		{"lambda's just out of reach", []Limit{lambda}, []time.Time{now.Add(RateBookAhead + time.Nanosecond)}, "rate", now.Add(time.Nanosecond), false},
 		{"both, the lambda's later", []Limit{key, lambda}, []time.Time{now.Add(time.Second), now.Add(2 * time.Second)}, "rate", now.Add(2 * time.Second), true},
 		{"both, the key's later", []Limit{key, lambda}, []time.Time{now.Add(time.Minute), now.Add(time.Second)}, "key_rate", now.Add(time.Minute), false},
 		{"both, the key's ahead, the lambda's due", []Limit{key, lambda}, []time.Time{now.Add(time.Minute), {}}, "key_rate", now.Add(time.Minute), false},

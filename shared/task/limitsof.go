@@ -77,12 +77,22 @@ func BookingAt(slot *time.Time, now time.Time) Booking {
 	return BookedNow
 }
 
+// RateBookAhead is how far ahead a held task may book its slot. A task whose slot would be later
+// is held until the slot is that near, booking nothing: the tasks waiting then take the slots in
+// the order their queues give them (strict priorities, keys in turn), not the order they were
+// first held in, and a rate's record never runs more than this ahead of its starts, whatever the
+// bookings left unused (a booked task cancelled, expired or held by a cap) or the rate changed
+// (a change takes effect once the bookings made under the old one, at most this far ahead, are
+// used).
+const RateBookAhead = 2 * time.Second
+
 // RateHold decides the start at now of a task without a booking under rates (the rate limits of
 // Limits.Of, in its order), given when each one's record lets the next start be (next[i], zero
 // if it has none). Nil: the start is allowed, and each record's next start becomes now plus its
 // interval. Otherwise the start is held until h.Until, the latest of them. If book, that is the
-// slot the task books, in the same atomic write as each record's next start becoming the slot
-// plus its interval: each record's slots are thus at least its interval apart, and each is used
+// slot the task books (if it is within RateBookAhead; otherwise it is held until it is, and books
+// nothing), in the same atomic write as each record's next start becoming the slot plus its
+// interval: each record's slots are thus at least its interval apart, and each is used
 // by one start at most. A task under a key's rate and the lambda's books only where the
 // lambda's record has the later start: the lambda's record never jumps ahead to a key's, which
 // would hold every other key's tasks too; the task is held until its key's start, booking
@@ -101,7 +111,11 @@ func RateHold(rates []Limit, next []time.Time, now time.Time) (h *Held, book boo
 		return nil, false
 	}
 	h = &Held{Limit: rates[latest].Name, Until: next[latest]}
-	return h, lambdaWide < 0 || !next[lambdaWide].Before(next[latest])
+	book = lambdaWide < 0 || !next[lambdaWide].Before(next[latest])
+	if book && next[latest].Sub(now) > RateBookAhead {
+		h.Until, book = next[latest].Add(-RateBookAhead), false
+	}
+	return h, book
 }
 
 // RateName is the limit that a hold until a booked slot names: the lambda's rate if rates (the

@@ -194,7 +194,7 @@ func Claim(t Task, lease string, now time.Time, c Config) (Task, error) {
 	if t.NotBefore != nil && now.Before(t.NotBefore.Add(-ClaimEarly)) {
 		// A message that came early: a resend or a duplicate of a task sent ahead. Its own
 		// message, delayed to NotBefore, is still to come.
-		return t, notDueUntil(t.NotBefore.Add(-ClaimEarly), "task %s is not due until %s", t.ID, t.NotBefore)
+		return t, notDueUntil(*t.NotBefore, "task %s is not due until %s", t.ID, t.NotBefore)
 	}
 	t = t.next(StatusProcessing, now, at(now.Add(c.HeartbeatTimeout)))
 	t.Lease = lease

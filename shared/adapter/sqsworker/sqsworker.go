@@ -255,12 +255,13 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 		// rate may have booked the task a slot, task.Task.RateSlot).
 		return h.holdBack(ctx, log, msg, m, err)
 	case errors.Is(err, task.ErrNotDue):
-		if due, ok := task.DueAt(err); ok && time.Until(due) > 0 {
+		if due, ok := task.DueAt(err); ok {
 			// The task may be claimed at due: its run time, or the end of the lease this
 			// message times (a claim whose answer was lost). Back then, not sooner, to be
-			// refused again.
+			// refused again; a second if our clock is past it already (SQS hides for whole
+			// seconds), not a retry delay that grows with the receives.
 			log.Info("claim refused as early; the message comes back when its task is due", "due", due, "err", err)
-			h.hide(ctx, log, msg, m, min(time.Until(due), executor.MaxHold))
+			h.hide(ctx, log, msg, m, min(max(time.Until(due), time.Second), executor.MaxHold))
 			return false
 		}
 		// Our clock is ahead of the status controller's: the message comes back, as the task's.

@@ -867,7 +867,7 @@ func TestEarlyClaimComesBack(t *testing.T) {
 	vis := &visibilities{}
 	resp, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: e.hsc, Queue: vis}).Handle(context.Background(), ev)
 	must(t, err)
-	hidden, most := vis.calls["rh-early"], in-task.ClaimEarly
+	hidden, most := vis.calls["rh-early"], in
 	if got := e.get(t, "early"); !slices.Equal(failures(resp), ids(ev, 0)) || hidden > most || hidden < most-time.Minute || got.Status != task.StatusEnqueued {
 		t.Fatalf("failures %v, visibility %v, task %s; want the record failed, hidden until its task is due (%s from its send), the task enqueued", failures(resp), vis.calls, got.Status, most)
 	}

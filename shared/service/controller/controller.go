@@ -530,11 +530,11 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		return
 	case errors.Is(err, task.ErrNotDue):
 		c.log.Info("claim refused as early, or the task runs under a lease its message times; the message will come back", "task_id", d.TaskID, "err", err)
-		if due, ok := task.DueAt(err); ok && time.Until(due) > 0 {
+		if due, ok := task.DueAt(err); ok {
 			// Back when its task is due (its run time, or the end of the lease the message
-			// times), not after the visibility it has.
+			// times), a second at least, not after the visibility it has.
 			unhide()
-			c.hideFor(ctx, d, min(time.Until(due), executor.MaxHold))
+			c.hideFor(ctx, d, min(max(time.Until(due), time.Second), executor.MaxHold))
 		}
 		return
 	default:

@@ -103,6 +103,12 @@ func (st *Store) start(ctx context.Context, t task.Task, prev int64) error {
 		}) {
 			return st.translate(err, "start %s/%s", t.Lambda, t.ID)
 		}
+		if plan.held != nil {
+			// A booking that another start or booking beat to the record: held, unbooked, until
+			// the slot it tried for, when it books again. Not read again here: racing bookings
+			// of a backlog would each take up to startTries rounds.
+			return plan.held
+		}
 		if try+1 == startTries {
 			// Not a conflict, which a worker takes for a duplicate and drops: the task is still
 			// to start, and its message must come back soon.
@@ -167,12 +173,21 @@ func (st *Store) planStart(ctx context.Context, t task.Task, prev int64) (startP
 	write.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	plan := startPlan{items: []types.TransactWriteItem{{Update: write}}, from: task.Status(str(cur, attrStatus))}
 	now := t.StartTime()
+	booked := nanosAttr(cur, attrRateSlot)
 	var rates []task.Limit
+	for _, l := range limits {
+		if l.Cap == 0 {
+			rates = append(rates, l)
+		}
+	}
+	if len(rates) > 0 && task.BookingAt(&booked, now) == task.BookedLater {
+		// Before the caps: a task booked ahead waits for its slot, not for a cap's place.
+		return startPlan{}, &task.Held{Limit: task.RateName(rates), Until: booked}
+	}
 	stale := map[string][]string{} // holders whose places the start takes: task id -> leases
 	for _, l := range limits {
 		rec := records[limitPK(t.Lambda, l)]
 		if l.Cap == 0 {
-			rates = append(rates, l)
 			continue
 		}
 		u, drain, err := st.takePlace(ctx, t, l, rec, stale)
@@ -187,10 +202,7 @@ func (st *Store) planStart(ctx context.Context, t task.Task, prev int64) (startP
 		plan.items = append(plan.items, types.TransactWriteItem{Update: u})
 	}
 	if len(rates) > 0 && !plan.drain {
-		booked := nanosAttr(cur, attrRateSlot)
 		switch task.BookingAt(&booked, now) {
-		case task.BookedLater:
-			return startPlan{}, &task.Held{Limit: task.RateName(rates), Until: booked}
 		case task.BookedNow:
 			// Its turn was taken when it booked.
 		default:

@@ -71,6 +71,11 @@ func limitsIn(ctx context.Context, tx *sql.Tx, t task.Task, prev int64) (outcome
 			rates = append(rates, l)
 		}
 	}
+	booked := ptrFromNanos(slot)
+	if len(rates) > 0 && task.BookingAt(booked, now) == task.BookedLater {
+		// Before the caps: a task booked ahead waits for its slot, not for a cap's place.
+		return &task.Held{Limit: task.RateName(rates), Until: *booked}, nil
+	}
 	// stale[i] are the rows of caps[i] to drop for t's own: those of tasks that no longer run
 	// under the lease they hold them for, and t's own of an earlier attempt.
 	stale := make([][]string, len(caps))
@@ -85,10 +90,7 @@ func limitsIn(ctx context.Context, tx *sql.Tx, t task.Task, prev int64) (outcome
 		stale[i] = dead
 	}
 	if len(rates) > 0 {
-		booked := ptrFromNanos(slot)
 		switch task.BookingAt(booked, now) {
-		case task.BookedLater:
-			return &task.Held{Limit: task.RateName(rates), Until: *booked}, nil
 		case task.BookedNow:
 			rates = nil // its turn was taken when it booked
 		default:

@@ -3,18 +3,17 @@ package sqlitestore
 import (
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
-
-	"github.com/openatf/atf/shared/task"
 )
 
-// TestWriterWaitsForAppTx: the store's writer reads before it writes (a create checks its id is
-// free), so a transaction of an app on the same file (CreateTx) that commits in between must not
-// fail it: the writer begins immediate, waiting for the app's write lock before it reads. Begun
-// deferred, it read a snapshot the app's commit made stale, and its write failed at once with
-// SQLITE_BUSY_SNAPSHOT, whatever the busy timeout.
-func TestWriterWaitsForAppTx(t *testing.T) {
+// TestWriterBeginsImmediate: the store's writer takes the file's write lock when it begins a
+// transaction, before it reads (a create checks its id is free). An app's transaction on the same
+// file (CreateTx) that committed between the writer's read and its write would otherwise fail the
+// write at once with SQLITE_BUSY, whatever the busy timeout (begun deferred, the writer read a
+// snapshot the commit made stale). Begun immediate, the writer waits for the app's lock instead:
+// here, an app that asks for the lock while the writer's transaction is open is refused.
+func TestWriterBeginsImmediate(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "atf.db")
 	s, err := Open(path)
@@ -22,43 +21,22 @@ func TestWriterWaitsForAppTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l := task.Lambda{Name: "shared"}.WithDefaults()
-	cfg := task.Config{}.WithDefaults()
-	now := time.Now().UTC()
-	newTask := func(id string) task.Task {
-		tk, err := task.New(task.Spec{ID: id}, l, now, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
-	app, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	tx, err := app.BeginTx(ctx, nil) // the app holds the file's write lock from here
+	tx, err := s.w.BeginTx(ctx, nil) // as the group writer begins
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if err := CreateTx(ctx, tx, newTask("app")); err != nil {
+	app, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)&_txlock=immediate")
+	if err != nil {
 		t.Fatal(err)
 	}
-	created := make(chan error, 1)
-	go func() { created <- s.Create(ctx, newTask("atf")) }()
-	// Give the writer time to begin and, were it deferred, to read: it cannot write before the
-	// commit below, whenever it gets there.
-	time.Sleep(200 * time.Millisecond)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	defer app.Close()
+	appTx, err := app.BeginTx(ctx, nil)
+	if err == nil {
+		appTx.Rollback()
+		t.Fatal("an app began a write transaction while the store's writer had one open; want the writer to hold the lock from its begin")
 	}
-	if err := <-created; err != nil {
-		t.Fatalf("the store's create, begun while an app's transaction held the file: %v; want it to wait and succeed", err)
-	}
-	for _, id := range []string{"app", "atf"} {
-		if _, err := s.Get(ctx, "shared", id); err != nil {
-			t.Fatalf("task %s: %v", id, err)
-		}
+	if !strings.Contains(err.Error(), "SQLITE_BUSY") {
+		t.Fatalf("an app's begin while the writer's transaction is open: %v; want SQLITE_BUSY", err)
 	}
 }
