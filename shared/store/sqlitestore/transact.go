@@ -20,7 +20,9 @@ import (
 //
 // Open the app's database with a busy timeout and begin its transactions immediate (the driver's
 // "?_pragma=busy_timeout(10000)&_txlock=immediate"): atf's writer shares the file, and a
-// transaction that reads before it writes could otherwise fail at once with SQLITE_BUSY.
+// transaction that reads before it writes could otherwise fail at once with SQLITE_BUSY. Keep the
+// transaction short, and make no call that writes through atf (its API, a Store of the same
+// file) while it is open: atf's writer waits for its lock (up to the busy timeout, 10 s).
 func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
 	if len(t.After) > 0 {
 		return task.Errorf(task.ErrInvalid, "task %q of lambda %s: a task with upstreams cannot be created in a transaction", t.ID, t.Lambda)
