@@ -137,3 +137,45 @@ func TestRateHold(t *testing.T) {
 		}
 	}
 }
+
+// TestRateSlotKeptWhileEnqueued: a booked slot (RateSlot) stays while its task stays enqueued (a
+// resend, an unsent message's retry, an expiry at a restart), so its message, sent again, starts on
+// it; every transition out of enqueued clears it, so no later claim of the task, in another life,
+// can start on a slot booked for this one.
+func TestRateSlotKeptWhileEnqueued(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	c := Config{}.WithDefaults()
+	l := Lambda{Name: "rated"}.WithDefaults()
+	tk, err := New(Spec{ID: "t"}, l, now, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk, err = Enqueue(tk, now, c); err != nil {
+		t.Fatal(err)
+	}
+	slot := now.Add(time.Second)
+	tk.RateSlot = &slot
+	later := now.Add(time.Hour)
+	for _, step := range []struct {
+		name string
+		fn   func(Task) (Task, error)
+		kept bool
+	}{
+		{"resend", func(t Task) (Task, error) { return Enqueue(t, later, c) }, true},
+		{"unsent", func(t Task) (Task, error) { return Unsent(t, later, c) }, true},
+		{"claim", func(t Task) (Task, error) { return Claim(t, "lease", later, c) }, false},
+		{"hold", func(t Task) (Task, error) { return Hold(t, later) }, false},
+		{"cancel", func(t Task) (Task, error) { return Cancel(t, later) }, false},
+		{"drop", func(t Task) (Task, error) { return Drop(t, later) }, false},
+		{"expire", func(t Task) (Task, error) { return Expire(t, later) }, true}, // still enqueued
+	} {
+		next, err := step.fn(tk)
+		if err != nil {
+			t.Errorf("%s: %v", step.name, err)
+			continue
+		}
+		if kept := next.RateSlot != nil && next.RateSlot.Equal(slot); kept != step.kept {
+			t.Errorf("%s: the slot is %v after it, want kept %v", step.name, next.RateSlot, step.kept)
+		}
+	}
+}
