@@ -96,6 +96,11 @@ type Controller struct {
 	fetcherParked bool
 	observe       observer
 
+	// capped are the messages of claims a concurrency cap held (task.Held with no Until), hidden
+	// until their hold ends, oldest first: the end of a run here may free a place, and wakes the
+	// oldest still hidden (wake), rather than leave the place idle until a hold ends.
+	capped []cappedMessage
+
 	fetchKick chan struct{} // the fetcher may have room for more messages
 	takeKick  chan struct{} // the dispatcher may have a message and a free slot
 
@@ -541,6 +546,9 @@ func (c *Controller) run(ctx context.Context, h *held) {
 		c.log.Warn("claim failed; the message will come back", "task_id", d.TaskID, "err", err)
 		return
 	}
+	if claimed {
+		defer c.wake(ctx)
+	}
 	if claimed && c.cfg.MessageTimesLease {
 		settled := c.cfg.Executor.Run(ctx, c.cfg.Lambda, c.cfg.Handler, t)
 		unhide()
@@ -584,6 +592,51 @@ func (c *Controller) holdBack(ctx context.Context, d task.Delivery, held error) 
 		return
 	}
 	log.Debug("claim held by a limit; its message comes back then")
+	if _, rated := task.HeldUntil(held); !rated {
+		c.mu.Lock()
+		if len(c.capped) == maxCapped {
+			c.capped = c.capped[1:]
+		}
+		c.capped = append(c.capped, cappedMessage{d: d, until: time.Now().Add(delay)})
+		c.mu.Unlock()
+	}
+}
+
+// cappedMessage is the message of a claim a cap held, hidden until until.
+type cappedMessage struct {
+	d     task.Delivery
+	until time.Time
+}
+
+// maxCapped bounds the messages held by a cap that a controller remembers to wake: a slot frees
+// one at a time, and the others come back at the end of their holds anyway.
+const maxCapped = 1000
+
+// wake makes the oldest message that a cap held, and that is still hidden, visible at once: the
+// run that just ended here may have freed its place. One whose hold is over is forgotten: it
+// came back by itself, and its receipt may be stale. Best effort: at worst the message comes back
+// at the end of its hold, as without.
+func (c *Controller) wake(ctx context.Context) {
+	c.mu.Lock()
+	now := time.Now()
+	var d task.Delivery
+	found := false
+	for len(c.capped) > 0 && !found {
+		m := c.capped[0]
+		c.capped = c.capped[1:]
+		// A margin: a message whose hold ends this close comes back as soon by itself.
+		found = m.until.Sub(now) > 100*time.Millisecond
+		d = m.d
+	}
+	c.mu.Unlock()
+	if !found {
+		return
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := c.cfg.Queue.Extend(qctx, d, 0); err != nil && !errors.Is(err, task.ErrNotFound) {
+		c.log.Debug("could not wake a message a cap held; it comes back at the end of its hold", "task_id", d.TaskID, "err", err)
+	}
 }
 
 // hideFor hides d's message for visibility from now, best effort: if that fails it comes back

@@ -189,6 +189,7 @@ type countingQueue struct {
 	received map[string]int
 	extended map[string]int
 	refused  map[string]int
+	woken    map[string]int // extensions to 0: made visible at once
 	deleted  map[string]bool
 	// receiveCounts are the receive counts of id's deliveries, in the order received.
 	receiveCounts map[string][]int
@@ -210,6 +211,14 @@ func (q *countingQueue) Receive(ctx context.Context, p task.ReceiveParams) ([]ta
 
 func (q *countingQueue) Extend(ctx context.Context, d task.Delivery, v time.Duration) error {
 	err := q.Queue.Extend(ctx, d, v)
+	if v == 0 && err == nil {
+		q.mu.Lock()
+		if q.woken == nil {
+			q.woken = map[string]int{}
+		}
+		q.woken[d.TaskID]++
+		q.mu.Unlock()
+	}
 	if v > 0 {
 		q.mu.Lock()
 		switch {

@@ -89,3 +89,58 @@ func TestEarlyComesBackWhenDue(t *testing.T) {
 		}
 	}
 }
+
+// capWhile holds back the claims of task id by a concurrency cap while full is set.
+type capWhile struct {
+	executor.Status
+	id   string
+	mu   sync.Mutex
+	full bool
+	held int
+}
+
+func (c *capWhile) Claim(ctx context.Context, lambda, id, delivery, token string) (task.Task, error) {
+	c.mu.Lock()
+	if id == c.id && c.full {
+		c.held++
+		c.mu.Unlock()
+		return task.Task{}, &task.Held{Limit: "max_running"}
+	}
+	c.mu.Unlock()
+	return c.Status.Claim(ctx, lambda, id, delivery, token)
+}
+
+func (c *capWhile) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
+}
+
+// TestRunEndWakesCapped: when a run ends, the message of a claim a cap held, hidden until its
+// hold ends, is made visible at once (the run may have freed its place), and its task then runs.
+func TestRunEndWakesCapped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2)
+	capped := &capWhile{Status: h.status, id: "b", full: true}
+	h.status = capped
+	release := h.blocker("a")
+	h.enqueue("a", "normal")
+	h.enqueue("b", "normal")
+	h.start(Config{Visibility: time.Minute})
+	for deadline := time.Now().Add(10 * time.Second); capped.heldCount() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("b's claim was never held")
+		}
+	}
+	capped.mu.Lock()
+	capped.full = false
+	capped.mu.Unlock()
+	release()
+	h.waitStatus("b", task.StatusSuccess)
+	h.queue.mu.Lock()
+	woken := h.queue.woken["b"]
+	h.queue.mu.Unlock()
+	if woken == 0 {
+		t.Fatal("b's held message was not woken when a's run ended")
+	}
+}
