@@ -93,3 +93,71 @@ func TestHeldRecordWaits(t *testing.T) {
 		}
 	}
 }
+
+// slowBatch is a queue whose second extension of a batch (the first tick) stays under way until
+// release is closed; it keeps each receipt's last visibility, in the order the calls complete.
+type slowBatch struct {
+	mu       sync.Mutex
+	batches  int
+	inFlight chan struct{} // closed when the slow extension starts
+	release  chan struct{}
+	last     map[string]time.Duration
+}
+
+func (q *slowBatch) ExtendAll(_ context.Context, ds []task.Delivery, v time.Duration) error {
+	q.mu.Lock()
+	q.batches++
+	slow := q.batches == 2
+	q.mu.Unlock()
+	if slow {
+		close(q.inFlight)
+		<-q.release
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, d := range ds {
+		q.last[d.Receipt] = v
+	}
+	return nil
+}
+
+func (q *slowBatch) Extend(_ context.Context, d task.Delivery, v time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last[d.Receipt] = v
+	return nil
+}
+
+// heldAfter holds back every claim by a cap, once the batch's slow extension is under way.
+type heldAfter struct {
+	executor.Status
+	inFlight chan struct{}
+}
+
+func (h heldAfter) Claim(context.Context, string, string, string, string) (task.Task, error) {
+	<-h.inFlight
+	return task.Task{}, &task.Held{Limit: "max_running"}
+}
+
+// TestHoldNotOverriddenByBatchExtension: a held record's message keeps the hold's visibility
+// even when an extension of its batch was under way as the hold was set: the record leaves the
+// batch's extensions, waiting for the one in flight, before it hides its message. (Else the
+// batch's extension landed after, and the message came back a heartbeat timeout later.)
+func TestHoldNotOverriddenByBatchExtension(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.put(t, "capped", `{}`, 0, false)
+	q := &slowBatch{inFlight: make(chan struct{}), release: make(chan struct{}), last: map[string]time.Duration{}}
+	go func() {
+		<-q.inFlight
+		time.Sleep(100 * time.Millisecond) // the hold reaches the queue meanwhile, if it does not wait
+		close(q.release)
+	}()
+	_, err := newHandler(t, sqsworker.Config{Handler: &payloadHandler{}, Status: heldAfter{Status: e.hsc, inFlight: q.inFlight}, Queue: q}).Handle(context.Background(), event("capped"))
+	must(t, err)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if got, want := q.last["rh-capped"], executor.HoldDelay(&task.Held{Limit: "max_running"}, 1, time.Now()); got != want {
+		t.Fatalf("the held message's visibility is %s in the end, want the hold's %s", got, want)
+	}
+}

@@ -200,7 +200,9 @@ func (h *Handler) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEven
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			failed[i] = !h.record(ctx, b, log, m)
+			// A record that gives its message a visibility of its own (a hold, a retry, the
+			// lease's end) takes it out of the batch's extensions first (withBack).
+			failed[i] = !h.record(withBack(ctx, func() { hidden.back(i) }), b, log, m)
 			if failed[i] {
 				hidden.back(i)
 			}
@@ -339,6 +341,8 @@ func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQS
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryCallTimeout)
 		defer cancel()
+		hd.ext.Lock() // back waits for it: this extension must not land after a record's own
+		defer hd.ext.Unlock()
 		if err := q.ExtendAll(cctx, ds, h.cfg.Task.HeartbeatTimeout); err != nil {
 			log.Warn("could not keep the batch's messages hidden while it runs; one that comes back is refused while its lease lasts", "err", err)
 		}
@@ -366,6 +370,7 @@ func (h *Handler) keepHidden(ctx context.Context, log *slog.Logger, e events.SQS
 // hider is what keepHidden keeps hidden of a batch.
 type hider struct {
 	ds       []task.Delivery // by record; empty ID: a body that does not decode
+	ext      sync.Mutex      // held while an extension of the batch is under way
 	mu       sync.Mutex
 	returned []bool // records that failed, their message given its own visibility
 	quit     chan struct{}
@@ -386,13 +391,30 @@ func (hd *hider) running() []task.Delivery {
 	return ds
 }
 
-// back stops keeping record i hidden: it failed, and its message has its own visibility (an
-// extension already under way may still override it, delaying its return by a heartbeat
-// timeout at most).
+// back stops keeping record i hidden, before its message is given a visibility of its own: it
+// waits for an extension already under way, which would otherwise land after, and bring the
+// message back a heartbeat timeout later than meant (a hold's slot missed, a lease's end late).
 func (hd *hider) back(i int) {
 	hd.mu.Lock()
-	defer hd.mu.Unlock()
 	hd.returned[i] = true
+	hd.mu.Unlock()
+	hd.ext.Lock()
+	hd.ext.Unlock() //nolint:staticcheck // an empty section: it only waits for the extension in flight
+}
+
+// backKey carries, in a record's context, the func that takes the record out of its batch's
+// extensions (hider.back).
+type backKey struct{}
+
+func withBack(ctx context.Context, back func()) context.Context {
+	return context.WithValue(ctx, backKey{}, back)
+}
+
+// takeBack takes the record of ctx out of its batch's extensions, if it is in one.
+func takeBack(ctx context.Context) {
+	if back, ok := ctx.Value(backKey{}).(func()); ok {
+		back()
+	}
 }
 
 // stop ends the extensions, once the batch is done.
@@ -408,6 +430,7 @@ func (h *Handler) afterLease(ctx context.Context, log *slog.Logger, msg task.Mes
 	if h.cfg.Queue == nil {
 		return
 	}
+	takeBack(ctx)
 	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retryCallTimeout)
 	defer cancel()
@@ -450,6 +473,7 @@ func (h *Handler) hide(ctx context.Context, log *slog.Logger, msg task.Message, 
 	if h.cfg.Queue == nil {
 		return
 	}
+	takeBack(ctx)
 	n, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
 	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
 	defer cancel()
@@ -475,6 +499,7 @@ func (h *Handler) holdBack(ctx context.Context, log *slog.Logger, msg task.Messa
 		log.Info("claim held by a limit; the message comes back after the queue's visibility timeout")
 		return false
 	}
+	takeBack(ctx)
 	ctx, cancel := context.WithTimeout(ctx, retryCallTimeout)
 	defer cancel()
 	if s, ok := h.cfg.Queue.(Sender); ok && executor.HoldResend(n) {
