@@ -146,8 +146,9 @@ type Task struct {
 	// RateSlot is the start a claim held by a rate booked for the task (Limits, BookingAt): a
 	// claim at or past it, within RateSlotGrace, starts the task without the rate. Written only
 	// by the store's held write; it holds while the task stays enqueued, and every transition
-	// out of enqueued clears it (its claim's included). Stored.
-	RateSlot *time.Time `json:"-"`
+	// out of enqueued clears it (its claim's included). Stored, and shown (read only), so that an
+	// operator sees when a task a rate holds is to start.
+	RateSlot *time.Time `json:"rate_slot,omitempty"`
 	// HandBacks counts the claims of the current attempt handed back untried because their
 	// answer never reached their worker (Unclaim): at MaxHandBacks the next is refused and the
 	// attempt counts. A counted attempt (a failure, a timeout) sets it back to zero. Stored.
