@@ -60,43 +60,11 @@ func (u *units) take() spent {
 // limits' records (and a check of a stale holder it replaces), then the counter; a held start
 // reads and writes nothing.
 func TestLimitedStartUnits(t *testing.T) {
-	ctx := t.Context()
-	var u units
-	db, table := newTable(t, nil, u.option)
-	s := newStore(t, db, dynamostore.Config{Table: table})
-	limits := task.Limits{KeyConcurrency: 1, KeyRate: task.StartRate{Count: 1, Per: time.Second}}
-	cfg := task.Config{}.WithDefaults()
-	now := time.Now().UTC()
-	// As the schedule path makes them (sent first: no due entry) and a claim that names its
-	// message starts them (no running entry): the units below are the limits' and the task item's.
-	enqueued := func(id string) task.Task {
-		tk, err := task.New(task.Spec{ID: id, Payload: []byte(`{"to":"a@example.com"}`), Key: "tenant-1"}, task.Lambda{Name: "send-email"}.WithDefaults(), now, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enq, m, err := task.EnqueueAhead(tk, now, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enq, _ = task.SendFirst(enq, m)
-		if err := s.Create(ctx, enq); err != nil {
-			t.Fatal(err)
-		}
-		return enq
-	}
-	start := func(tk task.Task, at time.Time) (task.Task, error) {
-		claimed, err := task.Claim(tk, task.NewLease(), at, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claimed = claimed.TimedBy("message-" + tk.ID)
-		claimed.Limits = limits
-		u.take()
-		return claimed, s.Update(ctx, claimed, tk.Version)
-	}
-	a, b := enqueued(task.NewID(now)), enqueued(task.NewID(now))
+	m := newMetered(t, task.Limits{KeyConcurrency: 1, KeyRate: task.StartRate{Count: 1, Per: time.Second}})
+	u, cfg, now := m.u, m.cfg, m.now
+	a, b := m.enqueued("tenant-1"), m.enqueued("tenant-1")
 
-	first, err := start(a, now)
+	first, err := m.start(a, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +74,7 @@ func TestLimitedStartUnits(t *testing.T) {
 		t.Errorf("a start with a free place: %+v; want %+v", got, want)
 	}
 
-	if _, err := start(b, now.Add(2*time.Second)); !errors.Is(err, task.ErrHeld) {
+	if _, err := m.start(b, now.Add(2*time.Second)); !errors.Is(err, task.ErrHeld) {
 		t.Fatalf("start under a full cap: %v; want ErrHeld", err)
 	}
 	// Reads: the task item, both records, and the one holder's task item. No write.
@@ -118,10 +86,10 @@ func TestLimitedStartUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(ctx, ended, first.Version); err != nil {
+	if err := m.s.Update(t.Context(), ended, first.Version); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := start(b, now.Add(2*time.Second)); err != nil {
+	if _, err := m.start(b, now.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// Reads as when held; writes as with a free place, and the check of the stale holder.
@@ -133,39 +101,13 @@ func TestLimitedStartUnits(t *testing.T) {
 // TestRateBookingUnits measures what a start held by a rate reads and writes to book its slot,
 // and what the start on that booking then costs.
 func TestRateBookingUnits(t *testing.T) {
-	ctx := t.Context()
-	var u units
-	db, table := newTable(t, nil, u.option)
-	s := newStore(t, db, dynamostore.Config{Table: table})
-	limits := task.Limits{Rate: task.StartRate{Count: 10, Per: time.Second}}
-	cfg := task.Config{}.WithDefaults()
-	now := time.Now().UTC()
-	enqueued := func(id string) task.Task {
-		tk, err := task.New(task.Spec{ID: id, Payload: []byte(`{"to":"a@example.com"}`)}, task.Lambda{Name: "send-email"}.WithDefaults(), now, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enq, m, err := task.EnqueueAhead(tk, now, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enq, _ = task.SendFirst(enq, m)
-		if err := s.Create(ctx, enq); err != nil {
-			t.Fatal(err)
-		}
-		return enq
-	}
+	m := newMetered(t, task.Limits{Rate: task.StartRate{Count: 10, Per: time.Second}})
+	u, now := m.u, m.now
 	start := func(tk task.Task, at time.Time) error {
-		claimed, err := task.Claim(tk, task.NewLease(), at, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claimed = claimed.TimedBy("message-" + tk.ID)
-		claimed.Limits = limits
-		u.take()
-		return s.Update(ctx, claimed, tk.Version)
+		_, err := m.start(tk, at)
+		return err
 	}
-	a, b := enqueued(task.NewID(now)), enqueued(task.NewID(now))
+	a, b := m.enqueued(""), m.enqueued("")
 	if err := start(a, now); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +120,7 @@ func TestRateBookingUnits(t *testing.T) {
 	if got, want := u.take(), (spent{read: 2, transacted: 2}); got != want {
 		t.Errorf("a start held by the rate, booking its slot: %+v; want %+v", got, want)
 	}
-	booked, err := s.Get(ctx, b.Lambda, b.ID)
+	booked, err := m.s.Get(t.Context(), b.Lambda, b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +131,54 @@ func TestRateBookingUnits(t *testing.T) {
 	if got, want := u.take(), (spent{read: 2, write: 2}); got != want {
 		t.Errorf("a start on its booking: %+v; want %+v", got, want)
 	}
+}
+
+// metered is a store on a table of its own whose calls u counts, with helpers that write an
+// enqueued task (as the schedule path makes it: sent first, so no due entry) and start one under
+// limits (as a claim that names its message does: no running entry), so that the units u counts
+// are the limits' and the task item's.
+type metered struct {
+	t      *testing.T
+	u      *units
+	s      *dynamostore.Store
+	cfg    task.Config
+	now    time.Time
+	limits task.Limits
+}
+
+func newMetered(t *testing.T, limits task.Limits) *metered {
+	m := &metered{t: t, u: &units{}, cfg: task.Config{}.WithDefaults(), now: time.Now().UTC(), limits: limits}
+	db, table := newTable(t, nil, m.u.option)
+	m.s = newStore(t, db, dynamostore.Config{Table: table})
+	return m
+}
+
+func (m *metered) enqueued(key string) task.Task {
+	m.t.Helper()
+	tk, err := task.New(task.Spec{ID: task.NewID(m.now), Payload: []byte(`{"to":"a@example.com"}`), Key: key}, task.Lambda{Name: "send-email"}.WithDefaults(), m.now, m.cfg)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	enq, msg, err := task.EnqueueAhead(tk, m.now, m.cfg)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	enq, _ = task.SendFirst(enq, msg)
+	if err := m.s.Create(m.t.Context(), enq); err != nil {
+		m.t.Fatal(err)
+	}
+	return enq
+}
+
+// start claims tk at at under the limits and writes it, counting from the write on.
+func (m *metered) start(tk task.Task, at time.Time) (task.Task, error) {
+	m.t.Helper()
+	claimed, err := task.Claim(tk, task.NewLease(), at, m.cfg)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	claimed = claimed.TimedBy("message-" + tk.ID)
+	claimed.Limits = m.limits
+	m.u.take()
+	return claimed, m.s.Update(m.t.Context(), claimed, tk.Version)
 }
