@@ -16,12 +16,14 @@ import (
 )
 
 // Counts are kept in one small counter item per (lambda, shard): pk count#<lambda>#<shard>, sk
-// count, a number per status. Every write that changes a task's status adds to its shard's item
-// (UpdateItem ADD, 1 WRU), so reading the counts costs one item per shard, whatever the backlog.
-// Writes made under GatherCounts add their moves up per item first, and the flush writes each
-// item once. The counter write follows the task write: a crash between the two, or a counter
-// write that fails, leaves the counts off by the moves it carried until Recount.
-// docs/capacity.md has the costs.
+// count, a number per status. A lambda's counts are the sum of its shards' items, so a move may
+// be added to any of them: a task written alone adds to its own shard's item (UpdateItem ADD,
+// 1 WRU), and writes made together (a batch created, GatherCounts) add their moves up per lambda
+// first and write them to one item, a shard of the batch's, so that a batch costs one counter
+// write per lambda it touches and its writes spread over the shards as its tasks do. Reading
+// the counts costs one item per shard, whatever the backlog. The counter write follows the task
+// write: a crash between the two, or a counter write that fails, leaves the counts off by the
+// moves it carried until Recount. docs/capacity.md has the costs.
 
 const countSK = "count"
 
@@ -32,7 +34,7 @@ const countTimeout = 5 * time.Second
 func countPK(lambda string, shard int) string { return "count#" + lambda + "#" + strconv.Itoa(shard) }
 
 // count adds deltas to the counter of a lambda's shard, or to the gathered moves of ctx (see
-// GatherCounts) until they are flushed.
+// GatherCounts) until they are flushed, to the counter of the shard of the first move gathered.
 func (st *Store) count(ctx context.Context, lambda string, shard int, deltas map[task.Status]int) {
 	if g, ok := ctx.Value(gatherKey{st}).(*gathered); ok && g.add(counter{lambda, shard}, deltas) {
 		return
@@ -84,18 +86,19 @@ func (st *Store) countMove(ctx context.Context, t task.Task, from task.Status) {
 	st.count(ctx, t.Lambda, shardOf(t.ID, st.shards(t.Lambda)), deltas)
 }
 
-// countNew counts new tasks, one counter write per (lambda, shard) they touch.
+// countNew counts new tasks with one counter write per lambda, to the shard of its first task.
 func (st *Store) countNew(ctx context.Context, tasks []task.Task) {
-	deltas := map[counter]map[task.Status]int{}
+	var order []counter
+	deltas := map[string]map[task.Status]int{}
 	for _, t := range tasks {
-		k := counter{t.Lambda, shardOf(t.ID, st.shards(t.Lambda))}
-		if deltas[k] == nil {
-			deltas[k] = map[task.Status]int{}
+		if deltas[t.Lambda] == nil {
+			deltas[t.Lambda] = map[task.Status]int{}
+			order = append(order, counter{t.Lambda, shardOf(t.ID, st.shards(t.Lambda))})
 		}
-		deltas[k][t.Status]++
+		deltas[t.Lambda][t.Status]++
 	}
-	for k, d := range deltas {
-		st.count(ctx, k.lambda, k.shard, d)
+	for _, k := range order {
+		st.count(ctx, k.lambda, k.shard, deltas[k.lambda])
 	}
 }
 
@@ -108,21 +111,26 @@ type counter struct {
 // gatherKey is the context key of the moves gathered for one store.
 type gatherKey struct{ st *Store }
 
-// gathered is the count moves of the writes made under one GatherCounts, by counter item.
+// gathered is the count moves of the writes made under one GatherCounts, by lambda, each to be
+// written to the counter item of the first move's shard.
 type gathered struct {
 	mu      sync.Mutex
-	moves   map[counter]map[task.Status]int
+	moves   map[counter]map[task.Status]int // keyed by the lambda's first counter
+	first   map[string]counter
 	flushed bool // later moves are written at once
 }
 
-// add adds deltas to the moves of k, and reports false if the moves were flushed already.
+// add adds deltas to the moves of k's lambda, and reports false if the moves were flushed already.
 func (g *gathered) add(k counter, deltas map[task.Status]int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.flushed {
 		return false
 	}
-	if g.moves[k] == nil {
+	if first, ok := g.first[k.lambda]; ok {
+		k = first
+	} else {
+		g.first[k.lambda] = k
 		g.moves[k] = map[task.Status]int{}
 	}
 	for status, d := range deltas {
@@ -136,7 +144,7 @@ func (g *gathered) take() map[counter]map[task.Status]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	moves := g.moves
-	g.moves, g.flushed = nil, true
+	g.moves, g.first, g.flushed = nil, nil, true
 	return moves
 }
 
@@ -144,14 +152,14 @@ func (g *gathered) take() map[counter]map[task.Status]int {
 const countWriters = 8
 
 // GatherCounts adds up the count moves of the writes made under the context it returns, per
-// counter item, until flush writes each item's sum with one UpdateItem ADD (task.CountGatherer):
-// a status batch of 10 claims on 4 shards makes at most 4 counter writes instead of 10. A move
-// adds to the same counter as it did alone, and ADD is commutative, so the counts come out as
-// they would have; they only lag their task writes until the flush, as they lagged by one
+// lambda, until flush writes each lambda's sum with one UpdateItem ADD (task.CountGatherer) to
+// the counter item of the shard of its first move: a status batch of 10 claims makes one counter
+// write instead of 10. The counts sum the lambda's items, and ADD is commutative, so they come
+// out as they would have; they only lag their task writes until the flush, as they lagged by one
 // round trip before. flush writes on deadlines of its own, since the task writes it counts are
 // made whatever the caller does next; a write under the context after flush counts at once.
 func (st *Store) GatherCounts(ctx context.Context) (context.Context, func()) {
-	g := &gathered{moves: map[counter]map[task.Status]int{}}
+	g := &gathered{moves: map[counter]map[task.Status]int{}, first: map[string]counter{}}
 	return context.WithValue(ctx, gatherKey{st}, g), func() {
 		moves := g.take()
 		keys := slices.Collect(maps.Keys(moves))
@@ -215,7 +223,7 @@ func (st *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int
 // task's status from its item (the index does not hold it): about one eventually consistent read
 // of ½ RRU per task. It is a repair to run rarely (after a crash left the counts off, or on a
 // table written before counters existed), never on a request path. A task that moves while its
-// shard is read may be off by one.
+// lambda is recounted may be off by one (its move may land on another shard's item).
 func (st *Store) Recount(ctx context.Context, lambda string) error {
 	if err := task.ValidateName("lambda name", lambda); err != nil {
 		return err
