@@ -171,8 +171,9 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		limits: dashboard.NewLimits(lambdas, nil)}
 	queue := c.Queue
 	// runs is the store of the services that run tasks (consumer, status controller): the API's,
-	// but on the embedded store a view whose transitions are not synced on their own (see
-	// sqlitestore.Unsynced): losing them to a power loss only makes a task run again.
+	// but on the embedded store a view whose transitions are not synced on their own, and whose
+	// claims of short runs stay in memory (sqlitestore.Volatile): the executors that hold them
+	// die with this process, and losing them only makes a task run again.
 	var runs task.Store
 	if (c.Store == nil) != (c.Queue == nil) {
 		return nil, errors.New("local: give both Store and Queue, or neither")
@@ -191,7 +192,7 @@ func Start(ctx context.Context, c Config) (*Stack, error) {
 		// that ends a task goes through this wrapper, which wakes the waits for its result.
 		ends := taskend.Wrap(s.store)
 		s.store, s.ends, changes = ends, ends, ends
-		runs = ends.Through(s.embedded.Unsynced())
+		runs = ends.Through(s.embedded.Volatile())
 	}
 	// The live feed of the API's events endpoint (atf tail) keeps the latest events in memory.
 	s.feed = lifecycle.NewFeed(0)

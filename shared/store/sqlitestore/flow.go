@@ -180,6 +180,7 @@ func (s *Store) getMany(ctx context.Context, refs []task.Ref, stmt *sql.Stmt, co
 	for i, r := range refs {
 		out[i] = found[r]
 	}
+	s.liveAll(out)
 	return out, nil
 }
 

@@ -3,7 +3,9 @@
 // builds without cgo, and it syncs every commit (WAL with synchronous=FULL), so a task that was
 // accepted survives a crash or a restart of the process, and a power loss. The Unsynced view
 // writes transitions that may be lost to a power loss (not to a crash of the process): those of
-// the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
+// the services that run tasks, whose loss only makes a task run again (docs/guarantees.md). The
+// Volatile view keeps the claims of short runs in memory (volatile.go): a task that succeeds at
+// once writes its row twice, at its create and at its end.
 package sqlitestore
 
 import (
@@ -234,6 +236,8 @@ type Store struct {
 	pruner         sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
 
 	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
+
+	vol *volatile // the claims kept in memory (volatile.go)
 }
 
 // update is one Update, or one CreateBatch, waiting for the group writer.
@@ -245,6 +249,8 @@ type update struct {
 	payload bool
 	// unsynced is set by the Unsynced view: the commit need not wait for an fsync of its own.
 	unsynced bool
+	// volatile is set by the Volatile view: a claim may stay in memory (volatile.go).
+	volatile bool
 	// many is an UpdateMany: these updates, in one group, each with its own outcome in manyDone;
 	// done then receives nil, or the error that failed them all.
 	many     []task.Versioned
@@ -332,6 +338,12 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, updates: make(chan *update), closed: make(chan struct{})}
+	if err := s.openVolatile(path); err != nil {
+		for i := len(opened) - 1; i >= 0; i-- {
+			_ = opened[i].Close()
+		}
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -343,7 +355,11 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
 	s.pruner.Wait()
-	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.r.Close(), s.w.Close())
+	var journal error
+	if s.vol.journal != nil {
+		journal = s.vol.journal.Close()
+	}
+	return errors.Join(journal, s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -370,6 +386,11 @@ const insertSQL = `INSERT INTO tasks (` + columns + `)
 // Get returns one task, with its upstreams, or task.ErrNotFound. A task without upstreams costs
 // one read, as before flows.
 func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	return s.live(lambda, id, func() (task.Task, error) { return s.getRow(ctx, lambda, id) })
+}
+
+// getRow is Get from the row alone.
+func (s *Store) getRow(ctx context.Context, lambda, id string) (task.Task, error) {
 	row := s.get.QueryRowContext(ctx, lambda, id)
 	t, err := scanTask(row)
 	switch {
@@ -391,6 +412,11 @@ func (s *Store) Get(ctx context.Context, lambda, id string) (task.Task, error) {
 // GetState returns one task without its payload nor its upstreams (task.StateReader): the
 // transitions of a run (heartbeats, results, releases) need neither, and Update writes neither.
 func (s *Store) GetState(ctx context.Context, lambda, id string) (task.Task, error) {
+	return s.live(lambda, id, func() (task.Task, error) { return s.getStateRow(ctx, lambda, id) })
+}
+
+// getStateRow is GetState from the row alone.
+func (s *Store) getStateRow(ctx context.Context, lambda, id string) (task.Task, error) {
 	t, err := scanTask(s.getState.QueryRowContext(ctx, lambda, id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -486,20 +512,20 @@ func (u Unsynced) Update(ctx context.Context, t task.Task, prev int64) error {
 
 // UpdateMany writes each update like Update, all in one commit (task.BatchUpdater), synced.
 func (s *Store) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
-	return s.updateMany(ctx, ws, false)
+	return s.updateMany(ctx, ws, false, false)
 }
 
 // UpdateMany writes each update like Update, all in one commit, not synced on its own.
 func (u Unsynced) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
-	return u.updateMany(ctx, ws, true)
+	return u.updateMany(ctx, ws, true, false)
 }
 
-func (s *Store) updateMany(ctx context.Context, ws []task.Versioned, unsynced bool) []error {
+func (s *Store) updateMany(ctx context.Context, ws []task.Versioned, unsynced, volatile bool) []error {
 	errs := make([]error, len(ws))
 	if len(ws) == 0 {
 		return errs
 	}
-	u := &update{many: ws, manyDone: errs, unsynced: unsynced, done: make(chan error, 1)}
+	u := &update{many: ws, manyDone: errs, unsynced: unsynced, volatile: volatile, done: make(chan error, 1)}
 	if err := s.write(ctx, u, ws[0].Task); err != nil {
 		// Failed as a whole, or the caller stopped waiting: the writer may still fill errs.
 		errs = make([]error, len(ws))
@@ -541,11 +567,20 @@ func storageError(err error) error {
 // writeUpdates commits the updates waiting, together, until the store closes. It alone answers
 // the updates, each exactly once.
 func (s *Store) writeUpdates() {
+	// Claims kept in memory past their time are written by the next group, or at a tick.
+	tick := time.NewTicker(FlushAfter / 4)
+	defer tick.Stop()
 	for {
 		var group []*update
 		select {
 		case u := <-s.updates:
 			group = append(group, u)
+		case <-tick.C:
+			if s.flushing(time.Now()) {
+				// An error is the next group's: it flushes them again.
+				_, _ = s.commitGroup(nil)
+			}
+			continue
 		case <-s.closed:
 			return
 		}
@@ -622,6 +657,13 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
+	kept := staged{}
+	if err := s.flushDue(ctx, stmt, kept, time.Now()); err != nil {
+		return nil, err
+	}
+	write := func(u *update, t task.Task, prev int64) (outcome, err error) {
+		return s.volatileUpdate(ctx, stmt, kept, t, prev, u.volatile)
+	}
 	for i, u := range group {
 		if u.create != nil {
 			var err error
@@ -633,14 +675,14 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		if u.many != nil {
 			for j, w := range u.many {
 				var err error
-				if u.manyDone[j], err = updateIn(ctx, stmt, w.Task, w.Prev); err != nil {
+				if u.manyDone[j], err = write(u, w.Task, w.Prev); err != nil {
 					return nil, err
 				}
 			}
 			continue
 		}
 		var err error
-		if outcomes[i], err = updateIn(ctx, stmt, u.t, u.prev); err != nil {
+		if outcomes[i], err = write(u, u.t, u.prev); err != nil {
 			return nil, err
 		}
 		if outcomes[i] == nil && u.payload {
@@ -652,6 +694,9 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
+	}
+	if unjournaled := s.apply(kept); unjournaled != nil {
+		failJournaled(group, outcomes, unjournaled)
 	}
 	return outcomes, nil
 }
@@ -786,6 +831,21 @@ func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, er
 // tasks_by_collection) and stops at the page. Both filters read the status's range and check the
 // collection of at most p.ReadBudget() entries (listBoth).
 func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
+	tasks, cursor, err := s.listRows(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	// A claim kept in memory shows as it is; its row, still enqueued, may have matched a filter
+	// by status that the claim no longer does.
+	s.liveAll(tasks)
+	if set := p.StatusSet(); len(set) > 0 {
+		tasks = slices.DeleteFunc(tasks, func(t task.Task) bool { return !slices.Contains(set, t.Status) })
+	}
+	return tasks, cursor, nil
+}
+
+// listRows is List from the rows alone.
+func (s *Store) listRows(ctx context.Context, p task.ListParams) ([]task.Task, string, error) {
 	limit := p.PageSize()
 	var after *position
 	if p.Cursor != "" {
@@ -1173,6 +1233,7 @@ func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
 	}
+	s.liveCounts(lambda, counts)
 	return counts, nil
 }
 

@@ -1,0 +1,449 @@
+package sqlitestore
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openatf/atf/shared/task"
+)
+
+// Claims kept in memory (the Volatile view). A task's happy path on the embedded store writes
+// its row twice: the create, and the end. The claim in between, and the heartbeats of a short
+// run, live in memory, in the writer's order: the writer checks a claim against the row (its
+// version, and that it is enqueued) inside its transaction, as it would write it, and keeps the
+// claimed task as an entry instead. Every later write of the task, through any view, goes
+// through the entry: a heartbeat replaces it, and any other transition (a result, a release, a
+// cancel) writes the row over the row's own version and drops it. A claim still running after
+// FlushAfter (or half its lease, if that is sooner) is written to its row, so that a lease the
+// store times is in the store, where the consumer's sweep finds it.
+//
+// Reads by key (Get, GetState, GetMany, GetBatch) and Counts see the entries; lists and the
+// sweep's Due read the rows, where a claim younger than FlushAfter is still enqueued.
+//
+// A crash of the process loses the entries, and leaves their rows enqueued, to run again: what
+// the claims' runners ran died with the process (the in-process executors, and the programs
+// they start, which the kernel kills with it). So that the attempt still counts (a handler that
+// kills the process must not run forever), each claim is appended to a journal beside the
+// database (<path>-claims) before it is answered, unsynced, as the unsynced writes are. The next
+// Open writes each journaled claim whose row has not moved since as it would have been written,
+// its lease already over, for the consumer's recovery to time out. A power loss may lose the
+// journal's tail too: those claims then run again without counting, as an unsynced claim lost
+// to a power loss did (docs/guarantees.md, "The embedded store").
+
+// FlushAfter is how long a claim stays in memory only, at most: a run longer than this has its
+// claim written to its row.
+const FlushAfter = time.Second
+
+// journalRewriteBytes is the size past which the journal is rewritten with the live entries only.
+const journalRewriteBytes = 1 << 20
+
+// volatileEntry is a claimed task kept in memory, and what its row holds.
+type volatileEntry struct {
+	t         task.Task // the task as its last write left it, Payload and After aside
+	rowVer    int64     // the version of its row
+	rowStatus task.Status
+	flushAt   time.Time
+}
+
+// over returns the entry's task, with the payload and the upstreams of row, its row as read
+// (writes never change those).
+func (e *volatileEntry) over(row task.Task) task.Task {
+	t := e.t
+	t.Payload, t.After = row.Payload, row.After
+	return t
+}
+
+type taskKey struct{ lambda, id string }
+
+// volatile holds the entries. The writer goroutine alone changes them, after the commit of the
+// group that made the change; readers look under the read lock.
+type volatile struct {
+	mu      sync.RWMutex
+	entries map[taskKey]*volatileEntry
+
+	journalPath  string   // "" for a database in memory: nothing outlives the process
+	journal      *os.File // appended to by the writer only
+	journalBytes int64
+}
+
+func (v *volatile) lookup(k taskKey) (*volatileEntry, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e, ok := v.entries[k]
+	return e, ok
+}
+
+// staged is one group's changes to the entries, applied once the group commits: a nil entry is
+// one dropped.
+type staged map[taskKey]*volatileEntry
+
+// entry is the entry of k as the group sees it: its own change first, then the committed one.
+func (s *Store) entry(g staged, k taskKey) *volatileEntry {
+	if e, ok := g[k]; ok {
+		return e
+	}
+	e, _ := s.vol.lookup(k)
+	return e
+}
+
+// volatileUpdate is updateIn for the stores with entries: see the package's "Claims kept in
+// memory". keep tells that the update came through the Volatile view, whose claims may stay in
+// memory.
+func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged, t task.Task, prev int64, keep bool) (outcome, err error) {
+	k := taskKey{t.Lambda, t.ID}
+	keepable := keep && slices.Contains(task.Running, t.Status) && len(t.Limits.Of(t)) == 0
+	if e := s.entry(g, k); e != nil {
+		if prev != e.t.Version {
+			return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile", t.ID, t.Lambda), nil
+		}
+		// A heartbeat stays in memory; a rearm (task.Rearm) gives the lease to the store's timer,
+		// whose due lane the row is.
+		if keepable && t.LeaseOnQueue() == e.t.LeaseOnQueue() {
+			next := *e
+			next.t = t
+			g[k] = &next
+			return nil, nil
+		}
+		if outcome, err = updateIn(ctx, stmts, t, e.rowVer); outcome == nil && err == nil {
+			g[k] = nil
+		}
+		return outcome, err
+	}
+	if keepable {
+		var status string
+		var version int64
+		err := stmts.tx.QueryRowContext(ctx, `SELECT status, version FROM tasks WHERE lambda = ? AND id = ?`, t.Lambda, t.ID).Scan(&status, &version)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return task.Errorf(task.ErrConflict, "task %q of lambda %s is gone", t.ID, t.Lambda), nil
+		case err != nil:
+			return nil, fmt.Errorf("sqlitestore: claim %s/%s: %w", t.Lambda, t.ID, err)
+		case version != prev:
+			return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile", t.ID, t.Lambda), nil
+		case task.Status(status) == task.StatusEnqueued:
+			now := time.Now()
+			flushAt := now.Add(FlushAfter)
+			if t.NextTriggerAt != nil {
+				flushAt = minTime(flushAt, now.Add(t.NextTriggerAt.Sub(now)/2))
+			}
+			g[k] = &volatileEntry{t: t, rowVer: version, rowStatus: task.StatusEnqueued, flushAt: flushAt}
+			return nil, nil
+		}
+	}
+	return updateIn(ctx, stmts, t, prev)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// flushDue writes, in the group's transaction, the entries whose time in memory is up.
+func (s *Store) flushDue(ctx context.Context, stmts updateStmts, g staged, now time.Time) error {
+	s.vol.mu.RLock()
+	var due []taskKey
+	for k, e := range s.vol.entries {
+		if !now.Before(e.flushAt) {
+			due = append(due, k)
+		}
+	}
+	s.vol.mu.RUnlock()
+	for _, k := range due {
+		e := s.entry(g, k)
+		if e == nil {
+			continue
+		}
+		outcome, err := updateIn(ctx, stmts, e.t, e.rowVer)
+		if err != nil {
+			return err
+		}
+		if outcome != nil {
+			// Only writes through the entry move its row: this would be a defect, and the entry's
+			// claim is lost as to a crash (its task runs again).
+			return fmt.Errorf("sqlitestore: flush the claim of %s/%s: %w", k.lambda, k.id, outcome)
+		}
+		g[k] = nil
+	}
+	return nil
+}
+
+// apply makes a committed group's changes to the entries, and journals its new claims. It
+// returns the keys of the claims it could not journal: their updates must fail.
+func (s *Store) apply(g staged) (unjournaled map[taskKey]bool) {
+	if len(g) == 0 {
+		return nil
+	}
+	var lines []byte
+	var fresh []taskKey
+	s.vol.mu.RLock()
+	for k, e := range g {
+		if _, had := s.vol.entries[k]; e != nil && !had {
+			fresh = append(fresh, k)
+			lines = appendJournal(lines, e)
+		}
+	}
+	s.vol.mu.RUnlock()
+	if len(lines) > 0 && s.vol.journalPath != "" {
+		err := s.appendToJournal(lines)
+		if err != nil {
+			unjournaled = map[taskKey]bool{}
+			for _, k := range fresh {
+				unjournaled[k] = true
+				delete(g, k) // the claim fails: its row is as it was
+			}
+		}
+	}
+	s.vol.mu.Lock()
+	for k, e := range g {
+		if e == nil {
+			delete(s.vol.entries, k)
+		} else {
+			s.vol.entries[k] = e
+		}
+	}
+	s.vol.mu.Unlock()
+	if s.vol.journalBytes > journalRewriteBytes {
+		s.rewriteJournal()
+	}
+	return unjournaled
+}
+
+// appendToJournal writes lines at the journal's end, opening it at its first claim.
+func (s *Store) appendToJournal(lines []byte) error {
+	if s.vol.journal == nil {
+		f, err := os.OpenFile(s.vol.journalPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		s.vol.journal = f
+	}
+	n, err := s.vol.journal.Write(lines)
+	s.vol.journalBytes += int64(n)
+	return err
+}
+
+// appendJournal appends e's journal line: the claim's start, its row's version, lambda and id
+// (names that hold no tab nor newline: task.ValidateName, task.ValidateID).
+func appendJournal(b []byte, e *volatileEntry) []byte {
+	started := time.Now()
+	if e.t.StartedAt != nil {
+		started = *e.t.StartedAt
+	}
+	b = strconv.AppendInt(b, started.UnixNano(), 10)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, e.rowVer, 10)
+	b = append(b, '\t')
+	b = append(b, e.t.Lambda...)
+	b = append(b, '\t')
+	b = append(b, e.t.ID...)
+	return append(b, '\n')
+}
+
+// rewriteJournal replaces the journal with the lines of the live entries, so that it stays
+// about as large as they are. A failure leaves the journal as it was, growing.
+func (s *Store) rewriteJournal() {
+	s.vol.mu.RLock()
+	var lines []byte
+	for _, e := range s.vol.entries {
+		lines = appendJournal(lines, e)
+	}
+	s.vol.mu.RUnlock()
+	tmp := s.vol.journalPath + ".tmp"
+	if err := os.WriteFile(tmp, lines, 0o644); err != nil {
+		return
+	}
+	if err := os.Rename(tmp, s.vol.journalPath); err != nil {
+		return
+	}
+	// The file written is the journal now; the next claim opens it.
+	if s.vol.journal != nil {
+		_ = s.vol.journal.Close()
+	}
+	s.vol.journal, s.vol.journalBytes = nil, int64(len(lines))
+}
+
+// flushing reports whether an entry's time in memory is up at now.
+func (s *Store) flushing(now time.Time) bool {
+	s.vol.mu.RLock()
+	defer s.vol.mu.RUnlock()
+	for _, e := range s.vol.entries {
+		if !now.Before(e.flushAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// failJournaled fails the claims of the group that could not be journaled (they were not kept:
+// their rows are as the group found them).
+func failJournaled(group []*update, outcomes []error, unjournaled map[taskKey]bool) {
+	err := errors.New("sqlitestore: a claim could not be journaled; it was not made")
+	for i, u := range group {
+		if u.many != nil {
+			for j, w := range u.many {
+				if u.manyDone[j] == nil && unjournaled[taskKey{w.Task.Lambda, w.Task.ID}] {
+					u.manyDone[j] = err
+				}
+			}
+		} else if u.create == nil && outcomes[i] == nil && unjournaled[taskKey{u.t.Lambda, u.t.ID}] {
+			outcomes[i] = err
+		}
+	}
+}
+
+// openVolatile gives s its entries, and writes the claims its journal holds from the last
+// process as they would have been written: each whose row is still enqueued at the version the
+// claim found becomes processing, its attempt counted and its lease over.
+func (s *Store) openVolatile(path string) error {
+	s.vol = &volatile{entries: map[taskKey]*volatileEntry{}}
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	s.vol.journalPath = path + "-claims"
+	if err := s.recoverClaims(); err != nil {
+		return err
+	}
+	// Its claims are written: the next process must not count them again.
+	if err := os.Remove(s.vol.journalPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sqlitestore: empty the claims journal: %w", err)
+	}
+	return nil
+}
+
+// recoverClaims writes the journal's lost claims, synced, before the journal is emptied.
+func (s *Store) recoverClaims() error {
+	f, err := os.Open(s.vol.journalPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitestore: read the claims journal: %w", err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: recover claims: %w", err)
+	}
+	defer tx.Rollback()
+	stmts := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
+	lines := bufio.NewScanner(f)
+	for lines.Scan() {
+		fields := strings.Split(lines.Text(), "\t")
+		if len(fields) != 4 {
+			continue // a line cut short by the crash: its claim was never answered
+		}
+		started, err1 := strconv.ParseInt(fields[0], 10, 64)
+		version, err2 := strconv.ParseInt(fields[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`, fields[2], fields[3]))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestore: recover claims: %w", err)
+		}
+		if t.Version != version || t.Status != task.StatusEnqueued {
+			continue // the claim ended, was written, or never took: nothing lost
+		}
+		claimed, err := task.Claim(t, task.NewLease(), time.Unix(0, started).UTC(), task.Config{})
+		if err != nil {
+			continue
+		}
+		if outcome, err := updateIn(ctx, stmts, claimed, version); err != nil || outcome != nil {
+			return fmt.Errorf("sqlitestore: recover the claim of %s/%s: %w", t.Lambda, t.ID, errors.Join(err, outcome))
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("sqlitestore: read the claims journal: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: recover claims: %w", err)
+	}
+	return nil
+}
+
+// live reads a task by key with read, and returns it as its entry has it, if it has one. An entry
+// dropped while the row was read was written to the row first: the row is read again.
+func (s *Store) live(lambda, id string, read func() (task.Task, error)) (task.Task, error) {
+	k := taskKey{lambda, id}
+	_, before := s.vol.lookup(k)
+	t, err := read()
+	if err != nil {
+		return t, err
+	}
+	if e, ok := s.vol.lookup(k); ok {
+		return e.over(t), nil
+	}
+	if before {
+		return read()
+	}
+	return t, nil
+}
+
+// liveAll replaces the tasks that have an entry with it, in place (reads of many rows: GetMany,
+// lists). A row read before its entry was dropped may be older than the entry was.
+func (s *Store) liveAll(tasks []task.Task) {
+	s.vol.mu.RLock()
+	defer s.vol.mu.RUnlock()
+	if len(s.vol.entries) == 0 {
+		return
+	}
+	for i, t := range tasks {
+		if t.ID == "" {
+			continue
+		}
+		if e, ok := s.vol.entries[taskKey{t.Lambda, t.ID}]; ok {
+			tasks[i] = e.over(t)
+		}
+	}
+}
+
+// liveCounts moves the counts of the lambda's entries from their rows' status to theirs.
+func (s *Store) liveCounts(lambda string, counts map[task.Status]int) {
+	s.vol.mu.RLock()
+	defer s.vol.mu.RUnlock()
+	for k, e := range s.vol.entries {
+		if k.lambda != lambda || e.rowStatus == e.t.Status {
+			continue
+		}
+		counts[e.rowStatus]--
+		counts[e.t.Status]++
+		if counts[e.rowStatus] <= 0 {
+			delete(counts, e.rowStatus)
+		}
+	}
+}
+
+// Volatile is the Unsynced view whose claims stay in memory (see "Claims kept in memory"): for
+// the status controller of the executors of this process, whose runs die with it. A claim made
+// through another view, one a process elsewhere may run, is written.
+type Volatile struct{ *Store }
+
+// Volatile returns the view of s whose claims stay in memory.
+func (s *Store) Volatile() Volatile { return Volatile{s} }
+
+// Update writes t as Unsynced.Update does, or keeps it in memory: a claim of an enqueued task,
+// or a heartbeat of a claim kept so.
+func (v Volatile) Update(ctx context.Context, t task.Task, prev int64) error {
+	return v.write(ctx, &update{t: t, prev: prev, unsynced: true, volatile: true, done: make(chan error, 1)}, t)
+}
+
+// UpdateMany writes each update like Update, in one commit.
+func (v Volatile) UpdateMany(ctx context.Context, ws []task.Versioned) []error {
+	return v.updateMany(ctx, ws, true, true)
+}
