@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -229,6 +230,9 @@ type Store struct {
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	record, drop   *sql.Stmt // recordSQL and dropSQL (history.go)
 	history        *sql.Stmt // historySQL
+	rowOf          *sql.Stmt // rowOfSQL (volatile.go)
+	queries        sync.Map  // the queries of lists and sweeps, prepared once each: string → *sql.Stmt
+	queryCount     atomic.Int32
 	updates        chan *update
 	closed         chan struct{}
 	closeOnce      sync.Once
@@ -307,6 +311,10 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
+	// Every reader stays open: a statement is prepared on each connection that runs it, and a
+	// connection closed as idle (database/sql keeps 2) takes its statements with it, to be
+	// parsed again on the next one.
+	r.SetMaxIdleConns(max(4, runtime.NumCPU()))
 	// Each statement is prepared on the connection that runs it; if one fails, what was opened
 	// so far is closed, last first.
 	opened := []io.Closer{r, w}
@@ -331,13 +339,14 @@ func Open(path string) (*Store, error) {
 	record := prepare(w, recordSQL)
 	drop := prepare(w, dropSQL)
 	history := prepare(r, historySQL)
+	rowOf := prepare(w, rowOfSQL)
 	if err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close() // the prepare's error is the one to report
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, rowOf: rowOf, updates: make(chan *update), closed: make(chan struct{})}
 	if err := s.openVolatile(path); err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close()
@@ -359,7 +368,7 @@ func (s *Store) Close() error {
 	if s.vol.journal != nil {
 		journal = s.vol.journal.Close()
 	}
-	return errors.Join(journal, s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(journal, s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.rowOf.Close(), s.closeQueries(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -654,7 +663,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	}
 	defer tx.Rollback()
 	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
-		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), rowOf: tx.StmtContext(ctx, s.rowOf)}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	kept := staged{}
@@ -706,6 +715,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 type updateStmts struct {
 	tx                        *sql.Tx
 	state, full, record, drop *sql.Stmt
+	rowOf                     *sql.Stmt // rowOfSQL, for a claim kept in memory (volatile.go)
 }
 
 // updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
@@ -1280,7 +1290,47 @@ func (s *Store) query(ctx context.Context, q string, args ...any) ([]task.Task, 
 	if s.traced != nil {
 		s.traced(q, args)
 	}
+	if stmt := s.prepared(q); stmt != nil {
+		return scanTasks(stmt.QueryContext(ctx, args...))
+	}
 	return scanTasks(s.r.QueryContext(ctx, q, args...))
+}
+
+// maxQueries bounds the statements prepared for lists and sweeps. Their SQL is made of the
+// filters and lanes asked for, a few dozen shapes; the bound holds if a caller makes more.
+const maxQueries = 256
+
+// prepared returns q prepared on the readers, once (parsing a sweep's SQL cost about as much as
+// running it), or nil past maxQueries statements, or if q does not prepare: then it runs as it is.
+func (s *Store) prepared(q string) *sql.Stmt {
+	if st, ok := s.queries.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	if s.queryCount.Add(1) > maxQueries {
+		s.queryCount.Add(-1)
+		return nil
+	}
+	st, err := s.r.Prepare(q)
+	if err != nil {
+		s.queryCount.Add(-1)
+		return nil
+	}
+	if prev, loaded := s.queries.LoadOrStore(q, st); loaded {
+		s.queryCount.Add(-1)
+		_ = st.Close()
+		return prev.(*sql.Stmt)
+	}
+	return st
+}
+
+// closeQueries closes the statements prepared.
+func (s *Store) closeQueries() error {
+	var errs []error
+	s.queries.Range(func(_, st any) bool {
+		errs = append(errs, st.(*sql.Stmt).Close())
+		return true
+	})
+	return errors.Join(errs...)
 }
 
 // scanTasks reads every task of rows, the answer of a query that failed with err or not.

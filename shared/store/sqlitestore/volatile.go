@@ -39,6 +39,9 @@ import (
 // journal's tail too: those claims then run again without counting, as an unsynced claim lost
 // to a power loss did (docs/guarantees.md, "The embedded store").
 
+// rowOfSQL reads what a claim checks of a row, in the writer's transaction.
+const rowOfSQL = `SELECT status, version FROM tasks WHERE lambda = ? AND id = ?`
+
 // FlushAfter is how long a claim stays in memory only, at most: a run longer than this has its
 // claim written to its row.
 const FlushAfter = time.Second
@@ -121,7 +124,7 @@ func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged,
 	if keepable {
 		var status string
 		var version int64
-		err := stmts.tx.QueryRowContext(ctx, `SELECT status, version FROM tasks WHERE lambda = ? AND id = ?`, t.Lambda, t.ID).Scan(&status, &version)
+		err := stmts.rowOf.QueryRowContext(ctx, t.Lambda, t.ID).Scan(&status, &version)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return task.Errorf(task.ErrConflict, "task %q of lambda %s is gone", t.ID, t.Lambda), nil
