@@ -250,6 +250,17 @@ type Message struct {
 	// create (Task.Nonce): a claim that finds no task buries it (Store.Bury), so that the create
 	// cannot land after its message was dropped.
 	Nonce string `json:"nonce,omitempty"`
+	// State is the task as the write that sent this message left it, set by a sender in the
+	// process of an in-memory queue (atf dev), never sent over the wire: a claim there may start
+	// from it instead of reading the task. Its write is conditional on State's version, so a task
+	// that moved since refuses it, and the claim reads the task then.
+	State *Task `json:"-"`
+}
+
+// WithState returns m carrying a copy of t as its State.
+func (m Message) WithState(t Task) Message {
+	m.State = &t
+	return m
 }
 
 // SendFirst gives the task t, about to be created enqueued with its message m (EnqueueAhead),

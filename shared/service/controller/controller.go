@@ -505,7 +505,7 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // comes back, and its claim times the attempt out.
 func (c *Controller) run(ctx context.Context, h *held) {
 	d := h.d
-	claimCtx := status.WithNonce(ctx, d.Nonce)
+	claimCtx := status.WithState(status.WithNonce(ctx, d.Nonce), d.State)
 	unhide := func() {}
 	if c.cfg.MessageTimesLease {
 		// Hidden from now on, not from the claim's answer: a slow claim must not let the

@@ -172,6 +172,7 @@ func (s *Service) createSentFirst(ctx context.Context, tasks []task.Task, now ti
 	for j, m := range msgs {
 		i := at[task.Ref{Lambda: m.Lambda, ID: m.TaskID}]
 		tasks[i], msgs[j] = task.SendFirst(tasks[i], m)
+		msgs[j] = msgs[j].WithState(tasks[i])
 	}
 	if len(msgs) > 0 {
 		sctx, cancel := s.sendContext(ctx, now)

@@ -131,11 +131,31 @@ func (k *Claimer) claim(batch []*claimCall) {
 		}
 		return
 	}
-	refs := make([]task.Ref, len(batch))
+	// The tasks whose messages carry them as their senders wrote them (status.WithState) are
+	// not read: a claim's write is conditional on the version it starts from, and one that moved
+	// since is claimed alone below, from a read.
+	found := make([]task.Task, len(batch))
+	var (
+		refs   []task.Ref
+		unread []int
+	)
 	for i, call := range batch {
-		refs[i] = task.Ref{Lambda: call.lambda, ID: call.id}
+		if st := StateOf(call.ctx, call.lambda, call.id); st != nil {
+			found[i] = *st
+			continue
+		}
+		refs = append(refs, task.Ref{Lambda: call.lambda, ID: call.id})
+		unread = append(unread, i)
 	}
-	found, err := task.GetBatch(ctx, c.store, refs)
+	var read []task.Task
+	if len(refs) > 0 {
+		read, err = task.GetBatch(ctx, c.store, refs)
+	}
+	for j, i := range unread {
+		if err == nil {
+			found[i] = read[j]
+		}
+	}
 	if err != nil {
 		for _, call := range batch {
 			call.answer <- claimAnswer{err: unwritten(err)}

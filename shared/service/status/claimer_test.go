@@ -1,6 +1,7 @@
 package status_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -93,5 +94,114 @@ func TestClaimerClaimsOnce(t *testing.T) {
 	}
 	if held, err := store.Get(t.Context(), "gated", "c0"); err != nil || held.Status != task.StatusNew {
 		t.Errorf("the task behind a paused gate: %s, %v; want new", held.Status, err)
+	}
+}
+
+// readCounter counts the reads of tasks made through it.
+type readCounter struct {
+	task.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (r *readCounter) read() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+}
+
+func (r *readCounter) Get(ctx context.Context, lambda, id string) (task.Task, error) {
+	r.read()
+	return r.Store.Get(ctx, lambda, id)
+}
+
+func (r *readCounter) GetMany(ctx context.Context, refs []task.Ref) ([]task.Task, error) {
+	r.read()
+	return r.Store.GetMany(ctx, refs)
+}
+
+func (r *readCounter) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
+}
+
+// TestClaimerStartsFromState: a claim whose message carries its task as its sender wrote it
+// (task.Message.State, status.WithState) claims without reading it; one whose task moved since
+// (cancelled) is refused by the write, conditional on that version, and decided from a read: the
+// task stays cancelled. Two deliveries of one message claim it once.
+func TestClaimerStartsFromState(t *testing.T) {
+	store, err := sqlitestore.Open(filepath.Join(t.TempDir(), "atf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cfg, now := t.Context(), task.Config{}.WithDefaults(), time.Now().UTC()
+	enqueued := func(id string) task.Task {
+		tk, err := task.New(task.Spec{ID: id}, task.Lambda{Name: "l"}.WithDefaults(), now, cfg)
+		if err == nil {
+			tk, err = task.Enqueue(tk, now, cfg)
+		}
+		if err == nil {
+			err = store.Create(ctx, tk)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	reads := &readCounter{Store: store.Volatile()}
+	k := status.NewClaimer(status.New(reads, status.Config{Task: cfg, Logger: slog.New(slog.DiscardHandler)}))
+	defer k.Close()
+
+	a := enqueued("a")
+	var wg sync.WaitGroup
+	var won, lost sync.Map
+	for d := range 2 {
+		wg.Go(func() {
+			c, err := k.Claim(status.WithState(ctx, &a), "l", "a", "receipt-"+strconv.Itoa(d), "")
+			if err == nil {
+				won.Store(d, c)
+			} else {
+				lost.Store(d, err)
+			}
+		})
+	}
+	wg.Wait()
+	wins := 0
+	won.Range(func(_, c any) bool {
+		wins++
+		if got := c.(task.Task); got.Status != task.StatusProcessing || got.Version != a.Version+1 {
+			t.Errorf("the claim from the message's state: %s at version %d; want processing at %d", got.Status, got.Version, a.Version+1)
+		}
+		return true
+	})
+	if wins != 1 {
+		t.Errorf("two deliveries of one message: %d claims won; want 1", wins)
+	}
+
+	b := enqueued("b")
+	cancelled, _ := task.Cancel(b, now)
+	if err := store.Update(ctx, cancelled, b.Version); err != nil {
+		t.Fatal(err)
+	}
+	before := reads.count()
+	if _, err := k.Claim(status.WithState(ctx, &b), "l", "b", "receipt", ""); err == nil {
+		t.Error("the claim of a task cancelled after its message was sent succeeded")
+	}
+	if got, err := store.Get(ctx, "l", "b"); err != nil || got.Status != task.StatusCancelled {
+		t.Errorf("the task after the stale claim: %s, %v; want cancelled", got.Status, err)
+	}
+	if reads.count() == before {
+		t.Error("the claim refused by its write did not read the task")
+	}
+
+	c := enqueued("c")
+	before = reads.count()
+	if _, err := k.Claim(status.WithState(ctx, &c), "l", "c", "receipt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := reads.count() - before; got != 0 {
+		t.Errorf("a claim from its message's state read the task %d times; want none", got)
 	}
 }

@@ -60,6 +60,26 @@ func NonceOf(ctx context.Context) string {
 	return nonce
 }
 
+type stateKey struct{}
+
+// WithState returns ctx carrying the task as its message's sender wrote it (task.Message.State),
+// if t is not nil: a claim under it starts from it rather than from a read (Claimer).
+func WithState(ctx context.Context, t *task.Task) context.Context {
+	if t == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, stateKey{}, t)
+}
+
+// StateOf is the task state ctx carries for the task lambda/id, or nil.
+func StateOf(ctx context.Context, lambda, id string) *task.Task {
+	t, _ := ctx.Value(stateKey{}).(*task.Task)
+	if t == nil || t.Lambda != lambda || t.ID != id {
+		return nil
+	}
+	return t
+}
+
 type messageKey struct{}
 
 // WithMessage returns ctx carrying the id of the queue message a claim under it is for
