@@ -250,10 +250,12 @@ type Message struct {
 	// create (Task.Nonce): a claim that finds no task buries it (Store.Bury), so that the create
 	// cannot land after its message was dropped.
 	Nonce string `json:"nonce,omitempty"`
-	// State is the task as the write that sent this message left it, set by a sender in the
-	// process of an in-memory queue (atf dev), never sent over the wire: a claim there may start
-	// from it instead of reading the task. Its write is conditional on State's version, so a task
-	// that moved since refuses it, and the claim reads the task then.
+	// State is the whole task, its payload included, as the write that sent this message left
+	// it: set by a sender that holds it so (the schedule path, which sends first), in the
+	// process of an in-memory queue (atf dev), and never sent over the wire. A claim there may
+	// start from it instead of reading the task. Its write is conditional on State's version, so
+	// a task that moved since refuses it, and the claim reads the task then. (A sweep's or a
+	// result's read leaves the payload out: their messages carry no State.)
 	State *Task `json:"-"`
 }
 

@@ -1029,7 +1029,7 @@ func (c *passState) send(moved []task.Task, now time.Time) error {
 	}
 	msgs := make([]task.Message, len(moved))
 	for i, t := range moved {
-		msgs[i] = t.MessageAt(now).WithState(t) // delayed to its NotBefore, for a resend of a task sent ahead
+		msgs[i] = t.MessageAt(now) // delayed to its NotBefore, for a resend of a task sent ahead
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.ctx), c.hard)
 	defer cancel()

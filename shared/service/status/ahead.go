@@ -39,7 +39,6 @@ func (c *Controller) ahead(ctx context.Context, lambda string, fn func(task.Task
 		if aerr != nil {
 			return next, nil // a longer backoff: the consumer's
 		}
-		m = m.WithState(enq)
 		msg = &m
 		return enq, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/openatf/atf/shared/task"
@@ -27,9 +28,12 @@ var historySQL = `SELECT a.attempt, a.started_at, a.ended_at, a.outcome, a.error
 
 // recordAttempt records t.Ended, if t's transition ended an attempt, with its log, in the
 // transaction of the transition's write, and drops the attempts it pushes out of the history.
+// A success without a log is not recorded: it is the task's last attempt, which its row holds
+// (task.Task.LastAttempt), so a task that succeeds at once writes its row and nothing more, as
+// on DynamoDB.
 func recordAttempt(ctx context.Context, stmts updateStmts, t task.Task) error {
 	a := t.Ended
-	if a == nil {
+	if a == nil || a.Outcome == task.OutcomeSuccess && a.Log == "" {
 		return nil
 	}
 	if _, err := stmts.record.ExecContext(ctx, t.Lambda, t.ID, a.Number, nanos(a.StartedAt), a.EndedAt.UnixNano(), string(a.Outcome), a.Error, a.Worker, a.Log, logLocationArg(a.LogLocation)); err != nil {
@@ -76,6 +80,16 @@ func (s *Store) Attempts(ctx context.Context, lambda, id string) (task.History, 
 	}
 	if !found {
 		return task.History{}, task.Errorf(task.ErrNotFound, "task %q of lambda %s not found", id, lambda)
+	}
+	// A success recorded by its row alone (recordAttempt).
+	if len(kept) == 0 || kept[0].Outcome != task.OutcomeSuccess {
+		t, err := s.GetState(ctx, lambda, id)
+		if err != nil {
+			return task.History{}, err
+		}
+		if last, ended := t.LastAttempt(); ended && !slices.ContainsFunc(kept, func(a task.Attempt) bool { return a.Number == last.Number }) {
+			kept = append(kept, last)
+		}
 	}
 	return task.NewHistory(kept), nil
 }
