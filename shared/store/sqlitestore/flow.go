@@ -216,6 +216,11 @@ func (s *Store) addUpstreams(ctx context.Context, t task.Task, prev int64, from 
 		return err
 	}
 	defer tx.Rollback()
+	// A claim kept in memory (volatile.go) has moved the task past its row's version. The writer
+	// holds the one connection through a group and its entries' changes, so none changes now.
+	if _, kept := s.vol.lookup(taskKey{t.Lambda, t.ID}); kept {
+		return task.Errorf(task.ErrConflict, "task %q of lambda %s is running", t.ID, t.Lambda)
+	}
 	res, err := tx.StmtContext(ctx, s.update).ExecContext(ctx, updateArgs(t, prev)...)
 	if err != nil {
 		return err

@@ -1,12 +1,13 @@
 package sqlitestore
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ type volatile struct {
 	journalPath  string   // "" for a database in memory: nothing outlives the process
 	journal      *os.File // appended to by the writer only
 	journalBytes int64
+	liveBytes    int64 // the journal's size at its last rewrite: its live entries' lines
 }
 
 func (v *volatile) lookup(k taskKey) (*volatileEntry, bool) {
@@ -108,9 +110,9 @@ func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged,
 		if prev != e.t.Version {
 			return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile", t.ID, t.Lambda), nil
 		}
-		// A heartbeat stays in memory; a rearm (task.Rearm) gives the lease to the store's timer,
-		// whose due lane the row is.
-		if keepable && t.LeaseOnQueue() == e.t.LeaseOnQueue() {
+		// A heartbeat stays in memory. Any other change of a running task (a rearm, which gives
+		// the lease to the store's timer; a downstream's mark; a cancel) is written.
+		if keepable && heartbeat(e.t, t) {
 			next := *e
 			next.t = t
 			g[k] = &next
@@ -145,6 +147,16 @@ func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged,
 	return updateIn(ctx, stmts, t, prev)
 }
 
+// heartbeat reports whether next differs from prev only as a heartbeat makes it (task.Heartbeat):
+// its version, times and lease end.
+func heartbeat(prev, next task.Task) bool {
+	for _, t := range []*task.Task{&prev, &next} {
+		t.Version, t.UpdatedAt, t.NextTriggerAt, t.From, t.Ended, t.Nonce = 0, time.Time{}, nil, "", nil, ""
+		t.Payload, t.After = nil, nil
+	}
+	return reflect.DeepEqual(prev, next)
+}
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -167,15 +179,12 @@ func (s *Store) flushDue(ctx context.Context, stmts updateStmts, g staged, now t
 		if e == nil {
 			continue
 		}
-		outcome, err := updateIn(ctx, stmts, e.t, e.rowVer)
-		if err != nil {
+		if _, err := updateIn(ctx, stmts, e.t, e.rowVer); err != nil {
 			return err
 		}
-		if outcome != nil {
-			// Only writes through the entry move its row: this would be a defect, and the entry's
-			// claim is lost as to a crash (its task runs again).
-			return fmt.Errorf("sqlitestore: flush the claim of %s/%s: %w", k.lambda, k.id, outcome)
-		}
+		// Only writes through the entry move its row, so a flush does not conflict; if one did,
+		// the row is the task's state, and the entry's claim is lost as to a crash: it is
+		// dropped rather than fail every group after it.
 		g[k] = nil
 	}
 	return nil
@@ -215,8 +224,15 @@ func (s *Store) apply(g staged) (unjournaled map[taskKey]bool) {
 			s.vol.entries[k] = e
 		}
 	}
+	idle := len(s.vol.entries) == 0
 	s.vol.mu.Unlock()
-	if s.vol.journalBytes > journalRewriteBytes {
+	switch {
+	case idle && s.vol.journalBytes > 0 && s.vol.journal != nil:
+		// No claim in memory: none of the journal's lines can be lost to a crash now.
+		if s.vol.journal.Truncate(0) == nil {
+			s.vol.journalBytes = 0
+		}
+	case s.vol.journalBytes > max(journalRewriteBytes, 2*s.vol.liveBytes):
 		s.rewriteJournal()
 	}
 	return unjournaled
@@ -236,21 +252,53 @@ func (s *Store) appendToJournal(lines []byte) error {
 	return err
 }
 
-// appendJournal appends e's journal line: the claim's start, its row's version, lambda and id
-// (names that hold no tab nor newline: task.ValidateName, task.ValidateID).
+// appendJournal appends e's journal line: the claim's start, its row's version and creation
+// time (a task of the same id created after a prune has its own), lambda and id (names that
+// hold no tab nor newline: task.ValidateName, task.ValidateID), and an end mark. A line is
+// written after a newline, so that the fragment of a failed write before it ends there, and a
+// line without its end mark (a write cut short) is not read.
 func appendJournal(b []byte, e *volatileEntry) []byte {
 	started := time.Now()
 	if e.t.StartedAt != nil {
 		started = *e.t.StartedAt
 	}
+	b = append(b, '\n')
 	b = strconv.AppendInt(b, started.UnixNano(), 10)
 	b = append(b, '\t')
 	b = strconv.AppendInt(b, e.rowVer, 10)
 	b = append(b, '\t')
+	b = strconv.AppendInt(b, e.t.CreatedAt.UnixNano(), 10)
+	b = append(b, '\t')
 	b = append(b, e.t.Lambda...)
 	b = append(b, '\t')
 	b = append(b, e.t.ID...)
-	return append(b, '\n')
+	return append(b, "\t."...)
+}
+
+// journalLine is one claim read back from the journal.
+type journalLine struct {
+	started, version, created int64
+	lambda, id                string
+}
+
+// parseJournal reads the claims of a journal's contents, skipping what is not a whole line: a
+// power loss may leave its unsynced tail as anything.
+func parseJournal(data []byte) []journalLine {
+	var out []journalLine
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 6 || f[5] != "." || task.ValidateName("lambda name", f[3]) != nil || task.ValidateID("task id", f[4]) != nil {
+			continue
+		}
+		started, err1 := strconv.ParseInt(f[0], 10, 64)
+		version, err2 := strconv.ParseInt(f[1], 10, 64)
+		created, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, journalLine{started, version, created, f[3], f[4]})
+	}
+	return out
 }
 
 // rewriteJournal replaces the journal with the lines of the live entries, so that it stays
@@ -273,7 +321,7 @@ func (s *Store) rewriteJournal() {
 	if s.vol.journal != nil {
 		_ = s.vol.journal.Close()
 	}
-	s.vol.journal, s.vol.journalBytes = nil, int64(len(lines))
+	s.vol.journal, s.vol.journalBytes, s.vol.liveBytes = nil, int64(len(lines)), int64(len(lines))
 }
 
 // flushing reports whether an entry's time in memory is up at now.
@@ -324,7 +372,12 @@ func (s *Store) openVolatile(path string) error {
 	return nil
 }
 
-// recoverClaims writes the journal's lost claims, synced, before the journal is emptied.
+// maxJournalRead bounds what Open reads of a journal: the live claims' lines are far fewer
+// (journalRewriteBytes), so more can only be a tail a power loss left.
+const maxJournalRead = 64 << 20
+
+// recoverClaims writes the journal's lost claims, synced, before the journal is emptied. Only
+// an error reading the file or writing the store fails it, never what the file holds.
 func (s *Store) recoverClaims() error {
 	f, err := os.Open(s.vol.journalPath)
 	if errors.Is(err, os.ErrNotExist) {
@@ -333,7 +386,15 @@ func (s *Store) recoverClaims() error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: read the claims journal: %w", err)
 	}
-	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxJournalRead))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("sqlitestore: read the claims journal: %w", err)
+	}
+	lines := parseJournal(data)
+	if len(lines) == 0 {
+		return nil
+	}
 	ctx := context.Background()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -342,37 +403,24 @@ func (s *Store) recoverClaims() error {
 	defer tx.Rollback()
 	stmts := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		fields := strings.Split(lines.Text(), "\t")
-		if len(fields) != 4 {
-			continue // a line cut short by the crash: its claim was never answered
-		}
-		started, err1 := strconv.ParseInt(fields[0], 10, 64)
-		version, err2 := strconv.ParseInt(fields[1], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`, fields[2], fields[3]))
+	for _, l := range lines {
+		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`, l.lambda, l.id))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("sqlitestore: recover claims: %w", err)
 		}
-		if t.Version != version || t.Status != task.StatusEnqueued {
-			continue // the claim ended, was written, or never took: nothing lost
+		if t.Version != l.version || t.CreatedAt.UnixNano() != l.created || t.Status != task.StatusEnqueued {
+			continue // the claim ended, was written, or never took; or the id is another task's now
 		}
-		claimed, err := task.Claim(t, task.NewLease(), time.Unix(0, started).UTC(), task.Config{})
+		claimed, err := task.Claim(t, task.NewLease(), time.Unix(0, l.started).UTC(), task.Config{})
 		if err != nil {
 			continue
 		}
-		if outcome, err := updateIn(ctx, stmts, claimed, version); err != nil || outcome != nil {
+		if outcome, err := updateIn(ctx, stmts, claimed, l.version); err != nil || outcome != nil {
 			return fmt.Errorf("sqlitestore: recover the claim of %s/%s: %w", t.Lambda, t.ID, errors.Join(err, outcome))
 		}
-	}
-	if err := lines.Err(); err != nil {
-		return fmt.Errorf("sqlitestore: read the claims journal: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: recover claims: %w", err)

@@ -321,3 +321,141 @@ func claimChild(path string) {
 	}
 	time.Sleep(time.Hour) // killed before
 }
+
+// TestVolatileAddUpstreamsRefusedWhileKept: AddUpstreams writes the row in a transaction of its
+// own. Racing a claim kept in memory (the API read the task enqueued just before the executor
+// claimed it), it must be refused, as it would be by the claim's write: the task runs already.
+// Accepted, the entry and the row would both be at the next version, in different states, and
+// the entry's flush would conflict. (Found by review.)
+func TestVolatileAddUpstreamsRefusedWhileKept(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	cfg, now := task.Config{}.WithDefaults(), time.Now().UTC()
+	up := enqueuedTask(t, s, "up", now, cfg)
+	enq := enqueuedTask(t, s, "down", now, cfg)
+
+	read, err := s.Get(ctx, "v", "down") // the API's read (frontend.AddUpstreams), enqueued
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, _ := task.Claim(enq, "lease", now, cfg) // the executor claims meanwhile
+	if err := s.Volatile().Update(ctx, claimed, enq.Version); err != nil {
+		t.Fatal(err)
+	}
+	next, err := task.AddUpstreams(read, []task.Ref{up.Ref()}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUpstreams(ctx, next, read.Version, read.AfterCount); err == nil {
+		t.Errorf("AddUpstreams over a claim kept in memory was accepted: the task runs before the upstreams it now waits for")
+	}
+
+	time.Sleep(FlushAfter + 300*time.Millisecond) // the entry is due for its flush, and written
+	if r := row(t, s, "down"); r.Status != task.StatusProcessing || r.Version != claimed.Version {
+		t.Errorf("the row after the flush: %s at %d; want the claim's, processing at %d", r.Status, r.Version, claimed.Version)
+	}
+	other, _ := task.New(task.Spec{ID: "other"}, task.Lambda{Name: "v"}.WithDefaults(), time.Now().UTC(), cfg)
+	if err := s.Create(ctx, other); err != nil {
+		t.Errorf("an unrelated create after the flush came due: %v", err)
+	}
+	done, _ := task.Succeed(claimed, "lease", nil, time.Now().UTC(), cfg)
+	if err := s.Volatile().Update(ctx, done, claimed.Version); err != nil {
+		t.Errorf("the run's result: %v", err)
+	}
+}
+
+// TestVolatileKeepsHeartbeatsOnly: the consumer's flow check marks a running upstream
+// (task.MarkDownstream) through the Volatile view; the mark keeps the status processing, but it
+// is no heartbeat: it must be written, since a crash that lost it would leave the upstream to end
+// without telling its downstream, pending forever. (Found by review.)
+func TestVolatileKeepsHeartbeatsOnly(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	cfg, now := task.Config{}.WithDefaults(), time.Now().UTC()
+	enq := enqueuedTask(t, s, "up", now, cfg)
+	v := s.Volatile()
+	claimed, _ := task.Claim(enq, "lease", now, cfg)
+	if err := v.Update(ctx, claimed, enq.Version); err != nil {
+		t.Fatal(err)
+	}
+	read, _ := v.GetState(ctx, "v", "up") // consumer markUpstreams: task.ApplyState on its store
+	marked, err := task.MarkDownstream(read, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Update(ctx, marked, read.Version); err != nil {
+		t.Fatal(err)
+	}
+	if r := row(t, s, "up"); !r.Downstream {
+		t.Errorf("an acknowledged MarkDownstream is not on the row (kept in memory only)")
+	}
+	s.Close() // as a kill -9: the entries are gone, the journal stays
+	s = open(t, path)
+	defer s.Close()
+	got, _ := s.Get(ctx, "v", "up")
+	if !got.Downstream {
+		t.Errorf("after a restart the upstream has lost its Downstream mark (%s, attempts %d): its end will tell no downstream", got.Status, got.Attempts)
+	}
+}
+
+// TestVolatileJournalNamesItsTask: a finished task pruned and scheduled again under the same id
+// comes back to the same version; a crash must not count a journaled claim of the old task on
+// the new one, which never ran. (Found by review.)
+func TestVolatileJournalNamesItsTask(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	cfg, now := task.Config{}.WithDefaults(), time.Now().UTC()
+	v := s.Volatile()
+	// A claim that stays in memory throughout keeps the journal's lines.
+	keep := enqueuedTask(t, s, "keep", now, cfg)
+	kept, _ := task.Claim(keep, "lease", now, cfg)
+	if err := v.Update(ctx, kept, keep.Version); err != nil {
+		t.Fatal(err)
+	}
+	old := enqueuedTask(t, s, "x", now, cfg)
+	claimed, _ := task.Claim(old, "lease", now, cfg)
+	if err := v.Update(ctx, claimed, old.Version); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := task.Succeed(claimed, "lease", nil, now, cfg)
+	if err := v.Update(ctx, done, claimed.Version); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	again := enqueuedTask(t, s, "x", time.Now().UTC(), cfg) // scheduled again, same id
+	if again.Version != old.Version {
+		t.Fatalf("versions differ: %d, %d", again.Version, old.Version)
+	}
+	s.Close() // as a crash
+	s = open(t, path)
+	defer s.Close()
+	got, _ := s.Get(ctx, "v", "x")
+	if got.Status != task.StatusEnqueued || got.Attempts != 0 {
+		t.Errorf("the new task x, never claimed, after a restart: %s with %d attempts; want enqueued, 0", got.Status, got.Attempts)
+	}
+	if got, _ := s.Get(ctx, "v", "keep"); got.Status != task.StatusProcessing || got.Attempts != 1 {
+		t.Errorf("the claim kept in memory, after a restart: %s with %d attempts; want processing, 1", got.Status, got.Attempts)
+	}
+}
+
+// TestVolatileJournalGarbageTail: a power loss may leave an unsynced append's tail as zeros;
+// Open must start all the same, reading the whole lines it finds. (Found by review.)
+func TestVolatileJournalGarbageTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "atf.db")
+	s := open(t, path)
+	s.Close()
+	if err := os.WriteFile(path+"-claims", make([]byte, 70<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Errorf("Open after a journal with a zeroed tail: %v", err)
+		return
+	}
+	s.Close()
+}
