@@ -4,6 +4,10 @@
 // accepted survives a crash or a restart of the process, and a power loss. The Unsynced view
 // writes transitions that may be lost to a power loss (not to a crash of the process): those of
 // the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
+//
+// A file has one Store open on it at a time (atf dev takes a lock on it, shared/local): the
+// store's writer keeps the counts by status in Go (counts.go). An app's transaction may create
+// tasks in it alongside (CreateTx), which counts them as well.
 package sqlitestore
 
 import (
@@ -90,26 +94,14 @@ CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigg
 
 -- The dead letters across lambdas (ListFailed): one index per status of task.Failed (failedSchema).
 
--- Counts by status, kept by triggers in the transaction of every write: reading them costs one
--- row per status, whatever the number of tasks.
+-- Counts by status, written in the transaction of the writes they count, once per transaction
+-- and count row (counts.go): reading them costs one row per status, whatever the number of tasks.
 CREATE TABLE IF NOT EXISTS task_counts (
 	lambda TEXT    NOT NULL,
 	status TEXT    NOT NULL,
 	n      INTEGER NOT NULL,
 	PRIMARY KEY (lambda, status)
 );
-CREATE TRIGGER IF NOT EXISTS task_counts_insert AFTER INSERT ON tasks BEGIN
-	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
-		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS task_counts_update AFTER UPDATE OF status ON tasks WHEN old.status != new.status BEGIN
-	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
-	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
-		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS task_counts_delete AFTER DELETE ON tasks BEGIN
-	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
-END;
 
 -- A task's upstreams: the row (down, idx) says that task down waits for task up, its After[idx].
 -- Create writes them with the task, and AddUpstreams with its new version, in one transaction, so
@@ -227,6 +219,8 @@ type Store struct {
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	record, drop   *sql.Stmt // recordSQL and dropSQL (history.go)
 	history        *sql.Stmt // historySQL
+	count          *sql.Stmt // countSQL (counts.go)
+	readStatus     *sql.Stmt // statusSQL (counts.go)
 	updates        chan *update
 	closed         chan struct{}
 	closeOnce      sync.Once
@@ -295,6 +289,10 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create the expiry index: %w", path, err)
 	}
+	if err := dropCountTriggers(w); err != nil { // counts.go
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: drop the count triggers of an older atf: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
@@ -325,13 +323,16 @@ func Open(path string) (*Store, error) {
 	record := prepare(w, recordSQL)
 	drop := prepare(w, dropSQL)
 	history := prepare(r, historySQL)
+	count := prepare(w, countSQL)
+	readStatus := prepare(w, statusSQL)
 	if err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close() // the prepare's error is the one to report
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history,
+		count: count, readStatus: readStatus, updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -343,7 +344,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
 	s.pruner.Wait()
-	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.count.Close(), s.readStatus.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -411,13 +412,17 @@ const updateSQL = `UPDATE tasks SET
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
 	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
 	rate_slot = ?
-	WHERE lambda = ? AND id = ? AND version = ?`
+	WHERE lambda = ? AND id = ? AND version = ? AND status = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
 // stored: every transition's. SQLite rewrites a row's entry in every index with a column the SET
 // names, whatever its value, so leaving these three out spares two of the five indexes
 // (tasks_by_created, tasks_by_collection) on every transition. They are conditions instead: an
 // update that would change them matches no row, and updateSQL writes it.
+//
+// Both name the status they replace, with the version: the counts move from that status
+// (counts.go), so an update whose status is not the stored one must match no row. The version
+// alone pins the status of the group writer's own writes; the status guards the others.
 const updateStateSQL = `UPDATE tasks SET
 	status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
@@ -425,28 +430,28 @@ const updateStateSQL = `UPDATE tasks SET
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
 	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
 	rate_slot = ?
-	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
+	WHERE lambda = ? AND id = ? AND version = ? AND status = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
-// updateStateArgs are updateStateSQL's arguments for t written over version prev.
-func updateStateArgs(t task.Task, prev int64) []any {
+// updateStateArgs are updateStateSQL's arguments for t written over version prev, in status old.
+func updateStateArgs(t task.Task, prev int64, old task.Status) []any {
 	return []any{string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		ptrNanos(t.RateSlot),
-		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
+		t.Lambda, t.ID, prev, string(old), t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
-// updateArgs are updateSQL's arguments for t written over version prev.
-func updateArgs(t task.Task, prev int64) []any {
+// updateArgs are updateSQL's arguments for t written over version prev, in status old.
+func updateArgs(t task.Task, prev int64, old task.Status) []any {
 	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		ptrNanos(t.RateSlot),
-		t.Lambda, t.ID, prev}
+		t.Lambda, t.ID, prev, string(old)}
 }
 
 // Update writes t if the stored version is still prev. The check and the write are one
@@ -619,13 +624,14 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	}
 	defer tx.Rollback()
 	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
-		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
+		counts: tally{}}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+			if outcomes[i], err = createIn(ctx, tx, insert, u.create, stmt.counts); err != nil {
 				return nil, err
 			}
 			continue
@@ -650,53 +656,91 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			}
 		}
 	}
+	// The counts go last, once per count row: a hundred claims write two rows.
+	if err := stmt.counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
+		return nil, fmt.Errorf("sqlitestore: write: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
 	return outcomes, nil
 }
 
-// updateStmts are the update statements of a transaction, and the statements that record an
-// ended attempt (task.Task.Ended) and drop the one it pushes out of the history.
+// updateStmts are the update statements of a group's transaction, the statements that record an
+// ended attempt (task.Task.Ended) and drop the one it pushes out of the history, the one that
+// reads a task's status, and the group's count moves.
 type updateStmts struct {
-	tx                        *sql.Tx
-	state, full, record, drop *sql.Stmt
+	tx                                    *sql.Tx
+	state, full, record, drop, readStatus *sql.Stmt
+	counts                                tally
 }
 
-// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
-// its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits (limitsIn); the
-// error is one that fails the group.
+// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row,
+// and counts its move from the status it replaces, read first. Its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits
+// (limitsIn); the error is one that fails the group.
 func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
 	if len(t.Limits.Of(t)) > 0 {
 		if outcome, err := limitsIn(ctx, stmts.tx, t, prev); outcome != nil || err != nil {
 			return outcome, err
 		}
 	}
-	for _, try := range []struct {
-		stmt *sql.Stmt
-		args []any
-	}{{stmts.state, updateStateArgs(t, prev)}, {stmts.full, updateArgs(t, prev)}} {
-		res, err := try.stmt.ExecContext(ctx, try.args...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n > 0 {
-			return nil, recordAttempt(ctx, stmts, t)
+	fail := func(err error) (error, error) {
+		return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+	}
+	old, found, err := statusAt(ctx, stmts.readStatus, t, prev)
+	if err != nil {
+		return fail(err)
+	} else if !found {
+		return conflict(t), nil
+	}
+	n, err := execCount(ctx, stmts.state, updateStateArgs(t, prev, old)...)
+	if err != nil {
+		return fail(err)
+	}
+	if n == 0 {
+		// t changes its collection, priority or creation time, which updateSQL writes.
+		if n, err = execCount(ctx, stmts.full, updateArgs(t, prev, old)...); err != nil {
+			return fail(err)
+		} else if n == 0 {
+			return conflict(t), nil // not after a read in this transaction: nothing else writes in it
 		}
 	}
-	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
+	stmts.counts.move(t.Lambda, old, t.Status)
+	return nil, recordAttempt(ctx, stmts, t)
+}
+
+// conflict is the outcome of an update over a version that is no longer stored.
+func conflict(t task.Task) error {
+	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+}
+
+// statusAt reads t's stored status at version prev, with stmt (statusSQL); found is false if t is
+// gone or at another version.
+func statusAt(ctx context.Context, stmt *sql.Stmt, t task.Task, prev int64) (status task.Status, found bool, err error) {
+	switch err := stmt.QueryRowContext(ctx, t.Lambda, t.ID, prev).Scan(&status); {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return status, true, nil
+}
+
+// execCount runs stmt and returns how many rows it changed.
+func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
+	res, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
 // first looks for the batch's ids among the tasks, those of the group's earlier writes included:
 // a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
 // undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
-// The error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
+// Each task written counts in counts. The error is one that fails the group.
+func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task, counts tally) (outcome, err error) {
 	if taken, err := takenID(ctx, tx, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {
@@ -718,6 +762,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 			// takenID found it free in this very transaction: the group fails, as on any fault.
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: the id was taken after it was found free", t.Lambda, t.ID)
 		}
+		counts.add(t.Lambda, t.Status, 1)
 		if len(t.After) > 0 {
 			if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
 				return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)

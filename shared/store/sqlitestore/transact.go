@@ -15,7 +15,7 @@ import (
 // The task is waiting, due at its run time. A store open on the same file (atf dev's) finds it at
 // its consumer's next sweep, at most a poll interval (task.Config.PollInterval) after the commit:
 // nothing wakes that consumer, which only hears of the writes its own process makes. The task
-// counts follow, as the table's triggers keep them. Tasks with upstreams (After) are refused:
+// counts follow: CreateTx counts the task in tx. Tasks with upstreams (After) are refused:
 // a flow's upstreams are linked by the frontend, outside any one transaction.
 //
 // Open the app's database with a busy timeout and begin its transactions immediate (the driver's
@@ -32,9 +32,21 @@ func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
 		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 	}
 	defer insert.Close()
-	outcome, err := createIn(ctx, tx, insert, []task.Task{t})
+	counts := tally{}
+	outcome, err := createIn(ctx, tx, insert, []task.Task{t}, counts)
 	if err != nil {
 		return storageError(err)
 	}
-	return outcome
+	if outcome != nil {
+		return outcome
+	}
+	count, err := tx.PrepareContext(ctx, countSQL)
+	if err != nil {
+		return storageError(fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err))
+	}
+	defer count.Close()
+	if err := counts.write(ctx, count); err != nil {
+		return storageError(fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err))
+	}
+	return nil
 }
