@@ -110,3 +110,70 @@ func recount(tx *sql.Tx) error {
 
 // statusSQL reads a task's status at a version: the status an update over that version replaces.
 const statusSQL = `SELECT status FROM tasks WHERE lambda = ? AND id = ? AND version = ?`
+
+// maxRemembered bounds each of a statusMemo's two generations.
+const maxRemembered = 1 << 16
+
+// statusMemo remembers, for the tasks the group writer wrote last, the version and status each
+// was written with: an update over that version replaces that status, so the writer counts its
+// move without reading the row first. A memo is a guess only: the update's statement carries the
+// status as a condition (updateStateSQL), so a wrong guess matches no row, and the writer reads
+// the row and writes again. Writes outside the group writer (AddUpstreams, a rate's booking, a
+// prune, CreateTx) are thus never a risk to the counts, only a miss.
+//
+// Only the writer goroutine uses it. Its writes are noted as pending and kept once their
+// transaction commits. It keeps two generations of at most maxRemembered tasks each, the older
+// dropped when the newer is full, so the tasks in flight are found and its memory is bounded.
+type statusMemo struct {
+	newer, older, pending map[task.Ref]versioned
+}
+
+// versioned is a task's status at a version.
+type versioned struct {
+	version int64
+	status  task.Status
+}
+
+func newStatusMemo() *statusMemo {
+	return &statusMemo{newer: map[task.Ref]versioned{}, older: map[task.Ref]versioned{}, pending: map[task.Ref]versioned{}}
+}
+
+// status is the status ref was last written with, if that write made the given version.
+func (m *statusMemo) status(ref task.Ref, version int64) (task.Status, bool) {
+	v, ok := m.pending[ref]
+	if !ok {
+		if v, ok = m.newer[ref]; !ok {
+			v = m.older[ref]
+		}
+	}
+	return v.status, v.status != "" && v.version == version
+}
+
+// note remembers a write of the transaction under way. An ended task is forgotten instead: few
+// are written again (a redrive, a downstream told).
+func (m *statusMemo) note(t task.Task) {
+	if slices.Contains(task.Ended, t.Status) {
+		m.pending[t.Ref()] = versioned{} // hides an older memo until the commit drops it
+		return
+	}
+	m.pending[t.Ref()] = versioned{t.Version, t.Status}
+}
+
+// commit keeps the pending notes: their transaction committed.
+func (m *statusMemo) commit() {
+	for ref, v := range m.pending {
+		delete(m.older, ref)
+		if v.status == "" {
+			delete(m.newer, ref)
+			continue
+		}
+		if _, ok := m.newer[ref]; !ok && len(m.newer) >= maxRemembered {
+			m.older, m.newer = m.newer, make(map[task.Ref]versioned, maxRemembered)
+		}
+		m.newer[ref] = v
+	}
+	clear(m.pending)
+}
+
+// abort drops the pending notes: their transaction rolled back.
+func (m *statusMemo) abort() { clear(m.pending) }

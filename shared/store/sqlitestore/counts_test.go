@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,37 @@ func TestCountsInOneGroup(t *testing.T) {
 		}
 	}
 	wantCounts(t, s, "group", map[task.Status]int{task.StatusProcessing: 1})
+}
+
+// TestCountsGuardedAgainstOtherWrites: the writer remembers the status it wrote a task with, but
+// counts a move from the status the update replaced: a write it did not make (here, an app's
+// own SQL, counting its move) that changed the status at the same version is not counted over.
+func TestCountsGuardedAgainstOtherWrites(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
+	defer s.Close()
+	now := time.Now().UTC()
+	tk := newTask(t, "guard", "g", now)
+	if err := s.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE tasks SET status = 'pending' WHERE lambda = 'guard' AND id = 'g'`,
+		`UPDATE task_counts SET n = n - 1 WHERE lambda = 'guard' AND status = 'new'`,
+		`INSERT INTO task_counts (lambda, status, n) VALUES ('guard', 'pending', 1)`,
+	} {
+		if _, err := s.w.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	enqueued, err := task.Enqueue(tk, now, task.Config{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, enqueued, tk.Version); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, s, "guard", map[task.Status]int{task.StatusEnqueued: 1})
 }
 
 // TestCountFailureRollsBack: a commit whose count write fails writes none of its rows either:
@@ -266,4 +298,49 @@ func TestOlderVersionOpenedTheFile(t *testing.T) {
 		prev = n
 	}
 	wantCounts(t, s, "mixed", map[task.Status]int{task.StatusNew: 1, task.StatusEnqueued: 1, task.StatusSuccess: 1})
+}
+
+// TestStatusMemo: the memo answers for a task's last write at its version only, keeps a
+// transaction's notes only once it commits, forgets ended tasks, and holds at most two
+// generations of maxRemembered tasks, the latest written.
+func TestStatusMemo(t *testing.T) {
+	m := newStatusMemo()
+	at := func(id string, version int64, s task.Status) task.Task {
+		return task.Task{Lambda: "memo", ID: id, Version: version, Status: s}
+	}
+	ref := func(id string) task.Ref { return task.Ref{Lambda: "memo", ID: id} }
+	m.note(at("a", 1, task.StatusNew))
+	if s, ok := m.status(ref("a"), 1); !ok || s != task.StatusNew {
+		t.Errorf("a noted in the transaction under way: %q, %v; want new", s, ok)
+	}
+	m.abort()
+	if _, ok := m.status(ref("a"), 1); ok {
+		t.Error("a noted by a transaction rolled back: still remembered")
+	}
+	m.note(at("a", 1, task.StatusNew))
+	m.commit()
+	if _, ok := m.status(ref("a"), 2); ok {
+		t.Error("a at another version than written: remembered")
+	}
+	m.note(at("a", 2, task.StatusSuccess))
+	m.commit()
+	if _, ok := m.status(ref("a"), 2); ok {
+		t.Error("a, ended: remembered")
+	}
+	for i := range 2*maxRemembered + 10 {
+		m.note(at(strconv.Itoa(i), 1, task.StatusEnqueued))
+		if i%1000 == 0 {
+			m.commit()
+		}
+	}
+	m.commit()
+	if n := len(m.newer) + len(m.older); n > 2*maxRemembered {
+		t.Errorf("%d tasks remembered, want at most %d", n, 2*maxRemembered)
+	}
+	if s, ok := m.status(ref(strconv.Itoa(2*maxRemembered+9)), 1); !ok || s != task.StatusEnqueued {
+		t.Errorf("the latest task written: %q, %v; want enqueued", s, ok)
+	}
+	if _, ok := m.status(ref("0"), 1); ok {
+		t.Error("the first task written, two generations back: still remembered")
+	}
 }

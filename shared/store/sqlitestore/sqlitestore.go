@@ -6,8 +6,8 @@
 // the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
 //
 // A file has one Store open on it at a time (atf dev takes a lock on it, shared/local): the
-// store's writer keeps the counts by status in Go (counts.go). An app's transaction may create
-// tasks in it alongside (CreateTx), which counts them as well.
+// store's writer keeps the counts by status in Go (counts.go), and remembers what it wrote.
+// An app's transaction may create tasks in it alongside (CreateTx), which counts them as well.
 package sqlitestore
 
 import (
@@ -221,11 +221,13 @@ type Store struct {
 	history        *sql.Stmt // historySQL
 	count          *sql.Stmt // countSQL (counts.go)
 	readStatus     *sql.Stmt // statusSQL (counts.go)
-	updates        chan *update
-	closed         chan struct{}
-	closeOnce      sync.Once
-	writer         sync.WaitGroup
-	pruner         sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
+	// memo is what the group writer wrote last: the status an update replaces, without a read.
+	memo      *statusMemo
+	updates   chan *update
+	closed    chan struct{}
+	closeOnce sync.Once
+	writer    sync.WaitGroup
+	pruner    sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
 
 	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 }
@@ -332,7 +334,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history,
-		count: count, readStatus: readStatus, updates: make(chan *update), closed: make(chan struct{})}
+		count: count, readStatus: readStatus, memo: newStatusMemo(), updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
 }
@@ -623,9 +625,10 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
+	defer s.memo.abort() // unless the commit kept its notes first
 	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
-		counts: tally{}}
+		counts: tally{}, memo: s.memo}
 	insert := tx.StmtContext(ctx, s.insert)
 	outcomes := make([]error, len(group))
 	for i, u := range group {
@@ -633,6 +636,11 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			var err error
 			if outcomes[i], err = createIn(ctx, tx, insert, u.create, stmt.counts); err != nil {
 				return nil, err
+			}
+			if outcomes[i] == nil {
+				for _, t := range u.create {
+					s.memo.note(t)
+				}
 			}
 			continue
 		}
@@ -663,20 +671,23 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
+	s.memo.commit()
 	return outcomes, nil
 }
 
 // updateStmts are the update statements of a group's transaction, the statements that record an
 // ended attempt (task.Task.Ended) and drop the one it pushes out of the history, the one that
-// reads a task's status, and the group's count moves.
+// reads a task's status, and the group's count moves and the store's memo of statuses.
 type updateStmts struct {
 	tx                                    *sql.Tx
 	state, full, record, drop, readStatus *sql.Stmt
 	counts                                tally
+	memo                                  *statusMemo
 }
 
 // updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row,
-// and counts its move from the status it replaces, read first. Its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits
+// and counts its move from the status it replaces: the one the memo has for that version, else
+// the one read. Its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits
 // (limitsIn); the error is one that fails the group.
 func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
 	if len(t.Limits.Of(t)) > 0 {
@@ -687,18 +698,30 @@ func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (
 	fail := func(err error) (error, error) {
 		return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
 	}
-	old, found, err := statusAt(ctx, stmts.readStatus, t, prev)
-	if err != nil {
-		return fail(err)
-	} else if !found {
-		return conflict(t), nil
+	old, remembered := stmts.memo.status(t.Ref(), prev)
+	if !remembered {
+		var found bool
+		if old, found, err = statusAt(ctx, stmts.readStatus, t, prev); err != nil {
+			return fail(err)
+		} else if !found {
+			return conflict(t), nil
+		}
 	}
 	n, err := execCount(ctx, stmts.state, updateStateArgs(t, prev, old)...)
 	if err != nil {
 		return fail(err)
 	}
 	if n == 0 {
-		// t changes its collection, priority or creation time, which updateSQL writes.
+		// t changes its collection, priority or creation time, which updateSQL writes; or the
+		// memo was wrong (a write outside the group writer), or the version moved on.
+		if remembered {
+			var found bool
+			if old, found, err = statusAt(ctx, stmts.readStatus, t, prev); err != nil {
+				return fail(err)
+			} else if !found {
+				return conflict(t), nil
+			}
+		}
 		if n, err = execCount(ctx, stmts.full, updateArgs(t, prev, old)...); err != nil {
 			return fail(err)
 		} else if n == 0 {
@@ -706,6 +729,7 @@ func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (
 		}
 	}
 	stmts.counts.move(t.Lambda, old, t.Status)
+	stmts.memo.note(t)
 	return nil, recordAttempt(ctx, stmts, t)
 }
 
