@@ -211,6 +211,7 @@ type Store struct {
 	// concurrent transitions and creations share a commit and its fsync instead of queueing for
 	// one each.
 	update, insert *sql.Stmt
+	taken          *sql.Stmt // takenSQL, a create's check of its ids
 	updateState    *sql.Stmt // updateStateSQL, tried before update
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
 	getState       *sql.Stmt // Get without the payload
@@ -321,6 +322,7 @@ func Open(path string) (*Store, error) {
 	getStates := prepare(r, getManySQL(stateColumns))
 	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
+	taken := prepare(w, takenSQL)
 	getAfter := prepare(r, upstreamsSQL)
 	record := prepare(w, recordSQL)
 	drop := prepare(w, dropSQL)
@@ -333,7 +335,7 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history,
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, taken: taken, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history,
 		count: count, readStatus: readStatus, memo: newStatusMemo(), updates: make(chan *update), closed: make(chan struct{})}
 	s.writer.Go(s.writeUpdates)
 	return s, nil
@@ -346,7 +348,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.writer.Wait()
 	s.pruner.Wait()
-	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.count.Close(), s.readStatus.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.update.Close(), s.updateState.Close(), s.insert.Close(), s.taken.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.count.Close(), s.readStatus.Close(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -629,12 +631,12 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
 		counts: tally{}, memo: s.memo}
-	insert := tx.StmtContext(ctx, s.insert)
+	create := createStmts{insert: tx.StmtContext(ctx, s.insert), taken: tx.StmtContext(ctx, s.taken)}
 	outcomes := make([]error, len(group))
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, insert, u.create, stmt.counts); err != nil {
+			if outcomes[i], err = createIn(ctx, tx, create, u.create, stmt.counts); err != nil {
 				return nil, err
 			}
 			if outcomes[i] == nil {
@@ -759,13 +761,16 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 	return res.RowsAffected()
 }
 
+// createStmts are the statements of createIn in a transaction: insertSQL and takenSQL.
+type createStmts struct{ insert, taken *sql.Stmt }
+
 // createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
 // first looks for the batch's ids among the tasks, those of the group's earlier writes included:
 // a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
 // undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
 // Each task written counts in counts. The error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task, counts tally) (outcome, err error) {
-	if taken, err := takenID(ctx, tx, tasks); err != nil {
+func createIn(ctx context.Context, tx *sql.Tx, stmts createStmts, tasks []task.Task, counts tally) (outcome, err error) {
+	if taken, err := takenID(ctx, stmts.taken, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
@@ -776,11 +781,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		return task.Errorf(task.ErrBuried, "task %q of lambda %s: its message was dropped before it was written; send another", buried.ID, buried.Lambda), nil
 	}
 	for _, t := range tasks {
-		res, err := insert.ExecContext(ctx, insertArgs(t)...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
+		if n, err := execCount(ctx, stmts.insert, insertArgs(t)...); err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		} else if n == 0 {
 			// takenID found it free in this very transaction: the group fails, as on any fault.
@@ -812,8 +813,8 @@ func insertArgs(t task.Task) []any {
 const takenSQL = `SELECT id FROM tasks WHERE lambda = ? AND id IN (SELECT value FROM json_each(?))`
 
 // takenID returns the first task of tasks whose id its lambda has already, or nil: one query
-// per lambda of the batch.
-func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, error) {
+// per lambda of the batch, with stmt (takenSQL).
+func takenID(ctx context.Context, stmt *sql.Stmt, tasks []task.Task) (*task.Task, error) {
 	byLambda := map[string][]string{}
 	for _, t := range tasks {
 		byLambda[t.Lambda] = append(byLambda[t.Lambda], t.ID)
@@ -824,7 +825,7 @@ func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, er
 		if err != nil {
 			return nil, err
 		}
-		rows, err := tx.QueryContext(ctx, takenSQL, lambda, string(list))
+		rows, err := stmt.QueryContext(ctx, lambda, string(list))
 		if err != nil {
 			return nil, err
 		}

@@ -27,24 +27,27 @@ func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
 	if len(t.After) > 0 {
 		return task.Errorf(task.ErrInvalid, "task %q of lambda %s: a task with upstreams cannot be created in a transaction", t.ID, t.Lambda)
 	}
-	insert, err := tx.PrepareContext(ctx, insertSQL)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+	var stmts createStmts
+	var count *sql.Stmt
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		q    string
+	}{{&stmts.insert, insertSQL}, {&stmts.taken, takenSQL}, {&count, countSQL}} {
+		st, err := tx.PrepareContext(ctx, p.q)
+		if err != nil {
+			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
+		}
+		defer st.Close()
+		*p.stmt = st
 	}
-	defer insert.Close()
 	counts := tally{}
-	outcome, err := createIn(ctx, tx, insert, []task.Task{t}, counts)
+	outcome, err := createIn(ctx, tx, stmts, []task.Task{t}, counts)
 	if err != nil {
 		return storageError(err)
 	}
 	if outcome != nil {
 		return outcome
 	}
-	count, err := tx.PrepareContext(ctx, countSQL)
-	if err != nil {
-		return storageError(fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err))
-	}
-	defer count.Close()
 	if err := counts.write(ctx, count); err != nil {
 		return storageError(fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err))
 	}
