@@ -11,15 +11,20 @@ import (
 	"github.com/openatf/atf/shared/task"
 )
 
-// The counts by status (task_counts) are kept by the writes that move tasks, in Go: each
-// transaction adds up its moves per (lambda, status) and writes each count row once, with
-// countSQL, before it commits. The counts thus commit with the rows they count, or roll back with
-// them, and a crash or a power loss leaves them as right as the rows: it undoes whole
-// transactions. Triggers kept them before, at two count rows per transition; a group commit of a
-// hundred claims now writes two rows in all.
+// The counts by status (task_counts) are kept in the transaction of the writes they count, so
+// they commit with the rows they count or roll back with them: a crash or a power loss leaves them
+// as right as the rows, as it undoes whole transactions.
 //
-// Every write of the tasks table counts: the group writer (creates, updates, redrives), CreateTx,
-// FireSchedule, AddUpstreams and Prune. A write that bypassed them would leave the counts off.
+// A task's moves and deletes are counted in Go: each transaction adds them up per (lambda,
+// status) and writes each count row once, with countSQL, before it commits. Every write that
+// changes a status or deletes a task counts so: the group writer (updates, redrives),
+// AddUpstreams and Prune. Triggers counted them before, at two count rows per transition; a group
+// commit of a hundred claims now writes two rows in all.
+//
+// Inserts are still counted by a trigger (task_counts_insert in the schema), one count row per
+// task created: an app's CreateTx inserts in its own transaction, with the atf version it was
+// built with, which may be older than the store that owns the file. Every version's inserts count
+// so, and it costs a create one row.
 
 // countSQL adds n to a count, making its row if it has none.
 const countSQL = `INSERT INTO task_counts (lambda, status, n) VALUES (?, ?, ?)
@@ -65,14 +70,15 @@ func (c tally) write(ctx context.Context, stmt interface {
 	return nil
 }
 
-// legacyCountTriggers are the triggers that kept the counts before: an older atf that opens the
-// file makes them again (CREATE TRIGGER IF NOT EXISTS), and with them each move would count twice.
-var legacyCountTriggers = []string{"task_counts_insert", "task_counts_update", "task_counts_delete"}
+// legacyCountTriggers are the triggers that counted moves and deletes before: an older atf that
+// opens the file makes them again (CREATE TRIGGER IF NOT EXISTS), and with them each move would
+// count twice.
+var legacyCountTriggers = []string{"task_counts_update", "task_counts_delete"}
 
 // dropCountTriggers drops the legacy count triggers, if the file has any, and counts the tasks
 // afresh, in one transaction: an older atf that wrote the file since kept the counts by its
 // triggers, right for it, and this version goes on from a count of the rows. Open calls it before
-// any write, and the file has one opener at a time (see the package doc).
+// any write, and the file has one Store open on it at a time (see the package doc).
 func dropCountTriggers(w *sql.DB) error {
 	tx, err := w.Begin()
 	if err != nil {
@@ -80,8 +86,8 @@ func dropCountTriggers(w *sql.DB) error {
 	}
 	defer tx.Rollback()
 	var found int
-	if err := tx.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?)`,
-		legacyCountTriggers[0], legacyCountTriggers[1], legacyCountTriggers[2]).Scan(&found); err != nil || found == 0 {
+	if err := tx.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?)`,
+		legacyCountTriggers[0], legacyCountTriggers[1]).Scan(&found); err != nil || found == 0 {
 		return err
 	}
 	for _, name := range legacyCountTriggers {
@@ -119,7 +125,7 @@ const maxRemembered = 1 << 16
 // move without reading the row first. A memo is a guess only: the update's statement carries the
 // status as a condition (updateStateSQL), so a wrong guess matches no row, and the writer reads
 // the row and writes again. Writes outside the group writer (AddUpstreams, a rate's booking, a
-// prune, CreateTx) are thus never a risk to the counts, only a miss.
+// prune, CreateTx, FireSchedule) are thus never a risk to the counts, only a miss.
 //
 // Only the writer goroutine uses it. Its writes are noted as pending and kept once their
 // transaction commits. It keeps two generations of at most maxRemembered tasks each, the older

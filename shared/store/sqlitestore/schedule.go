@@ -121,8 +121,7 @@ func updateSchedule(ctx context.Context, db interface {
 }
 
 // FireSchedule writes sc over version prev and inserts the tasks whose ids are free, in one
-// transaction on the writer connection (synced, as a create is), with their counts: a conflict
-// writes nothing.
+// transaction on the writer connection (synced, as a create is): a conflict writes nothing.
 func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, tasks []task.Task) ([]bool, error) {
 	if len(tasks) > task.MaxFiringsPerWrite {
 		return nil, task.Errorf(task.ErrInvalid, "a firing write holds at most %d tasks, got %d", task.MaxFiringsPerWrite, len(tasks))
@@ -140,7 +139,6 @@ func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, 
 	}
 	insert := tx.StmtContext(ctx, s.insert)
 	created := make([]bool, len(tasks))
-	counts := tally{}
 	for i, t := range tasks {
 		res, err := insert.ExecContext(ctx, insertArgs(t)...)
 		if err != nil {
@@ -151,12 +149,6 @@ func (s *Store) FireSchedule(ctx context.Context, sc task.Schedule, prev int64, 
 			return nil, fmt.Errorf("sqlitestore: fire schedule %s: create %s: %w", sc, t.ID, err)
 		}
 		created[i] = n > 0 // none: the id is taken, and insertSQL left it as it was
-		if created[i] {
-			counts.add(t.Lambda, t.Status, 1)
-		}
-	}
-	if err := counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
-		return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: %w", sc, err))
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, storageError(fmt.Errorf("sqlitestore: fire schedule %s: %w", sc, err))

@@ -6,8 +6,8 @@
 // the services that run tasks, whose loss only makes a task run again (docs/guarantees.md).
 //
 // A file has one Store open on it at a time (atf dev takes a lock on it, shared/local): the
-// store's writer keeps the counts by status in Go (counts.go), and remembers what it wrote.
-// An app's transaction may create tasks in it alongside (CreateTx), which counts them as well.
+// store's writer counts the tasks' moves in Go (counts.go), and remembers what it wrote. An app's
+// transaction may create tasks in it alongside (CreateTx).
 package sqlitestore
 
 import (
@@ -94,14 +94,20 @@ CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigg
 
 -- The dead letters across lambdas (ListFailed): one index per status of task.Failed (failedSchema).
 
--- Counts by status, written in the transaction of the writes they count, once per transaction
--- and count row (counts.go): reading them costs one row per status, whatever the number of tasks.
+-- Counts by status, written in the transaction of the writes they count: reading them costs one
+-- row per status, whatever the number of tasks. Moves and deletes are counted in Go, once per
+-- transaction and count row; inserts by this trigger, whatever the atf version of the app's
+-- transaction that inserts (CreateTx). See counts.go.
 CREATE TABLE IF NOT EXISTS task_counts (
 	lambda TEXT    NOT NULL,
 	status TEXT    NOT NULL,
 	n      INTEGER NOT NULL,
 	PRIMARY KEY (lambda, status)
 );
+CREATE TRIGGER IF NOT EXISTS task_counts_insert AFTER INSERT ON tasks BEGIN
+	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
+		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
+END;
 
 -- A task's upstreams: the row (down, idx) says that task down waits for task up, its After[idx].
 -- Create writes them with the task, and AddUpstreams with its new version, in one transaction, so
@@ -636,7 +642,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, create, u.create, stmt.counts); err != nil {
+			if outcomes[i], err = createIn(ctx, tx, create, u.create); err != nil {
 				return nil, err
 			}
 			if outcomes[i] == nil {
@@ -666,7 +672,7 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			}
 		}
 	}
-	// The counts go last, once per count row: a hundred claims write two rows.
+	// The moves' counts go last, once per count row: a hundred claims write two rows.
 	if err := stmt.counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
@@ -768,8 +774,8 @@ type createStmts struct{ insert, taken *sql.Stmt }
 // first looks for the batch's ids among the tasks, those of the group's earlier writes included:
 // a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
 // undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
-// Each task written counts in counts. The error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, stmts createStmts, tasks []task.Task, counts tally) (outcome, err error) {
+// The error is one that fails the group.
+func createIn(ctx context.Context, tx *sql.Tx, stmts createStmts, tasks []task.Task) (outcome, err error) {
 	if taken, err := takenID(ctx, stmts.taken, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {
@@ -787,7 +793,6 @@ func createIn(ctx context.Context, tx *sql.Tx, stmts createStmts, tasks []task.T
 			// takenID found it free in this very transaction: the group fails, as on any fault.
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: the id was taken after it was found free", t.Lambda, t.ID)
 		}
-		counts.add(t.Lambda, t.Status, 1)
 		if len(t.After) > 0 {
 			if err := insertUpstreams(ctx, tx, t.Ref(), 0, t.After); err != nil {
 				return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
@@ -1223,7 +1228,7 @@ func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
 	return found, nil
 }
 
-// Counts returns how many tasks of the lambda are in each status, from the counts the triggers
+// Counts returns how many tasks of the lambda are in each status, from the counts the writes
 // keep: one row per status.
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, lambda)

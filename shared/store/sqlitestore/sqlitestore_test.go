@@ -359,7 +359,7 @@ func TestCountsKept(t *testing.T) {
 	}
 	// A file written before the counts and the parked column: both come at the next open.
 	for _, q := range []string{
-		`DROP TABLE task_counts`, `DROP INDEX tasks_parked`, `DROP INDEX tasks_due_lane`, `ALTER TABLE tasks DROP COLUMN parked`,
+		`DROP TRIGGER task_counts_insert`, `DROP TABLE task_counts`, `DROP INDEX tasks_parked`, `DROP INDEX tasks_due_lane`, `ALTER TABLE tasks DROP COLUMN parked`,
 	} {
 		if _, err := s.w.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

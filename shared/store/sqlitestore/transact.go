@@ -15,7 +15,7 @@ import (
 // The task is waiting, due at its run time. A store open on the same file (atf dev's) finds it at
 // its consumer's next sweep, at most a poll interval (task.Config.PollInterval) after the commit:
 // nothing wakes that consumer, which only hears of the writes its own process makes. The task
-// counts follow: CreateTx counts the task in tx. Tasks with upstreams (After) are refused:
+// counts follow: the insert's trigger counts the task in tx. Tasks with upstreams (After) are refused:
 // a flow's upstreams are linked by the frontend, outside any one transaction.
 //
 // Open the app's database with a busy timeout and begin its transactions immediate (the driver's
@@ -28,11 +28,10 @@ func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
 		return task.Errorf(task.ErrInvalid, "task %q of lambda %s: a task with upstreams cannot be created in a transaction", t.ID, t.Lambda)
 	}
 	var stmts createStmts
-	var count *sql.Stmt
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		q    string
-	}{{&stmts.insert, insertSQL}, {&stmts.taken, takenSQL}, {&count, countSQL}} {
+	}{{&stmts.insert, insertSQL}, {&stmts.taken, takenSQL}} {
 		st, err := tx.PrepareContext(ctx, p.q)
 		if err != nil {
 			return fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
@@ -40,16 +39,9 @@ func CreateTx(ctx context.Context, tx *sql.Tx, t task.Task) error {
 		defer st.Close()
 		*p.stmt = st
 	}
-	counts := tally{}
-	outcome, err := createIn(ctx, tx, stmts, []task.Task{t}, counts)
+	outcome, err := createIn(ctx, tx, stmts, []task.Task{t})
 	if err != nil {
 		return storageError(err)
 	}
-	if outcome != nil {
-		return outcome
-	}
-	if err := counts.write(ctx, count); err != nil {
-		return storageError(fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err))
-	}
-	return nil
+	return outcome
 }
