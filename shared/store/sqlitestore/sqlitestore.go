@@ -1479,13 +1479,11 @@ func migrate(w *sql.DB) error {
 	if counted, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_counts'`); err != nil {
 		return err
 	} else if !counted {
-		for _, q := range []string{
-			`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`,
-			`INSERT INTO task_counts (lambda, status, n) SELECT lambda, status, COUNT(*) FROM tasks GROUP BY lambda, status`,
-		} {
-			if _, err := tx.Exec(q); err != nil {
-				return fmt.Errorf("count tasks: %w", err)
-			}
+		if _, err := tx.Exec(`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`); err != nil {
+			return fmt.Errorf("count tasks: %w", err)
+		}
+		if err := recount(tx); err != nil { // counts.go
+			return err
 		}
 	}
 	return tx.Commit()

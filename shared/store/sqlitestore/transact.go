@@ -15,8 +15,8 @@ import (
 // The task is waiting, due at its run time. A store open on the same file (atf dev's) finds it at
 // its consumer's next sweep, at most a poll interval (task.Config.PollInterval) after the commit:
 // nothing wakes that consumer, which only hears of the writes its own process makes. The task
-// counts follow: the insert's trigger counts the task in tx. Tasks with upstreams (After) are refused:
-// a flow's upstreams are linked by the frontend, outside any one transaction.
+// counts follow: the insert's trigger counts the task in tx. Tasks with upstreams (After) are
+// refused: a flow's upstreams are linked by the frontend, outside any one transaction.
 //
 // Open the app's database with a busy timeout and begin its transactions immediate (the driver's
 // "?_pragma=busy_timeout(10000)&_txlock=immediate"): atf's writer shares the file, and a
