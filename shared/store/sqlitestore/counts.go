@@ -155,10 +155,11 @@ func (m *statusMemo) status(ref task.Ref, version int64) (task.Status, bool) {
 	return v.status, v.status != "" && v.version == version
 }
 
-// note remembers a write of the transaction under way. An ended task is forgotten instead: few
-// are written again (a redrive, a downstream told).
+// note remembers a write of the transaction under way. An ended task without a trigger is
+// forgotten instead: few are written again (a redrive). One with a trigger has downstreams to
+// tell, each telling a write of it.
 func (m *statusMemo) note(t task.Task) {
-	if slices.Contains(task.Ended, t.Status) {
+	if slices.Contains(task.Ended, t.Status) && t.NextTriggerAt == nil {
 		m.pending[t.Ref()] = versioned{} // hides an older memo until the commit drops it
 		return
 	}

@@ -302,8 +302,8 @@ func TestOlderVersionOpenedTheFile(t *testing.T) {
 }
 
 // TestStatusMemo: the memo answers for a task's last write at its version only, keeps a
-// transaction's notes only once it commits, forgets ended tasks, and holds at most two
-// generations of maxRemembered tasks, the latest written.
+// transaction's notes only once it commits, forgets ended tasks that have nothing left to do, and
+// holds at most two generations of maxRemembered tasks, the latest written.
 func TestStatusMemo(t *testing.T) {
 	m := newStatusMemo()
 	at := func(id string, version int64, s task.Status) task.Task {
@@ -323,10 +323,16 @@ func TestStatusMemo(t *testing.T) {
 	if _, ok := m.status(ref("a"), 2); ok {
 		t.Error("a at another version than written: remembered")
 	}
+	telling := at("b", 2, task.StatusSuccess)
+	telling.NextTriggerAt = &time.Time{}
 	m.note(at("a", 2, task.StatusSuccess))
+	m.note(telling)
 	m.commit()
 	if _, ok := m.status(ref("a"), 2); ok {
 		t.Error("a, ended: remembered")
+	}
+	if s, ok := m.status(ref("b"), 2); !ok || s != task.StatusSuccess {
+		t.Errorf("b, ended with downstreams to tell: %q, %v; want success", s, ok)
 	}
 	for i := range 2*maxRemembered + 10 {
 		m.note(at(strconv.Itoa(i), 1, task.StatusEnqueued))
