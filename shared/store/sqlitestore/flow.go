@@ -199,6 +199,7 @@ func (s *Store) queryIDs(ctx context.Context, stmt *sql.Stmt, cols, lambda strin
 // AddUpstreams writes t over version prev, with its upstreams from index from on, in one
 // transaction: of racing writers from one version exactly one writes, and the others write
 // nothing. It is rare enough to have a transaction of its own rather than join the group commit.
+// It counts the move of t's status, if it makes one, in that transaction.
 func (s *Store) AddUpstreams(ctx context.Context, t task.Task, prev int64, from int) error {
 	if from < 0 || from > len(t.After) || len(t.After) != t.AfterCount {
 		return fmt.Errorf("sqlitestore: add upstreams to %s/%s: %d upstreams from %d of %d", t.Lambda, t.ID, len(t.After), from, t.AfterCount)
@@ -221,18 +222,22 @@ func (s *Store) addUpstreams(ctx context.Context, t task.Task, prev int64, from 
 	if _, kept := s.vol.lookup(taskKey{t.Lambda, t.ID}); kept {
 		return task.Errorf(task.ErrConflict, "task %q of lambda %s is running", t.ID, t.Lambda)
 	}
-	res, err := tx.StmtContext(ctx, s.update).ExecContext(ctx, updateArgs(t, prev)...)
+	// The status it replaces, for the counts: the update's condition, with the version.
+	old, found, err := statusAt(ctx, tx.StmtContext(ctx, s.readStatus), t, prev)
 	if err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil {
+	if !found {
+		return conflict(t)
+	}
+	if n, err := execCount(ctx, tx.StmtContext(ctx, s.update), updateArgs(t, prev, old)...); err != nil {
 		return err
 	} else if n == 0 {
-		return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+		return conflict(t)
 	}
 	// The upstreams below the stored count never change (Get relies on it): from must be that
 	// count, which the version check alone does not say.
-	res, err = tx.ExecContext(ctx, `UPDATE tasks SET after_count = ?, trigger_rule = ? WHERE lambda = ? AND id = ? AND after_count = ?`,
+	res, err := tx.ExecContext(ctx, `UPDATE tasks SET after_count = ?, trigger_rule = ? WHERE lambda = ? AND id = ? AND after_count = ?`,
 		t.AfterCount, t.Trigger, t.Lambda, t.ID, from)
 	if err != nil {
 		return err
@@ -243,6 +248,11 @@ func (s *Store) addUpstreams(ctx context.Context, t task.Task, prev int64, from 
 		return fmt.Errorf("the task has other than %d upstreams", from)
 	}
 	if err := insertUpstreams(ctx, tx, t.Ref(), from, t.After[from:]); err != nil {
+		return err
+	}
+	counts := tally{}
+	counts.move(t.Lambda, old, t.Status)
+	if err := counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -15,10 +15,7 @@ import (
 // API answers with its own code, and succeed again once there is room. A page limit on the
 // writer's connection stands in for a full disk: SQLite answers both with SQLITE_FULL.
 func TestStorageFull(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "atf.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, filepath.Join(t.TempDir(), "atf.db"))
 	defer s.Close()
 	var pages int
 	if err := s.w.QueryRowContext(t.Context(), `PRAGMA page_count`).Scan(&pages); err != nil {

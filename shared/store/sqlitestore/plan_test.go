@@ -199,8 +199,9 @@ func TestSweepPlans(t *testing.T) {
 	// The seek to the next parked collection, which runs outside query().
 	checkPlan(t, s, nextParkedSQL, l.Name, "")
 	// And each transition the sweeps write.
-	checkPlan(t, s, updateSQL, updateArgs(tasks[0], tasks[0].Version)...)
-	checkPlan(t, s, updateStateSQL, updateStateArgs(tasks[0], tasks[0].Version)...)
+	checkPlan(t, s, updateSQL, updateArgs(tasks[0], tasks[0].Version, tasks[0].Status)...)
+	checkPlan(t, s, statusSQL, tasks[0].Lambda, tasks[0].ID, tasks[0].Version)
+	checkPlan(t, s, updateStateSQL, updateStateArgs(tasks[0], tasks[0].Version, tasks[0].Status)...)
 }
 
 // TestListPlans: every kind of list query, by status, collection, both or neither, first page

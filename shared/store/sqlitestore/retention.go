@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/openatf/atf/shared/task"
 )
 
 // Retention of finished tasks, as DynamoDB's TTL on dynamostore: a finished task stays readable
@@ -60,7 +62,7 @@ const prunableSQL = `next_trigger_at IS NULL AND status IN ('success', 'fatal_fa
 const expirySchema = `CREATE INDEX IF NOT EXISTS tasks_expiry ON tasks (updated_at) WHERE ` + prunableSQL + `;`
 
 // expiredSQL picks a pass's tasks: the oldest prunable ones written before a time.
-const expiredSQL = `SELECT lambda, id, after_count FROM tasks WHERE ` + prunableSQL + ` AND updated_at < ?
+const expiredSQL = `SELECT lambda, id, status, after_count FROM tasks WHERE ` + prunableSQL + ` AND updated_at < ?
 	ORDER BY updated_at LIMIT ?`
 
 // migrateExpiry makes tasks_expiry, after dropping one made with other finished statuses.
@@ -131,7 +133,7 @@ func (s *Store) startPruning(o Options) {
 // Prune deletes at most limit finished tasks whose last write was before cutoff and that have no
 // downstreams left to tell, oldest first, with their upstreams' rows, in one transaction. It
 // returns how many it deleted. A task it deletes is gone for every reader, and for a downstream
-// that names it (task.Settled.Gone); the counts lose it too (the delete trigger).
+// that names it (task.Settled.Gone); the counts lose it too, in the same transaction.
 func (s *Store) Prune(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	if limit < 1 {
 		return 0, fmt.Errorf("sqlitestore: prune: limit must be at least 1, got %d", limit)
@@ -162,12 +164,13 @@ func (s *Store) prune(ctx context.Context, cutoff int64, limit int) (int, error)
 	}
 	type expired struct {
 		lambda, id string
+		status     task.Status
 		after      int
 	}
 	var batch []expired
 	for rows.Next() {
 		var e expired
-		if err := rows.Scan(&e.lambda, &e.id, &e.after); err != nil {
+		if err := rows.Scan(&e.lambda, &e.id, &e.status, &e.after); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -189,15 +192,21 @@ func (s *Store) prune(ctx context.Context, cutoff int64, limit int) (int, error)
 		return 0, err
 	}
 	defer delDeps.Close()
+	counts := tally{}
 	for _, e := range batch {
-		if _, err := delTask.ExecContext(ctx, e.lambda, e.id); err != nil {
+		if n, err := execCount(ctx, delTask, e.lambda, e.id); err != nil {
 			return 0, err
+		} else if n > 0 {
+			counts.add(e.lambda, e.status, -1)
 		}
 		if e.after > 0 {
 			if _, err := delDeps.ExecContext(ctx, e.lambda, e.id); err != nil {
 				return 0, err
 			}
 		}
+	}
+	if err := counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
+		return 0, err
 	}
 	return len(batch), tx.Commit()
 }

@@ -329,7 +329,8 @@ func TestGrownPlans(t *testing.T) {
 		args []any
 	}{
 		{`SELECT ` + columns + ` FROM tasks WHERE lambda = ? AND id = ?`, []any{l.Name, waiting.ID}},
-		{updateSQL, updateArgs(waiting, waiting.Version)},
+		{updateSQL, updateArgs(waiting, waiting.Version, waiting.Status)},
+		{statusSQL, []any{l.Name, waiting.ID, waiting.Version}},
 	} {
 		plan := checkPlan(t, s, q.q, q.args...)
 		if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX sqlite_autoindex_tasks_1 (lambda=? AND id=?)") {

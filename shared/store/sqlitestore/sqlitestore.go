@@ -6,6 +6,10 @@
 // the services that run tasks, whose loss only makes a task run again (docs/guarantees.md). The
 // Volatile view keeps the claims of short runs in memory (volatile.go): a task that succeeds at
 // once writes its row twice, at its create and at its end.
+//
+// A file has one Store open on it at a time (atf dev takes a lock on it, shared/local): the
+// store's writer counts the tasks' moves in Go (counts.go), remembers what it wrote, and keeps
+// claims in memory. An app's transaction may create tasks in it alongside (CreateTx).
 package sqlitestore
 
 import (
@@ -93,8 +97,10 @@ CREATE INDEX IF NOT EXISTS tasks_parked ON tasks (lambda, collection, next_trigg
 
 -- The dead letters across lambdas (ListFailed): one index per status of task.Failed (failedSchema).
 
--- Counts by status, kept by triggers in the transaction of every write: reading them costs one
--- row per status, whatever the number of tasks.
+-- Counts by status, written in the transaction of the writes they count: reading them costs one
+-- row per status, whatever the number of tasks. Moves and deletes are counted in Go, once per
+-- transaction and count row; inserts by this trigger, whatever the atf version of the app's
+-- transaction that inserts (CreateTx). See counts.go.
 CREATE TABLE IF NOT EXISTS task_counts (
 	lambda TEXT    NOT NULL,
 	status TEXT    NOT NULL,
@@ -104,14 +110,6 @@ CREATE TABLE IF NOT EXISTS task_counts (
 CREATE TRIGGER IF NOT EXISTS task_counts_insert AFTER INSERT ON tasks BEGIN
 	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
 		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS task_counts_update AFTER UPDATE OF status ON tasks WHEN old.status != new.status BEGIN
-	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
-	INSERT INTO task_counts (lambda, status, n) VALUES (new.lambda, new.status, 1)
-		ON CONFLICT (lambda, status) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS task_counts_delete AFTER DELETE ON tasks BEGIN
-	UPDATE task_counts SET n = n - 1 WHERE lambda = old.lambda AND status = old.status;
 END;
 
 -- A task's upstreams: the row (down, idx) says that task down waits for task up, its After[idx].
@@ -222,6 +220,7 @@ type Store struct {
 	// concurrent transitions and creations share a commit and its fsync instead of queueing for
 	// one each.
 	update, insert *sql.Stmt
+	taken          *sql.Stmt // takenSQL, a create's check of its ids
 	updateState    *sql.Stmt // updateStateSQL, tried before update
 	get            *sql.Stmt // prepared once: parsing the SQL of every Get cost more than running it
 	getState       *sql.Stmt // Get without the payload
@@ -230,14 +229,17 @@ type Store struct {
 	getAfter       *sql.Stmt // a task's upstreams, for Get
 	record, drop   *sql.Stmt // recordSQL and dropSQL (history.go)
 	history        *sql.Stmt // historySQL
-	rowOf          *sql.Stmt // rowOfSQL (volatile.go)
-	queries        sync.Map  // the queries of lists and sweeps, prepared once each: string → *sql.Stmt
-	queryCount     atomic.Int32
-	updates        chan *update
-	closed         chan struct{}
-	closeOnce      sync.Once
-	writer         sync.WaitGroup
-	pruner         sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
+	count          *sql.Stmt // countSQL (counts.go)
+	readStatus     *sql.Stmt // statusSQL (counts.go)
+	// memo is what the group writer wrote last: the status an update replaces, without a read.
+	memo      *statusMemo
+	queries    sync.Map // the queries of lists and sweeps, prepared once each: string → *sql.Stmt
+	queryCount atomic.Int32
+	updates   chan *update
+	closed    chan struct{}
+	closeOnce sync.Once
+	writer    sync.WaitGroup
+	pruner    sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
 
 	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 
@@ -305,6 +307,10 @@ func Open(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: create the expiry index: %w", path, err)
 	}
+	if err := dropCountTriggers(w); err != nil { // counts.go
+		w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: drop the count triggers of an older atf: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", path+common+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
@@ -335,18 +341,21 @@ func Open(path string) (*Store, error) {
 	getStates := prepare(r, getManySQL(stateColumns))
 	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
+	taken := prepare(w, takenSQL)
 	getAfter := prepare(r, upstreamsSQL)
 	record := prepare(w, recordSQL)
 	drop := prepare(w, dropSQL)
 	history := prepare(r, historySQL)
-	rowOf := prepare(w, rowOfSQL)
+	count := prepare(w, countSQL)
+	readStatus := prepare(w, statusSQL)
 	if err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close() // the prepare's error is the one to report
 		}
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history, rowOf: rowOf, updates: make(chan *update), closed: make(chan struct{})}
+	s := &Store{w: w, r: r, update: upd, updateState: updState, insert: ins, taken: taken, get: get, getState: getState, getStates: getStates, getTasks: getTasks, getAfter: getAfter, record: record, drop: drop, history: history,
+		count: count, readStatus: readStatus, memo: newStatusMemo(), updates: make(chan *update), closed: make(chan struct{})}
 	if err := s.openVolatile(path); err != nil {
 		for i := len(opened) - 1; i >= 0; i-- {
 			_ = opened[i].Close()
@@ -368,7 +377,7 @@ func (s *Store) Close() error {
 	if s.vol.journal != nil {
 		journal = s.vol.journal.Close()
 	}
-	return errors.Join(journal, s.update.Close(), s.updateState.Close(), s.insert.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.rowOf.Close(), s.closeQueries(), s.r.Close(), s.w.Close())
+	return errors.Join(journal, s.update.Close(), s.updateState.Close(), s.insert.Close(), s.taken.Close(), s.get.Close(), s.getState.Close(), s.getStates.Close(), s.getTasks.Close(), s.getAfter.Close(), s.record.Close(), s.drop.Close(), s.history.Close(), s.count.Close(), s.readStatus.Close(), s.closeQueries(), s.r.Close(), s.w.Close())
 }
 
 // Create stores a new task, or returns task.ErrExists.
@@ -446,13 +455,17 @@ const updateSQL = `UPDATE tasks SET
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
 	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
 	rate_slot = ?
-	WHERE lambda = ? AND id = ? AND version = ?`
+	WHERE lambda = ? AND id = ? AND version = ? AND status = ?`
 
 // updateStateSQL is updateSQL for a task whose collection, priority and creation time are as
 // stored: every transition's. SQLite rewrites a row's entry in every index with a column the SET
 // names, whatever its value, so leaving these three out spares two of the five indexes
 // (tasks_by_created, tasks_by_collection) on every transition. They are conditions instead: an
 // update that would change them matches no row, and updateSQL writes it.
+//
+// Both name the status they replace, with the version: the counts move from that status
+// (counts.go), so an update whose status is not the stored one must match no row. The version
+// alone pins the status of the group writer's own writes; the status guards the others.
 const updateStateSQL = `UPDATE tasks SET
 	status = ?, result = ?, error = ?, attempts = ?,
 	max_attempts = ?, run_at = ?, deadline = ?, next_trigger_at = ?,
@@ -460,28 +473,28 @@ const updateStateSQL = `UPDATE tasks SET
 	settled = ?, downstream = ?, notify_cursor = ?, cancel_requested = ?, not_before = ?, hand_backs = ?,
 	attempt_seq = ?, started_at = ?, ended_at = ?, worker = ?, log_location = ?, snoozes = ?, queue_message = ?, queue_message_for = ?,
 	rate_slot = ?
-	WHERE lambda = ? AND id = ? AND version = ? AND collection = ? AND priority = ? AND created_at IS ?`
+	WHERE lambda = ? AND id = ? AND version = ? AND status = ? AND collection = ? AND priority = ? AND created_at IS ?`
 
-// updateStateArgs are updateStateSQL's arguments for t written over version prev.
-func updateStateArgs(t task.Task, prev int64) []any {
+// updateStateArgs are updateStateSQL's arguments for t written over version prev, in status old.
+func updateStateArgs(t task.Task, prev int64, old task.Status) []any {
 	return []any{string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		ptrNanos(t.RateSlot),
-		t.Lambda, t.ID, prev, t.Collection, t.Priority, nanos(t.CreatedAt)}
+		t.Lambda, t.ID, prev, string(old), t.Collection, t.Priority, nanos(t.CreatedAt)}
 }
 
-// updateArgs are updateSQL's arguments for t written over version prev.
-func updateArgs(t task.Task, prev int64) []any {
+// updateArgs are updateSQL's arguments for t written over version prev, in status old.
+func updateArgs(t task.Task, prev int64, old task.Status) []any {
 	return []any{t.Collection, t.Priority, string(t.Status), blob(t.Result), t.Error,
 		t.Attempts, t.MaxAttempts, nanos(t.RunAt), ptrNanos(t.Deadline), ptrNanos(t.NextTriggerAt),
 		nanos(t.CreatedAt), nanos(t.UpdatedAt), t.Version, t.Lease, t.Spec, t.Parked,
 		blob(t.Settled), t.Downstream, t.NotifyCursor, t.CancelRequested, ptrNanos(t.NotBefore), t.HandBacks,
 		t.AttemptSeq, ptrNanos(t.StartedAt), ptrNanos(t.EndedAt), t.Worker, logLocationArg(t.LogLocation), t.Snoozes, t.Message, t.MessageFor,
 		ptrNanos(t.RateSlot),
-		t.Lambda, t.ID, prev}
+		t.Lambda, t.ID, prev, string(old)}
 }
 
 // Update writes t if the stored version is still prev. The check and the write are one
@@ -662,9 +675,11 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 		return nil, fmt.Errorf("sqlitestore: update: %w", err)
 	}
 	defer tx.Rollback()
+	defer s.memo.abort() // unless the commit kept its notes first
 	stmt := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
-		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), rowOf: tx.StmtContext(ctx, s.rowOf)}
-	insert := tx.StmtContext(ctx, s.insert)
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
+		counts: tally{}, memo: s.memo}
+	create := createStmts{insert: tx.StmtContext(ctx, s.insert), taken: tx.StmtContext(ctx, s.taken)}
 	outcomes := make([]error, len(group))
 	kept := staged{}
 	if err := s.flushDue(ctx, stmt, kept, time.Now()); err != nil {
@@ -676,8 +691,13 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	for i, u := range group {
 		if u.create != nil {
 			var err error
-			if outcomes[i], err = createIn(ctx, tx, insert, u.create); err != nil {
+			if outcomes[i], err = createIn(ctx, tx, create, u.create); err != nil {
 				return nil, err
+			}
+			if outcomes[i] == nil {
+				for _, t := range u.create {
+					s.memo.note(t)
+				}
 			}
 			continue
 		}
@@ -701,58 +721,114 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 			}
 		}
 	}
+	// The moves' counts go last, once per count row: a hundred claims write two rows.
+	if err := stmt.counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
+		return nil, fmt.Errorf("sqlitestore: write: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
+	s.memo.commit()
 	if unjournaled := s.apply(kept); unjournaled != nil {
 		failJournaled(group, outcomes, unjournaled)
 	}
 	return outcomes, nil
 }
 
-// updateStmts are the update statements of a transaction, and the statements that record an
-// ended attempt (task.Task.Ended) and drop the one it pushes out of the history.
+// updateStmts are the update statements of a group's transaction, the statements that record an
+// ended attempt (task.Task.Ended) and drop the one it pushes out of the history, the one that
+// reads a task's status, and the group's count moves and the store's memo of statuses.
 type updateStmts struct {
-	tx                        *sql.Tx
-	state, full, record, drop *sql.Stmt
-	rowOf                     *sql.Stmt // rowOfSQL, for a claim kept in memory (volatile.go)
+	tx                                    *sql.Tx
+	state, full, record, drop, readStatus *sql.Stmt
+	counts                                tally
+	memo                                  *statusMemo
 }
 
-// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row:
-// its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits (limitsIn); the
-// error is one that fails the group.
+// updateIn writes t over version prev, with updateStateSQL, or updateSQL if that matched no row,
+// and counts its move from the status it replaces: the one the memo has for that version, else
+// the one read. Its outcome is nil or task.ErrConflict, or a *task.Held from a start's limits
+// (limitsIn); the error is one that fails the group.
 func updateIn(ctx context.Context, stmts updateStmts, t task.Task, prev int64) (outcome, err error) {
 	if len(t.Limits.Of(t)) > 0 {
 		if outcome, err := limitsIn(ctx, stmts.tx, t, prev); outcome != nil || err != nil {
 			return outcome, err
 		}
 	}
-	for _, try := range []struct {
-		stmt *sql.Stmt
-		args []any
-	}{{stmts.state, updateStateArgs(t, prev)}, {stmts.full, updateArgs(t, prev)}} {
-		res, err := try.stmt.ExecContext(ctx, try.args...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n > 0 {
-			return nil, recordAttempt(ctx, stmts, t)
+	fail := func(err error) (error, error) {
+		return nil, fmt.Errorf("sqlitestore: update %s/%s: %w", t.Lambda, t.ID, err)
+	}
+	old, remembered := stmts.memo.status(t.Ref(), prev)
+	if !remembered {
+		var found bool
+		if old, found, err = statusAt(ctx, stmts.readStatus, t, prev); err != nil {
+			return fail(err)
+		} else if !found {
+			return conflict(t), nil
 		}
 	}
-	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda), nil
+	n, err := execCount(ctx, stmts.state, updateStateArgs(t, prev, old)...)
+	if err != nil {
+		return fail(err)
+	}
+	if n == 0 {
+		// t changes its collection, priority or creation time, which updateSQL writes; or the
+		// memo was wrong (a write outside the group writer), or the version moved on.
+		if remembered {
+			var found bool
+			if old, found, err = statusAt(ctx, stmts.readStatus, t, prev); err != nil {
+				return fail(err)
+			} else if !found {
+				return conflict(t), nil
+			}
+		}
+		if n, err = execCount(ctx, stmts.full, updateArgs(t, prev, old)...); err != nil {
+			return fail(err)
+		} else if n == 0 {
+			return conflict(t), nil // not after a read in this transaction: nothing else writes in it
+		}
+	}
+	stmts.counts.move(t.Lambda, old, t.Status)
+	stmts.memo.note(t)
+	return nil, recordAttempt(ctx, stmts, t)
 }
+
+// conflict is the outcome of an update over a version that is no longer stored.
+func conflict(t task.Task) error {
+	return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile or is gone", t.ID, t.Lambda)
+}
+
+// statusAt reads t's stored status at version prev, with stmt (statusSQL); found is false if t is
+// gone or at another version.
+func statusAt(ctx context.Context, stmt *sql.Stmt, t task.Task, prev int64) (status task.Status, found bool, err error) {
+	switch err := stmt.QueryRowContext(ctx, t.Lambda, t.ID, prev).Scan(&status); {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return status, true, nil
+}
+
+// execCount runs stmt and returns how many rows it changed.
+func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) {
+	res, err := stmt.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// createStmts are the statements of createIn in a transaction: insertSQL and takenSQL.
+type createStmts struct{ insert, taken *sql.Stmt }
 
 // createIn inserts a batch, with the upstreams of its tasks, inside the group's transaction. It
 // first looks for the batch's ids among the tasks, those of the group's earlier writes included:
 // a taken id writes nothing of the batch, and is its outcome (task.ErrExists). (A savepoint to
 // undo a batch cost more: SQLite then copies every page the batch changes to its sub-journal.)
 // The error is one that fails the group.
-func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Task) (outcome, err error) {
-	if taken, err := takenID(ctx, tx, tasks); err != nil {
+func createIn(ctx context.Context, tx *sql.Tx, stmts createStmts, tasks []task.Task) (outcome, err error) {
+	if taken, err := takenID(ctx, stmts.taken, tasks); err != nil {
 		return nil, fmt.Errorf("sqlitestore: create: %w", err)
 	} else if taken != nil {
 		return task.Errorf(task.ErrExists, "task %q of lambda %s already exists", taken.ID, taken.Lambda), nil
@@ -763,11 +839,7 @@ func createIn(ctx context.Context, tx *sql.Tx, insert *sql.Stmt, tasks []task.Ta
 		return task.Errorf(task.ErrBuried, "task %q of lambda %s: its message was dropped before it was written; send another", buried.ID, buried.Lambda), nil
 	}
 	for _, t := range tasks {
-		res, err := insert.ExecContext(ctx, insertArgs(t)...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
+		if n, err := execCount(ctx, stmts.insert, insertArgs(t)...); err != nil {
 			return nil, fmt.Errorf("sqlitestore: create %s/%s: %w", t.Lambda, t.ID, err)
 		} else if n == 0 {
 			// takenID found it free in this very transaction: the group fails, as on any fault.
@@ -798,8 +870,8 @@ func insertArgs(t task.Task) []any {
 const takenSQL = `SELECT id FROM tasks WHERE lambda = ? AND id IN (SELECT value FROM json_each(?))`
 
 // takenID returns the first task of tasks whose id its lambda has already, or nil: one query
-// per lambda of the batch.
-func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, error) {
+// per lambda of the batch, with stmt (takenSQL).
+func takenID(ctx context.Context, stmt *sql.Stmt, tasks []task.Task) (*task.Task, error) {
 	byLambda := map[string][]string{}
 	for _, t := range tasks {
 		byLambda[t.Lambda] = append(byLambda[t.Lambda], t.ID)
@@ -810,7 +882,7 @@ func takenID(ctx context.Context, tx *sql.Tx, tasks []task.Task) (*task.Task, er
 		if err != nil {
 			return nil, err
 		}
-		rows, err := tx.QueryContext(ctx, takenSQL, lambda, string(list))
+		rows, err := stmt.QueryContext(ctx, lambda, string(list))
 		if err != nil {
 			return nil, err
 		}
@@ -1223,7 +1295,7 @@ func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
 	return found, nil
 }
 
-// Counts returns how many tasks of the lambda are in each status, from the counts the triggers
+// Counts returns how many tasks of the lambda are in each status, from the counts the writes
 // keep: one row per status.
 func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, lambda)
@@ -1515,13 +1587,11 @@ func migrate(w *sql.DB) error {
 	if counted, err := has(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'task_counts'`); err != nil {
 		return err
 	} else if !counted {
-		for _, q := range []string{
-			`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`,
-			`INSERT INTO task_counts (lambda, status, n) SELECT lambda, status, COUNT(*) FROM tasks GROUP BY lambda, status`,
-		} {
-			if _, err := tx.Exec(q); err != nil {
-				return fmt.Errorf("count tasks: %w", err)
-			}
+		if _, err := tx.Exec(`CREATE TABLE task_counts (lambda TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (lambda, status))`); err != nil {
+			return fmt.Errorf("count tasks: %w", err)
+		}
+		if err := recount(tx); err != nil { // counts.go
+			return err
 		}
 	}
 	return tx.Commit()

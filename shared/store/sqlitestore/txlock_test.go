@@ -16,10 +16,7 @@ import (
 func TestWriterBeginsImmediate(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "atf.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, path)
 	defer s.Close()
 	tx, err := s.w.BeginTx(ctx, nil) // as the group writer begins
 	if err != nil {

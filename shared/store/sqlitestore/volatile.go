@@ -40,9 +40,6 @@ import (
 // journal's tail too: those claims then run again without counting, as an unsynced claim lost
 // to a power loss did (docs/guarantees.md, "The embedded store").
 
-// rowOfSQL reads what a claim checks of a row, in the writer's transaction.
-const rowOfSQL = `SELECT status, version FROM tasks WHERE lambda = ? AND id = ?`
-
 // FlushAfter is how long a claim stays in memory only, at most: a run longer than this has its
 // claim written to its row.
 const FlushAfter = time.Second
@@ -124,23 +121,21 @@ func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged,
 		return outcome, err
 	}
 	if keepable {
-		var status string
-		var version int64
-		err := stmts.rowOf.QueryRowContext(ctx, t.Lambda, t.ID).Scan(&status, &version)
+		// The row itself, not the writer's memo: a write apart from the group writer
+		// (AddUpstreams) moves a row without telling the memo.
+		old, found, err := statusAt(ctx, stmts.readStatus, t, prev)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return task.Errorf(task.ErrConflict, "task %q of lambda %s is gone", t.ID, t.Lambda), nil
 		case err != nil:
 			return nil, fmt.Errorf("sqlitestore: claim %s/%s: %w", t.Lambda, t.ID, err)
-		case version != prev:
-			return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile", t.ID, t.Lambda), nil
-		case task.Status(status) == task.StatusEnqueued:
+		case !found:
+			return conflict(t), nil
+		case old == task.StatusEnqueued:
 			now := time.Now()
 			flushAt := now.Add(FlushAfter)
 			if t.NextTriggerAt != nil {
 				flushAt = minTime(flushAt, now.Add(t.NextTriggerAt.Sub(now)/2))
 			}
-			g[k] = &volatileEntry{t: t, rowVer: version, rowStatus: task.StatusEnqueued, flushAt: flushAt}
+			g[k] = &volatileEntry{t: t, rowVer: prev, rowStatus: task.StatusEnqueued, flushAt: flushAt}
 			return nil, nil
 		}
 	}
@@ -401,8 +396,10 @@ func (s *Store) recoverClaims() error {
 		return fmt.Errorf("sqlitestore: recover claims: %w", err)
 	}
 	defer tx.Rollback()
+	defer s.memo.abort() // unless the commit kept its notes first
 	stmts := updateStmts{tx: tx, state: tx.StmtContext(ctx, s.updateState), full: tx.StmtContext(ctx, s.update),
-		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop)}
+		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
+		counts: tally{}, memo: s.memo}
 	for _, l := range lines {
 		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`, l.lambda, l.id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -422,9 +419,13 @@ func (s *Store) recoverClaims() error {
 			return fmt.Errorf("sqlitestore: recover the claim of %s/%s: %w", t.Lambda, t.ID, errors.Join(err, outcome))
 		}
 	}
+	if err := stmts.counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
+		return fmt.Errorf("sqlitestore: recover claims: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitestore: recover claims: %w", err)
 	}
+	s.memo.commit()
 	return nil
 }
 
