@@ -232,14 +232,14 @@ type Store struct {
 	count          *sql.Stmt // countSQL (counts.go)
 	readStatus     *sql.Stmt // statusSQL (counts.go)
 	// memo is what the group writer wrote last: the status an update replaces, without a read.
-	memo      *statusMemo
+	memo       *statusMemo
 	queries    sync.Map // the queries of lists and sweeps, prepared once each: string → *sql.Stmt
 	queryCount atomic.Int32
-	updates   chan *update
-	closed    chan struct{}
-	closeOnce sync.Once
-	writer    sync.WaitGroup
-	pruner    sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
+	updates    chan *update
+	closed     chan struct{}
+	closeOnce  sync.Once
+	writer     sync.WaitGroup
+	pruner     sync.WaitGroup // the pruning job, if OpenWith started one (retention.go)
 
 	traced func(q string, args []any) // if set (by tests), sees every query of tasks run by List and Due
 
