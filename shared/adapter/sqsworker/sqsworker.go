@@ -263,7 +263,7 @@ func (h *Handler) record(ctx context.Context, b budget, log *slog.Logger, m even
 			// refused again; a second if our clock is past it already (SQS hides for whole
 			// seconds), not a retry delay that grows with the receives.
 			log.Info("claim refused as early; the message comes back when its task is due", "due", due, "err", err)
-			h.hide(ctx, log, msg, m, min(max(time.Until(due), time.Second), executor.MaxHold))
+			h.hide(ctx, log, msg, m, executor.DueDelay(due, time.Now()))
 			return false
 		}
 		// Our clock is ahead of the status controller's: the message comes back, as the task's.

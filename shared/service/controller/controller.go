@@ -539,7 +539,7 @@ func (c *Controller) run(ctx context.Context, h *held) {
 			// Back when its task is due (its run time, or the end of the lease the message
 			// times), a second at least, not after the visibility it has.
 			unhide()
-			c.hideFor(ctx, d, min(max(time.Until(due), time.Second), executor.MaxHold))
+			c.hideFor(ctx, d, executor.DueDelay(due, time.Now()))
 		}
 		return
 	default:

@@ -31,6 +31,13 @@ const (
 	HoldResendAt = 5
 )
 
+// DueDelay is how long a message whose claim was refused as early stays hidden: until its task
+// is due (task.DueAt), a second at least (a queue hides for whole seconds, and our clock may be
+// past it already), never more than MaxHold.
+func DueDelay(due, now time.Time) time.Duration {
+	return min(max(due.Sub(now), time.Second), MaxHold)
+}
+
 // HoldDelay is how long the message of a claim held by err (task.ErrHeld), received for the
 // receiveCount-th time, stays hidden: until the hold's Until if it gives one (a rate), at least
 // zero; otherwise (a concurrency cap) HoldBackoffBase doubled on each receive after the first, at

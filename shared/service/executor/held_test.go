@@ -68,3 +68,22 @@ func TestHoldDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestDueDelay: a message refused as early stays hidden until its task is due, a second at
+// least, MaxHold at most.
+func TestDueDelay(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		due  time.Time
+		want time.Duration
+	}{
+		{now.Add(5 * time.Second), 5 * time.Second},
+		{now.Add(-time.Second), time.Second},
+		{now.Add(100 * time.Millisecond), time.Second},
+		{now.Add(24 * time.Hour), executor.MaxHold},
+	} {
+		if got := executor.DueDelay(c.due, now); got != c.want {
+			t.Errorf("DueDelay(now%+v): %v, want %v", c.due.Sub(now), got, c.want)
+		}
+	}
+}
