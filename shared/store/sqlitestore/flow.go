@@ -161,6 +161,7 @@ func (s *Store) getMany(ctx context.Context, refs []task.Ref, stmt *sql.Stmt, co
 		}
 		byLambda[r.Lambda] = append(byLambda[r.Lambda], r.ID)
 	}
+	kept := s.keptAmong(refs) // before the rows are read: see the end
 	found := make(map[task.Ref]task.Task, len(refs))
 	for _, l := range lambdas {
 		ids := byLambda[l]
@@ -180,7 +181,18 @@ func (s *Store) getMany(ctx context.Context, refs []task.Ref, stmt *sql.Stmt, co
 	for i, r := range refs {
 		out[i] = found[r]
 	}
-	s.liveAll(out)
+	gone := s.liveAll(out)
+	// A task whose entry was written and dropped while the rows were read may have been read
+	// as it was before the entry: it is read again, as Get does (live).
+	for i, r := range refs {
+		if kept[r] && gone[r] {
+			t, err := s.getMany(ctx, []task.Ref{r}, stmt, cols)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = t[0]
+		}
+	}
 	return out, nil
 }
 

@@ -725,6 +725,10 @@ func (s *Store) commitGroup(group []*update) ([]error, error) {
 	if err := stmt.counts.write(ctx, tx.StmtContext(ctx, s.count)); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
+	if len(kept) > 0 {
+		s.vol.beginApply()
+		defer s.vol.endApply()
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: write: %w", err)
 	}
@@ -1297,7 +1301,20 @@ func (s *Store) Triggered(ctx context.Context, lambda string) (bool, error) {
 
 // Counts returns how many tasks of the lambda are in each status, from the counts the writes
 // keep: one row per status.
-func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int, error) {
+func (s *Store) Counts(ctx context.Context, lambda string) (counts map[task.Status]int, err error) {
+	// The rows and the entries as of one point: a commit between the two reads would count a
+	// task twice (its row moved, its entry not yet dropped).
+	err = s.vol.steady(func() (err error) {
+		if counts, err = s.countRows(ctx, lambda); err == nil {
+			s.liveCounts(lambda, counts)
+		}
+		return err
+	})
+	return counts, err
+}
+
+// countRows reads the lambda's count rows.
+func (s *Store) countRows(ctx context.Context, lambda string) (map[task.Status]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, n FROM task_counts WHERE lambda = ? AND n > 0`, lambda)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
@@ -1315,7 +1332,6 @@ func (s *Store) Counts(ctx context.Context, lambda string) (map[task.Status]int,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: counts %s: %w", lambda, err)
 	}
-	s.liveCounts(lambda, counts)
 	return counts, nil
 }
 

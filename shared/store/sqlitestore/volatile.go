@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openatf/atf/shared/task"
@@ -71,10 +72,39 @@ type volatile struct {
 	mu      sync.RWMutex
 	entries map[taskKey]*volatileEntry
 
+	// gen is odd from just before a commit that changes entries until its changes are applied,
+	// while applying is held: a read of rows and entries that saw it even and unchanged saw both
+	// at one point (see steady).
+	gen      atomic.Uint64
+	applying sync.Mutex
+
+	// keep is false for a file whose journal has no path (a "file:" URI): its claims are written.
+	keep bool
+
 	journalPath  string   // "" for a database in memory: nothing outlives the process
 	journal      *os.File // appended to by the writer only
 	journalBytes int64
 	liveBytes    int64 // the journal's size at its last rewrite: its live entries' lines
+}
+
+// beginApply and endApply bracket a commit that changes entries and the apply of its changes.
+func (v *volatile) beginApply() { v.applying.Lock(); v.gen.Add(1) }
+func (v *volatile) endApply()   { v.gen.Add(1); v.applying.Unlock() }
+
+// steady runs read, a read of rows then of entries, until no commit that changes entries came
+// between the two: the rows then never show a write whose entry the entries still hold.
+func (v *volatile) steady(read func() error) error {
+	for {
+		g := v.gen.Load()
+		if g%2 == 1 {
+			v.applying.Lock() // waits for the apply under way
+			g = v.gen.Load()  // even: no apply is under way while applying is free
+			v.applying.Unlock()
+		}
+		if err := read(); err != nil || v.gen.Load() == g {
+			return err
+		}
+	}
 }
 
 func (v *volatile) lookup(k taskKey) (*volatileEntry, bool) {
@@ -102,7 +132,7 @@ func (s *Store) entry(g staged, k taskKey) *volatileEntry {
 // memory.
 func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged, t task.Task, prev int64, keep bool) (outcome, err error) {
 	k := taskKey{t.Lambda, t.ID}
-	keepable := keep && slices.Contains(task.Running, t.Status) && len(t.Limits.Of(t)) == 0
+	keepable := keep && s.vol.keep && slices.Contains(task.Running, t.Status) && len(t.Limits.Of(t)) == 0
 	if e := s.entry(g, k); e != nil {
 		if prev != e.t.Version {
 			return task.Errorf(task.ErrConflict, "task %q of lambda %s changed meanwhile", t.ID, t.Lambda), nil
@@ -195,7 +225,9 @@ func (s *Store) apply(g staged) (unjournaled map[taskKey]bool) {
 	var fresh []taskKey
 	s.vol.mu.RLock()
 	for k, e := range g {
-		if _, had := s.vol.entries[k]; e != nil && !had {
+		// A new claim: no entry before, or one of an earlier claim, which the group wrote to
+		// its row and dropped before it kept this one (a heartbeat keeps its row's version).
+		if old, had := s.vol.entries[k]; e != nil && (!had || old.rowVer != e.rowVer) {
 			fresh = append(fresh, k)
 			lines = appendJournal(lines, e)
 		}
@@ -207,7 +239,7 @@ func (s *Store) apply(g staged) (unjournaled map[taskKey]bool) {
 			unjournaled = map[taskKey]bool{}
 			for _, k := range fresh {
 				unjournaled[k] = true
-				delete(g, k) // the claim fails: its row is as it was
+				g[k] = nil // the claim fails: its row is as the group left it, and any entry before it is gone
 			}
 		}
 	}
@@ -242,9 +274,14 @@ func (s *Store) appendToJournal(lines []byte) error {
 		}
 		s.vol.journal = f
 	}
-	n, err := s.vol.journal.Write(lines)
-	s.vol.journalBytes += int64(n)
-	return err
+	if _, err := s.vol.journal.Write(lines); err != nil {
+		// Lines written whole would name claims that fail: the journal goes back to its end
+		// before them.
+		_ = s.vol.journal.Truncate(s.vol.journalBytes)
+		return err
+	}
+	s.vol.journalBytes += int64(len(lines))
+	return nil
 }
 
 // appendJournal appends e's journal line: the claim's start, its row's version and creation
@@ -352,8 +389,12 @@ func failJournaled(group []*update, outcomes []error, unjournaled map[taskKey]bo
 // process as they would have been written: each whose row is still enqueued at the version the
 // claim found becomes processing, its attempt counted and its lease over.
 func (s *Store) openVolatile(path string) error {
-	s.vol = &volatile{entries: map[taskKey]*volatileEntry{}}
-	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+	s.vol = &volatile{entries: map[taskKey]*volatileEntry{}, keep: true}
+	if path == ":memory:" {
+		return nil // nothing outlives the process: no claim to count after a crash
+	}
+	if strings.HasPrefix(path, "file:") {
+		s.vol.keep = false // a URI names its file in ways a journal's name cannot follow
 		return nil
 	}
 	s.vol.journalPath = path + "-claims"
@@ -415,6 +456,9 @@ func (s *Store) recoverClaims() error {
 		if err != nil {
 			continue
 		}
+		// Not the lost claim's version: a runner of it in this process (a Close and an Open with
+		// executors still running) must not write over this one.
+		claimed.Version++
 		if outcome, err := updateIn(ctx, stmts, claimed, l.version); err != nil || outcome != nil {
 			return fmt.Errorf("sqlitestore: recover the claim of %s/%s: %w", t.Lambda, t.ID, errors.Join(err, outcome))
 		}
@@ -448,21 +492,40 @@ func (s *Store) live(lambda, id string, read func() (task.Task, error)) (task.Ta
 }
 
 // liveAll replaces the tasks that have an entry with it, in place (reads of many rows: GetMany,
-// lists). A row read before its entry was dropped may be older than the entry was.
-func (s *Store) liveAll(tasks []task.Task) {
+// lists), and returns the refs of the tasks it found no entry for. A row read before its entry
+// was dropped may be older than the entry was: a caller that needs the latest state reads those
+// again if they had an entry before (keptAmong).
+func (s *Store) liveAll(tasks []task.Task) (without map[task.Ref]bool) {
 	s.vol.mu.RLock()
 	defer s.vol.mu.RUnlock()
-	if len(s.vol.entries) == 0 {
-		return
-	}
+	without = map[task.Ref]bool{}
 	for i, t := range tasks {
 		if t.ID == "" {
 			continue
 		}
 		if e, ok := s.vol.entries[taskKey{t.Lambda, t.ID}]; ok {
 			tasks[i] = e.over(t)
+		} else {
+			without[t.Ref()] = true
 		}
 	}
+	return without
+}
+
+// keptAmong returns the refs that have an entry now.
+func (s *Store) keptAmong(refs []task.Ref) map[task.Ref]bool {
+	s.vol.mu.RLock()
+	defer s.vol.mu.RUnlock()
+	if len(s.vol.entries) == 0 {
+		return nil
+	}
+	kept := map[task.Ref]bool{}
+	for _, r := range refs {
+		if _, ok := s.vol.entries[taskKey{r.Lambda, r.ID}]; ok {
+			kept[r] = true
+		}
+	}
+	return kept
 }
 
 // liveCounts moves the counts of the lambda's entries from their rows' status to theirs.
