@@ -28,8 +28,9 @@ import (
 // FlushAfter (or half its lease, if that is sooner) is written to its row, so that a lease the
 // store times is in the store, where the consumer's sweep finds it.
 //
-// Reads by key (Get, GetState, GetMany, GetBatch) and Counts see the entries; lists and the
-// sweep's Due read the rows, where a claim younger than FlushAfter is still enqueued.
+// Reads by key (Get, GetState, GetMany, GetBatch) and Counts see the entries. The sweep's Due
+// reads the rows, where a claim younger than FlushAfter is still enqueued; lists read the rows
+// and show the entries over them.
 //
 // A crash of the process loses the entries, and leaves their rows enqueued, to run again: what
 // the claims' runners ran died with the process (the in-process executors, and the programs
@@ -81,7 +82,7 @@ type volatile struct {
 	// keep is false for a file whose journal has no path (a "file:" URI): its claims are written.
 	keep bool
 
-	journalPath  string   // "" for a database in memory: nothing outlives the process
+	journalPath  string   // "" for a database in memory (nothing outlives the process) or a URI
 	journal      *os.File // appended to by the writer only
 	journalBytes int64
 	liveBytes    int64 // the journal's size at its last rewrite: its live entries' lines
