@@ -147,12 +147,10 @@ func (k *Claimer) claim(batch []*claimCall) {
 		refs = append(refs, task.Ref{Lambda: call.lambda, ID: call.id})
 		unread = append(unread, i)
 	}
-	var read []task.Task
 	if len(refs) > 0 {
+		var read []task.Task
 		read, err = task.GetBatch(ctx, c.store, refs)
-	}
-	for j, i := range unread {
-		if err == nil {
+		for j, i := range unread[:len(read)] {
 			found[i] = read[j]
 		}
 	}

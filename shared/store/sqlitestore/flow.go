@@ -181,17 +181,14 @@ func (s *Store) getMany(ctx context.Context, refs []task.Ref, stmt *sql.Stmt, co
 	for i, r := range refs {
 		out[i] = found[r]
 	}
-	gone := s.liveAll(out)
 	// A task whose entry was written and dropped while the rows were read may have been read
 	// as it was before the entry: it is read again, as Get does (live).
-	for i, r := range refs {
-		if kept[r] && gone[r] {
-			t, err := s.getMany(ctx, []task.Ref{r}, stmt, cols)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = t[0]
+	for _, i := range s.liveAll(out, kept) {
+		t, err := s.getMany(ctx, []task.Ref{refs[i]}, stmt, cols)
+		if err != nil {
+			return nil, err
 		}
+		out[i] = t[0]
 	}
 	return out, nil
 }

@@ -209,6 +209,9 @@ const columns = `lambda, id, collection, priority, status, payload, result, erro
 // stateColumns are columns without the payload, which scanTask reads as nil.
 var stateColumns = strings.Replace(columns, "payload", "NULL", 1)
 
+// getStateSQL reads one task without its payload (GetState).
+var getStateSQL = `SELECT ` + stateColumns + ` FROM tasks WHERE lambda = ? AND id = ?`
+
 // Store is a task.Store in one SQLite file.
 type Store struct {
 	// SQLite allows one writer at a time. Funnelling every write through one connection queues
@@ -337,7 +340,7 @@ func Open(path string) (*Store, error) {
 	upd := prepare(w, updateSQL)
 	updState := prepare(w, updateStateSQL)
 	get := prepare(r, `SELECT `+columns+` FROM tasks WHERE lambda = ? AND id = ?`)
-	getState := prepare(r, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`)
+	getState := prepare(r, getStateSQL)
 	getStates := prepare(r, getManySQL(stateColumns))
 	getTasks := prepare(r, getManySQL(columns))
 	ins := prepare(w, insertSQL)
@@ -598,7 +601,7 @@ func (s *Store) writeUpdates() {
 		case u := <-s.updates:
 			group = append(group, u)
 		case <-tick.C:
-			if s.flushing(time.Now()) {
+			if len(s.dueToFlush(time.Now())) > 0 {
 				// An error is the next group's: it flushes them again.
 				_, _ = s.commitGroup(nil)
 			}
@@ -923,7 +926,7 @@ func (s *Store) List(ctx context.Context, p task.ListParams) ([]task.Task, strin
 	}
 	// A claim kept in memory shows as it is; its row, still enqueued, may have matched a filter
 	// by status that the claim no longer does.
-	s.liveAll(tasks)
+	s.liveAll(tasks, nil)
 	if set := p.StatusSet(); len(set) > 0 {
 		tasks = slices.DeleteFunc(tasks, func(t task.Task) bool { return !slices.Contains(set, t.Status) })
 	}

@@ -59,33 +59,17 @@ func TestUnsyncedSurvivesKill(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "atf.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestUnsyncedSurvivesKill$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	created, enqueued := map[string]bool{}, map[string]bool{}
-	lines := bufio.NewScanner(out)
-	for lines.Scan() && len(enqueued) < 300 {
-		what, id, _ := strings.Cut(lines.Text(), " ")
+	killChild(t, "TestUnsyncedSurvivesKill", crashChildEnv, path, func(line string) bool {
+		what, id, _ := strings.Cut(line, " ")
 		switch what {
 		case "created":
 			created[id] = true
 		case "enqueued":
 			enqueued[id] = true
 		}
-	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred Close, no final sync
-		t.Fatal(err)
-	}
-	_ = cmd.Wait() // killed: its exit status says so
-	if len(enqueued) < 300 {
-		t.Fatalf("the child stopped after %d enqueues: %v", len(enqueued), lines.Err())
-	}
+		return len(enqueued) >= 300
+	})
 
 	s := open(t, path)
 	defer s.Close()
@@ -97,6 +81,34 @@ func TestUnsyncedSurvivesKill(t *testing.T) {
 		case enqueued[id] && got.Status != task.StatusEnqueued:
 			t.Errorf("task %s, enqueued before the kill: status %s", id, got.Status)
 		}
+	}
+}
+
+// killChild runs the test binary's test as a child, with env set to path, passes each line it
+// prints to seen until seen reports enough, and kills it with SIGKILL (no deferred Close, no
+// final sync). It fails t if the child stops printing before.
+func killChild(t *testing.T, test, env, path string, seen func(line string) (enough bool)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	enough := false
+	for !enough && lines.Scan() {
+		enough = seen(lines.Text())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait() // killed: its exit status says so
+	if !enough {
+		t.Fatalf("the child stopped printing before it was killed: %v", lines.Err())
 	}
 }
 

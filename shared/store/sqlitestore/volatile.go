@@ -161,12 +161,7 @@ func (s *Store) volatileUpdate(ctx context.Context, stmts updateStmts, g staged,
 		case !found:
 			return conflict(t), nil
 		case old == task.StatusEnqueued:
-			now := time.Now()
-			flushAt := now.Add(FlushAfter)
-			if t.NextTriggerAt != nil {
-				flushAt = minTime(flushAt, now.Add(t.NextTriggerAt.Sub(now)/2))
-			}
-			g[k] = &volatileEntry{t: t, rowVer: prev, rowStatus: task.StatusEnqueued, flushAt: flushAt}
+			g[k] = &volatileEntry{t: t, rowVer: prev, rowStatus: task.StatusEnqueued, flushAt: flushTime(t)}
 			return nil, nil
 		}
 	}
@@ -183,24 +178,33 @@ func heartbeat(prev, next task.Task) bool {
 	return reflect.DeepEqual(prev, next)
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
+// flushTime is when the claim t, kept now, is written to its row: FlushAfter from now, or halfway
+// to its lease's end if that is sooner.
+func flushTime(t task.Task) time.Time {
+	now := time.Now()
+	wait := FlushAfter
+	if t.NextTriggerAt != nil {
+		wait = min(wait, t.NextTriggerAt.Sub(now)/2)
 	}
-	return a
+	return now.Add(wait)
 }
 
-// flushDue writes, in the group's transaction, the entries whose time in memory is up.
-func (s *Store) flushDue(ctx context.Context, stmts updateStmts, g staged, now time.Time) error {
+// dueToFlush returns the keys of the entries whose time in memory is up at now.
+func (s *Store) dueToFlush(now time.Time) []taskKey {
 	s.vol.mu.RLock()
+	defer s.vol.mu.RUnlock()
 	var due []taskKey
 	for k, e := range s.vol.entries {
 		if !now.Before(e.flushAt) {
 			due = append(due, k)
 		}
 	}
-	s.vol.mu.RUnlock()
-	for _, k := range due {
+	return due
+}
+
+// flushDue writes, in the group's transaction, the entries whose time in memory is up.
+func (s *Store) flushDue(ctx context.Context, stmts updateStmts, g staged, now time.Time) error {
+	for _, k := range s.dueToFlush(now) {
 		e := s.entry(g, k)
 		if e == nil {
 			continue
@@ -357,18 +361,6 @@ func (s *Store) rewriteJournal() {
 	s.vol.journal, s.vol.journalBytes, s.vol.liveBytes = nil, int64(len(lines)), int64(len(lines))
 }
 
-// flushing reports whether an entry's time in memory is up at now.
-func (s *Store) flushing(now time.Time) bool {
-	s.vol.mu.RLock()
-	defer s.vol.mu.RUnlock()
-	for _, e := range s.vol.entries {
-		if !now.Before(e.flushAt) {
-			return true
-		}
-	}
-	return false
-}
-
 // failJournaled fails the claims of the group that could not be journaled (they were not kept:
 // their rows are as the group found them).
 func failJournaled(group []*update, outcomes []error, unjournaled map[taskKey]bool) {
@@ -443,7 +435,7 @@ func (s *Store) recoverClaims() error {
 		record: tx.StmtContext(ctx, s.record), drop: tx.StmtContext(ctx, s.drop), readStatus: tx.StmtContext(ctx, s.readStatus),
 		counts: tally{}, memo: s.memo}
 	for _, l := range lines {
-		t, err := scanTask(tx.QueryRowContext(ctx, `SELECT `+stateColumns+` FROM tasks WHERE lambda = ? AND id = ?`, l.lambda, l.id))
+		t, err := scanTask(tx.QueryRowContext(ctx, getStateSQL, l.lambda, l.id))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -493,24 +485,23 @@ func (s *Store) live(lambda, id string, read func() (task.Task, error)) (task.Ta
 }
 
 // liveAll replaces the tasks that have an entry with it, in place (reads of many rows: GetMany,
-// lists), and returns the refs of the tasks it found no entry for. A row read before its entry
-// was dropped may be older than the entry was: a caller that needs the latest state reads those
-// again if they had an entry before (keptAmong).
-func (s *Store) liveAll(tasks []task.Task) (without map[task.Ref]bool) {
+// lists). A row read before its entry was dropped may be older than the entry was: it returns
+// the indexes of the tasks that had an entry before the rows were read (kept: keptAmong) and
+// have none now, for a caller that needs the latest state to read again.
+func (s *Store) liveAll(tasks []task.Task, kept map[task.Ref]bool) (gone []int) {
 	s.vol.mu.RLock()
 	defer s.vol.mu.RUnlock()
-	without = map[task.Ref]bool{}
 	for i, t := range tasks {
 		if t.ID == "" {
 			continue
 		}
 		if e, ok := s.vol.entries[taskKey{t.Lambda, t.ID}]; ok {
 			tasks[i] = e.over(t)
-		} else {
-			without[t.Ref()] = true
+		} else if kept[t.Ref()] {
+			gone = append(gone, i)
 		}
 	}
-	return without
+	return gone
 }
 
 // keptAmong returns the refs that have an entry now.

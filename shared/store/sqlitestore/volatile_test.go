@@ -1,13 +1,11 @@
 package sqlitestore
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -233,29 +231,13 @@ func TestVolatileClaimSurvivesKill(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "atf.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestVolatileClaimSurvivesKill$")
-	cmd.Env = append(os.Environ(), claimChildEnv+"="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	claimed := map[string]bool{}
-	lines := bufio.NewScanner(out)
-	for lines.Scan() && len(claimed) < 50 {
-		if id, ok := strings.CutPrefix(lines.Text(), "claimed "); ok {
+	killChild(t, "TestVolatileClaimSurvivesKill", claimChildEnv, path, func(line string) bool {
+		if id, ok := strings.CutPrefix(line, "claimed "); ok {
 			claimed[id] = true
 		}
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(claimed) < 50 {
-		t.Fatalf("the child stopped after %d claims: %v", len(claimed), lines.Err())
-	}
+		return len(claimed) >= 50
+	})
 
 	s := open(t, path)
 	defer s.Close()
